@@ -1,0 +1,37 @@
+import { isHoldfastError } from '../errors.js';
+
+/** Exit codes of the CLI: 0 ok, 1 a failed operation, 2 a usage error. */
+export const EXIT_OK = 0;
+export const EXIT_FAILURE = 1;
+export const EXIT_USAGE = 2;
+
+/**
+ * Renders command results: a JSON document on stdout with `--json` (for scripts), readable
+ * text otherwise. Progress and diagnostics go to stderr so stdout stays parseable.
+ */
+export class Output {
+  constructor(
+    readonly json: boolean,
+    private readonly stdout: NodeJS.WritableStream = process.stdout,
+    private readonly stderr: NodeJS.WritableStream = process.stderr,
+  ) {}
+
+  /** Prints a command's result: `data` as JSON, or the text `human` renders. */
+  result(data: unknown, human: () => string): void {
+    this.stdout.write(this.json ? `${JSON.stringify(data, null, 2)}\n` : `${human()}\n`);
+  }
+
+  /** A diagnostic line on stderr (suppressed in JSON mode). */
+  note(line: string): void {
+    if (!this.json) this.stderr.write(`${line}\n`);
+  }
+
+  /** Reports a failure on stderr, as `{"error": {code, message, data}}` in JSON mode. */
+  error(error: unknown): void {
+    const body = isHoldfastError(error)
+      ? error.toJSON()
+      : { code: 'INTERNAL', message: error instanceof Error ? error.message : String(error), data: {} };
+    if (this.json) this.stderr.write(`${JSON.stringify({ error: body })}\n`);
+    else this.stderr.write(`holdfast: ${body.code}: ${body.message}\n`);
+  }
+}

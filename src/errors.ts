@@ -1,0 +1,131 @@
+/**
+ * Every failure Holdfast reports on purpose is a {@link HoldfastError} with a stable `code`.
+ * Callers and tests branch on `code`, never on message text; messages are for people and
+ * say what to do next.
+ */
+
+/** The closed set of error codes. Adding one is an API change; renaming one is a break. */
+export type ErrorCode =
+  | 'NOT_FOUND'
+  | 'ALREADY_EXISTS'
+  | 'CONFLICT'
+  | 'STALE_LEASE'
+  | 'WORKSPACE_CHANGED'
+  | 'INTEGRITY'
+  | 'RESTORE_INCOMPLETE'
+  | 'LIMIT_EXCEEDED'
+  | 'INVALID_PATH'
+  | 'INVALID_INPUT'
+  | 'SECRET_EXCLUDED'
+  | 'STORE_UNAVAILABLE'
+  | 'UNAUTHORIZED'
+  | 'FORBIDDEN'
+  | 'TIMEOUT'
+  | 'CANCELLED'
+  | 'INTERNAL';
+
+/** All codes, for exhaustiveness checks and for the HTTP mapping. */
+export const ERROR_CODES: readonly ErrorCode[] = Object.freeze([
+  'NOT_FOUND',
+  'ALREADY_EXISTS',
+  'CONFLICT',
+  'STALE_LEASE',
+  'WORKSPACE_CHANGED',
+  'INTEGRITY',
+  'RESTORE_INCOMPLETE',
+  'LIMIT_EXCEEDED',
+  'INVALID_PATH',
+  'INVALID_INPUT',
+  'SECRET_EXCLUDED',
+  'STORE_UNAVAILABLE',
+  'UNAUTHORIZED',
+  'FORBIDDEN',
+  'TIMEOUT',
+  'CANCELLED',
+  'INTERNAL',
+]);
+
+/** Structured, JSON-safe detail attached to an error (ids, paths, limits). */
+export type ErrorData = Readonly<Record<string, unknown>>;
+
+/** Options accepted by every error constructor. */
+export interface HoldfastErrorOptions {
+  /** Machine-readable detail: which key, which limit, which variable. */
+  readonly data?: ErrorData;
+  /** The lower-level error this one explains. */
+  readonly cause?: unknown;
+}
+
+/** Base class of every error Holdfast throws deliberately. */
+export class HoldfastError extends Error {
+  override readonly name: string = 'HoldfastError';
+  readonly code: ErrorCode;
+  readonly data: ErrorData;
+
+  constructor(code: ErrorCode, message: string, options: HoldfastErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.code = code;
+    this.data = options.data ?? {};
+  }
+
+  /** The shape used on the wire and in `--json` output: `{code, message, data}`. */
+  toJSON(): { code: ErrorCode; message: string; data: ErrorData } {
+    return { code: this.code, message: this.message, data: this.data };
+  }
+}
+
+/** Bad arguments, configuration or paths (`INVALID_INPUT`, `INVALID_PATH`, `LIMIT_EXCEEDED`). */
+export class InputError extends HoldfastError {
+  override readonly name = 'InputError';
+}
+
+/** A named thing does not exist (`NOT_FOUND`). */
+export class NotFoundError extends HoldfastError {
+  override readonly name = 'NotFoundError';
+  constructor(message: string, options: HoldfastErrorOptions = {}) {
+    super('NOT_FOUND', message, options);
+  }
+}
+
+/** Another writer got there first (`CONFLICT`, `ALREADY_EXISTS`, `STALE_LEASE`, `WORKSPACE_CHANGED`). */
+export class ConflictError extends HoldfastError {
+  override readonly name = 'ConflictError';
+}
+
+/** Stored bytes are missing or do not match their hash (`INTEGRITY`, `RESTORE_INCOMPLETE`). */
+export class IntegrityError extends HoldfastError {
+  override readonly name = 'IntegrityError';
+}
+
+/**
+ * A backing store could not be reached or refused the request (`STORE_UNAVAILABLE`).
+ * `data.transient` says whether retrying the same request may succeed.
+ */
+export class StoreError extends HoldfastError {
+  override readonly name = 'StoreError';
+  constructor(message: string, options: HoldfastErrorOptions & { transient?: boolean } = {}) {
+    super('STORE_UNAVAILABLE', message, {
+      ...options,
+      data: { ...options.data, transient: options.transient ?? false },
+    });
+  }
+
+  /** True when the same request may succeed if retried (timeouts, 5xx, resets). */
+  get transient(): boolean {
+    return this.data.transient === true;
+  }
+}
+
+/** Type guard; with `code`, also checks the code. */
+export function isHoldfastError(error: unknown, code?: ErrorCode): error is HoldfastError {
+  return error instanceof HoldfastError && (code === undefined || error.code === code);
+}
+
+/** A short description of any thrown value, for logs and wrapped messages. */
+export function describeError(error: unknown): string {
+  if (error instanceof Error) {
+    const code = (error as { code?: unknown }).code;
+    return typeof code === 'string' && !error.message.includes(code) ? `${code}: ${error.message}` : error.message;
+  }
+  return String(error);
+}

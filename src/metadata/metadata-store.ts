@@ -1,0 +1,120 @@
+import type { Kysely, Transaction } from 'kysely';
+import type { MetaConfig } from '../config.js';
+import { openPostgres } from './dialects/postgres.js';
+import { openSqlite } from './dialects/sqlite.js';
+import type { MigratedDatabase } from './migrator.js';
+import { type CheckpointsRepo, createCheckpointsRepo } from './repos/checkpoints-repo.js';
+import { createObjectIndexRepo, type ObjectIndexRepo } from './repos/objects-repo.js';
+import type { RepoContext } from './repos/repo-context.js';
+import { createTenantsRepo, type TenantsRepo } from './repos/tenants-repo.js';
+import { createWorkspacesRepo, type WorkspacesRepo } from './repos/workspaces-repo.js';
+import type { Database } from './schema.js';
+
+export type {
+  Checkpoint,
+  CreateCheckpointInput,
+  JsonObject,
+  ListCheckpointsOptions,
+  ReadyCheckpointInput,
+} from './repos/checkpoints-repo.js';
+export type { ObjectLocation, ObjectRecord, PackRecord } from './repos/objects-repo.js';
+export type { CreateTenantInput, Tenant } from './repos/tenants-repo.js';
+export type { CreateWorkspaceInput, Workspace } from './repos/workspaces-repo.js';
+export type { CheckpointReason, CheckpointStatus, Database, ObjectCodec, ObjectKind } from './schema.js';
+export type { CheckpointsRepo, ObjectIndexRepo, TenantsRepo, WorkspacesRepo };
+
+/** Which SQL engine a store runs on. */
+export type MetadataDialect = 'sqlite' | 'postgres';
+
+/**
+ * The repositories, one per table group. Every method is a single statement or its own
+ * transaction unless the repositories come from {@link MetadataStore.transaction}. All errors
+ * are HoldfastErrors with stable codes (see `db-errors.ts`); all numbers are JS numbers.
+ */
+export interface MetadataRepositories {
+  readonly tenants: TenantsRepo;
+  /** The object index: packs and objects. */
+  readonly objects: ObjectIndexRepo;
+  readonly workspaces: WorkspacesRepo;
+  readonly checkpoints: CheckpointsRepo;
+}
+
+/** The repositories bound to one open transaction, plus its raw Kysely handle. */
+export interface MetadataTransaction extends MetadataRepositories {
+  readonly db: Transaction<Database>;
+}
+
+/**
+ * The metadata port: everything Holdfast knows about tenants, workspaces, checkpoints and
+ * where each object lives, on SQLite or PostgreSQL behind the same API. It never holds file
+ * bytes. Opened, migrated and ready to use when {@link openMetadataStore} resolves.
+ */
+export interface MetadataStore extends MetadataRepositories {
+  readonly dialect: MetadataDialect;
+  /** The query layer, for queries no repository offers yet. Errors are translated the same way. */
+  readonly db: Kysely<Database>;
+  /**
+   * The schema version the database is at, read from the database on every call, so it also
+   * serves as a liveness probe (rejects with `STORE_UNAVAILABLE` when the store is down).
+   */
+  schemaVersion(): Promise<number>;
+  /**
+   * Runs `fn` with repositories bound to one transaction: it commits when `fn` resolves and
+   * rolls back (nothing persisted) when it rejects, rethrowing the rejection. Inside `fn`
+   * use only `tx`; calling the store itself from there waits for the transaction on SQLite
+   * (one connection) and runs outside it on PostgreSQL.
+   */
+  transaction<T>(fn: (tx: MetadataTransaction) => Promise<T>): Promise<T>;
+  /** Closes the connection or pool. Idempotent; the store must not be used afterwards. */
+  close(): Promise<void>;
+}
+
+/** Options of {@link openMetadataStore}. */
+export interface MetadataStoreOptions {
+  /** Clock for every stored timestamp, epoch ms. Defaults to `Date.now`. */
+  readonly now?: () => number;
+}
+
+/**
+ * Opens the store `config` names, creating the SQLite file or the PostgreSQL tables as
+ * needed, and applies any missing migrations (safe when several processes start at once).
+ * Rejects with `STORE_UNAVAILABLE` when the database cannot be reached or opened, or when
+ * its schema is newer than this build.
+ */
+export async function openMetadataStore(config: MetaConfig, options: MetadataStoreOptions = {}): Promise<MetadataStore> {
+  const now = options.now ?? Date.now;
+  const opened: MigratedDatabase = config.kind === 'sqlite' ? await openSqlite(config.path, now) : await openPostgres(config.url, now);
+  return createMetadataStore(config.kind, opened, now);
+}
+
+function repositories(context: RepoContext): MetadataRepositories {
+  return {
+    tenants: createTenantsRepo(context),
+    objects: createObjectIndexRepo(context),
+    workspaces: createWorkspacesRepo(context),
+    checkpoints: createCheckpointsRepo(context),
+  };
+}
+
+function createMetadataStore(dialect: MetadataDialect, { db }: MigratedDatabase, now: () => number): MetadataStore {
+  let closing: Promise<void> | undefined;
+  return {
+    dialect,
+    db,
+    async schemaVersion() {
+      const row = await db
+        .selectFrom('holdfast_schema_migrations')
+        .select((eb) => eb.fn.max('version').as('version'))
+        .executeTakeFirst();
+      return row?.version ?? 0;
+    },
+    ...repositories({ db, now }),
+    transaction(fn) {
+      return db.transaction().execute((trx) => fn({ db: trx, ...repositories({ db: trx, now }) }));
+    },
+    close() {
+      closing ??= db.destroy();
+      return closing;
+    },
+  };
+}

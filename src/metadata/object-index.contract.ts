@@ -1,0 +1,118 @@
+import { describe, expect, it } from 'vitest';
+import { type ContractContext, makeObjects, sha256 } from './metadata-contract-support.contract.js';
+import type { MetadataStore, ObjectRecord, PackRecord } from './metadata-store.js';
+
+const BULK_OBJECTS = 100_000;
+const SAMPLE_EVERY = 997;
+
+async function countRows(store: MetadataStore, table: 'objects' | 'packs'): Promise<number> {
+  const row = await store.db
+    .selectFrom(table)
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .executeTakeFirstOrThrow();
+  expect(typeof row.n).toBe('number');
+  return row.n;
+}
+
+function sample<T>(items: readonly T[]): T[] {
+  return items.filter((_, i) => i % SAMPLE_EVERY === 0 || i === items.length - 1);
+}
+
+/** Contract cases for the object index: bulk insert, idempotency, lookups, condemned packs. */
+export function describeObjectIndexCases(ctx: ContractContext): void {
+  describe(`object index with ${BULK_OBJECTS} objects`, () => {
+    const fixture = ctx.sharedFixture(async (database) => {
+      const store = await database.open();
+      const bulk = makeObjects('bulk', BULK_OBJECTS);
+      await store.objects.insertPacksAndObjects(bulk.packs, bulk.objects);
+      return { store, bulk };
+    });
+
+    it('stores every row', async () => {
+      const { store, bulk } = await fixture();
+      expect(await countRows(store, 'objects')).toBe(BULK_OBJECTS);
+      expect(await countRows(store, 'packs')).toBe(bulk.packs.length);
+    });
+
+    it('findMissing reports exactly the unknown ids of a mixed batch', async () => {
+      const { store, bulk } = await fixture();
+      const known = sample(bulk.objects).map((o) => o.id);
+      const unknown = Array.from({ length: 1_500 }, (_, i) => sha256(`unknown:${i}`));
+      const missing = await store.objects.findMissing([...known, ...unknown, ...known.slice(0, 10)]);
+      expect([...missing].sort()).toEqual([...unknown].sort());
+      expect((await store.objects.findMissing(bulk.objects.map((o) => o.id))).size).toBe(0);
+      expect((await store.objects.findMissing([])).size).toBe(0);
+    });
+
+    it('locate returns each sampled location with numeric fields, and nothing for unknown ids', async () => {
+      const { store, bulk } = await fixture();
+      const picked = sample(bulk.objects);
+      const located = await store.objects.locate([...picked.map((o) => o.id), sha256('unknown')]);
+      expect(located.size).toBe(picked.length);
+      for (const { id, ...location } of picked) expect(located.get(id)).toEqual(location);
+      const first = located.values().next().value;
+      for (const value of [first?.offset, first?.length, first?.rawLength]) expect(typeof value).toBe('number');
+    });
+
+    it('re-inserting the same packs and objects is a no-op', async () => {
+      const { store, bulk } = await fixture();
+      await store.objects.insertPacksAndObjects(bulk.packs, bulk.objects);
+      expect(await countRows(store, 'objects')).toBe(BULK_OBJECTS);
+      const moved = bulk.objects.slice(0, 5).map((o) => ({ ...o, offset: o.offset + 1 }));
+      await store.objects.insertPacksAndObjects([], [...moved, ...moved]);
+      const located = await store.objects.locate(moved.map((o) => o.id));
+      for (const original of bulk.objects.slice(0, 5)) expect(located.get(original.id)?.offset).toBe(original.offset);
+    });
+  });
+
+  describe('object index lifecycle', () => {
+    const fixture = ctx.sharedFixture(async (database) => ({ store: await database.open() }));
+
+    it('objects of a condemned pack count as missing until re-registered elsewhere', async () => {
+      const { store } = await fixture();
+      const { packs, objects } = makeObjects('condemned', 30, 10);
+      await store.objects.insertPacksAndObjects(packs, objects);
+      const doomed = packs[0] as PackRecord;
+      const doomedIds = objects.filter((o) => o.packId === doomed.id).map((o) => o.id);
+      expect(await store.objects.condemnPacks([doomed.id, doomed.id, sha256('no-such-pack')])).toBe(1);
+      expect(await store.objects.condemnPacks([doomed.id])).toBe(0);
+      expect([...(await store.objects.findMissing(objects.map((o) => o.id)))].sort()).toEqual([...doomedIds].sort());
+      expect((await store.objects.locate(doomedIds)).size).toBe(0);
+
+      const newPack: PackRecord = { id: sha256('rewritten'), kind: 'data', size: 10_064, objectCount: 10 };
+      const rewritten = objects.filter((o) => o.packId === doomed.id).map((o, i) => ({ ...o, packId: newPack.id, offset: i * 7 }));
+      await store.objects.insertPacksAndObjects([newPack], rewritten);
+      expect((await store.objects.findMissing(doomedIds)).size).toBe(0);
+      const located = await store.objects.locate(doomedIds);
+      expect(located.get(doomedIds[1] as string)).toMatchObject({ packId: newPack.id, offset: 7 });
+    });
+
+    it('re-registering a condemned pack revives it', async () => {
+      const { store } = await fixture();
+      const { packs, objects } = makeObjects('revived', 5);
+      await store.objects.insertPacksAndObjects(packs, objects);
+      await store.objects.condemnPacks(packs.map((p) => p.id));
+      expect((await store.objects.findMissing(objects.map((o) => o.id))).size).toBe(5);
+      await store.objects.insertPacksAndObjects(packs, objects);
+      expect((await store.objects.findMissing(objects.map((o) => o.id))).size).toBe(0);
+    });
+
+    it('schema violations map to codes: unknown pack is CONFLICT, bad enum or id is INVALID_INPUT', async () => {
+      const { store } = await fixture();
+      const { packs, objects } = makeObjects('violations', 1);
+      const object = objects[0] as ObjectRecord;
+      const pack = packs[0] as PackRecord;
+      await expect(store.objects.insertPacksAndObjects([], [object])).rejects.toMatchObject({
+        code: 'CONFLICT',
+        data: { reason: 'foreign_key' },
+      });
+      await expect(store.objects.insertPacksAndObjects([pack], [{ ...object, codec: 'lz4' as 'zstd' }])).rejects.toMatchObject({
+        code: 'INVALID_INPUT',
+      });
+      await expect(store.objects.insertPacksAndObjects([{ ...pack, id: 'NOT-HEX' }], [])).rejects.toMatchObject({ code: 'INVALID_INPUT' });
+      // Each call is atomic: the valid pack of the failed calls was not kept.
+      expect(await store.db.selectFrom('packs').select('id').where('id', '=', pack.id).executeTakeFirst()).toBeUndefined();
+      expect(await store.objects.findMissing([object.id])).toEqual(new Set([object.id]));
+    });
+  });
+}

@@ -1,0 +1,169 @@
+import type { Selectable } from 'kysely';
+import { ConflictError, InputError, NotFoundError } from '../../errors.js';
+import type { CheckpointReason, CheckpointStatus, CheckpointsTable } from '../schema.js';
+import { isForeignKeyViolation, newId, type RepoContext, requireCount, requireText } from './repo-context.js';
+
+/** A JSON object as stored in `stats` and `error` (serialised with `JSON.stringify`). */
+export type JsonObject = Readonly<Record<string, unknown>>;
+
+/** One capture of a workspace. */
+export interface Checkpoint {
+  readonly id: string;
+  readonly workspaceId: string;
+  /** The checkpoint this one was taken on top of, if any (not a foreign key: retention may drop it). */
+  readonly parentId: string | null;
+  /** Root tree object id; set exactly when the checkpoint is ready. */
+  readonly rootTree: string | null;
+  readonly status: CheckpointStatus;
+  readonly reason: CheckpointReason;
+  readonly stats: JsonObject | null;
+  /** Why it failed (typically `HoldfastError#toJSON()`); set exactly when failed. */
+  readonly error: JsonObject | null;
+  readonly createdAt: number;
+  /** When it left `pending`; `null` while pending. */
+  readonly finishedAt: number | null;
+}
+
+/** Input of {@link CheckpointsRepo.createPending}. */
+export interface CreateCheckpointInput {
+  /** Defaults to a new UUID. */
+  readonly id?: string;
+  readonly workspaceId: string;
+  readonly parentId?: string | null;
+  readonly reason: CheckpointReason;
+}
+
+/** Input of {@link CheckpointsRepo.markReady}. */
+export interface ReadyCheckpointInput {
+  readonly rootTree: string;
+  readonly stats?: JsonObject | null;
+}
+
+/** Options of {@link CheckpointsRepo.listByWorkspace}. */
+export interface ListCheckpointsOptions {
+  /** At most this many, newest first. */
+  readonly limit?: number;
+  /** Only checkpoints in this status. */
+  readonly status?: CheckpointStatus;
+}
+
+/** The `checkpoints` table. Status moves `pending` -> `ready` | `failed`, once, never back. */
+export interface CheckpointsRepo {
+  /**
+   * Inserts a `pending` checkpoint. A taken id rejects with `ALREADY_EXISTS`, an unknown
+   * workspace with `NOT_FOUND`, an unknown reason with `INVALID_INPUT`.
+   */
+  createPending(input: CreateCheckpointInput): Promise<Checkpoint>;
+  /**
+   * `pending` -> `ready` with its root tree and stats, stamping `finishedAt`. Unknown id:
+   * `NOT_FOUND`; any other current status: `CONFLICT` with data `{checkpointId, status}`.
+   */
+  markReady(id: string, input: ReadyCheckpointInput): Promise<Checkpoint>;
+  /** `pending` -> `failed`, keeping `error`. Same failure codes as {@link CheckpointsRepo.markReady}. */
+  markFailed(id: string, error: JsonObject): Promise<Checkpoint>;
+  /** The checkpoint with `id`; rejects with `NOT_FOUND` when there is none. */
+  get(id: string): Promise<Checkpoint>;
+  /** The checkpoint with `id`, or `undefined`. */
+  find(id: string): Promise<Checkpoint | undefined>;
+  /** The workspace's checkpoints, newest first (ties broken by id, descending). */
+  listByWorkspace(workspaceId: string, options?: ListCheckpointsOptions): Promise<Checkpoint[]>;
+}
+
+/** Builds the checkpoints repository over `context.db` (a store or a transaction). */
+export function createCheckpointsRepo({ db, now }: RepoContext): CheckpointsRepo {
+  const find = async (id: string): Promise<Checkpoint | undefined> => {
+    const row = await db.selectFrom('checkpoints').selectAll().where('id', '=', id).executeTakeFirst();
+    return row === undefined ? undefined : toCheckpoint(row);
+  };
+
+  const finish = async (id: string, values: Partial<Selectable<CheckpointsTable>>): Promise<Checkpoint> => {
+    const row = await db
+      .updateTable('checkpoints')
+      .set({ ...values, finished_at: now() })
+      .where('id', '=', id)
+      .where('status', '=', 'pending')
+      .returningAll()
+      .executeTakeFirst();
+    if (row !== undefined) return toCheckpoint(row);
+    const current = await find(id);
+    if (current === undefined) throw new NotFoundError(`checkpoint ${id} not found`, { data: { checkpointId: id } });
+    throw new ConflictError('CONFLICT', `checkpoint ${id} is already ${current.status}; only a pending checkpoint can finish`, {
+      data: { checkpointId: id, status: current.status },
+    });
+  };
+
+  return {
+    async createPending(input) {
+      const row = {
+        id: input.id === undefined ? newId() : requireText(input.id, 'id'),
+        workspace_id: requireText(input.workspaceId, 'workspaceId'),
+        parent_id: input.parentId ?? null,
+        root_tree: null,
+        status: 'pending' as const,
+        reason: input.reason,
+        stats: null,
+        error: null,
+        created_at: now(),
+        finished_at: null,
+      };
+      try {
+        await db.insertInto('checkpoints').values(row).execute();
+      } catch (error) {
+        if (!isForeignKeyViolation(error)) throw error;
+        throw new NotFoundError(`workspace ${row.workspace_id} not found`, { data: { workspaceId: row.workspace_id }, cause: error });
+      }
+      return toCheckpoint(row);
+    },
+    markReady(id, input) {
+      const stats = input.stats === undefined || input.stats === null ? null : toJson(input.stats, 'stats');
+      return finish(id, { status: 'ready', root_tree: requireText(input.rootTree, 'rootTree'), stats });
+    },
+    markFailed(id, error) {
+      return finish(id, { status: 'failed', error: toJson(error, 'error') });
+    },
+    async get(id) {
+      const checkpoint = await find(id);
+      if (checkpoint === undefined) throw new NotFoundError(`checkpoint ${id} not found`, { data: { checkpointId: id } });
+      return checkpoint;
+    },
+    find,
+    async listByWorkspace(workspaceId, options = {}) {
+      let query = db.selectFrom('checkpoints').selectAll().where('workspace_id', '=', workspaceId);
+      if (options.status !== undefined) query = query.where('status', '=', options.status);
+      if (options.limit !== undefined) query = query.limit(requireCount(options.limit, 'limit'));
+      const rows = await query.orderBy('created_at', 'desc').orderBy('id', 'desc').execute();
+      return rows.map(toCheckpoint);
+    },
+  };
+}
+
+function toJson(value: JsonObject, field: string): string {
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(value);
+  } catch (cause) {
+    throw new InputError('INVALID_INPUT', `${field} is not serialisable as JSON`, { data: { field }, cause });
+  }
+  if (text === undefined || !text.startsWith('{'))
+    throw new InputError('INVALID_INPUT', `${field} must be a JSON object`, { data: { field } });
+  return text;
+}
+
+function fromJson(text: string | null): JsonObject | null {
+  return text === null ? null : (JSON.parse(text) as JsonObject);
+}
+
+function toCheckpoint(row: Selectable<CheckpointsTable>): Checkpoint {
+  return {
+    id: row.id,
+    workspaceId: row.workspace_id,
+    parentId: row.parent_id,
+    rootTree: row.root_tree,
+    status: row.status,
+    reason: row.reason,
+    stats: fromJson(row.stats),
+    error: fromJson(row.error),
+    createdAt: row.created_at,
+    finishedAt: row.finished_at,
+  };
+}

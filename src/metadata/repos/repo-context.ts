@@ -1,0 +1,48 @@
+import { randomUUID } from 'node:crypto';
+import type { Kysely } from 'kysely';
+import { InputError, isHoldfastError } from '../../errors.js';
+import type { Database } from '../schema.js';
+
+/**
+ * What every repository is built from: a Kysely handle (the store's, or a transaction's when
+ * the repository is bound to one) and the clock that stamps `created_at`-style columns.
+ */
+export interface RepoContext {
+  readonly db: Kysely<Database>;
+  /** Epoch milliseconds; injectable so tests can order rows deterministically. */
+  readonly now: () => number;
+}
+
+/** A new random row id (UUID v4), used when the caller does not supply one. */
+export function newId(): string {
+  return randomUUID();
+}
+
+/**
+ * Runs `work` in a transaction: the current one when `db` is already a transaction,
+ * otherwise a new one that commits when `work` resolves and rolls back when it rejects.
+ */
+export function withinTransaction<T>(db: Kysely<Database>, work: (trx: Kysely<Database>) => Promise<T>): Promise<T> {
+  return db.isTransaction ? work(db) : db.transaction().execute(work);
+}
+
+/** True for the translated foreign-key violation (see `db-errors.ts`). */
+export function isForeignKeyViolation(error: unknown): boolean {
+  return isHoldfastError(error, 'CONFLICT') && error.data.reason === 'foreign_key';
+}
+
+/** Rejects an empty or non-string identifier or name with `INVALID_INPUT` naming the field. */
+export function requireText(value: unknown, field: string): string {
+  if (typeof value !== 'string' || value === '') {
+    throw new InputError('INVALID_INPUT', `${field} must be a non-empty string`, { data: { field } });
+  }
+  return value;
+}
+
+/** Rejects anything but a non-negative safe integer with `INVALID_INPUT` naming the field. */
+export function requireCount(value: unknown, field: string): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
+    throw new InputError('INVALID_INPUT', `${field} must be a non-negative integer`, { data: { field } });
+  }
+  return value;
+}

@@ -1,0 +1,108 @@
+import type { ColumnType } from 'kysely';
+
+/**
+ * The Kysely view of Holdfast's metadata tables. Column names are the SQL names
+ * (snake_case); repositories map rows to camelCase values. Every timestamp is an integer
+ * count of milliseconds since the Unix epoch on both dialects, and every integer column
+ * reads back as a JS `number` (the PostgreSQL dialect parses int8 itself).
+ */
+
+/** What a pack or object holds: file chunks or directory trees (kept in separate packs). */
+export type ObjectKind = 'data' | 'tree';
+/** How an object's bytes are stored inside its pack. */
+export type ObjectCodec = 'none' | 'zstd';
+/** Lifecycle of a checkpoint: it starts pending and ends ready or failed, exactly once. */
+export type CheckpointStatus = 'pending' | 'ready' | 'failed';
+/** Why a checkpoint was taken. */
+export type CheckpointReason = 'turn' | 'periodic' | 'final' | 'manual' | 'upgrade' | 'shutdown';
+
+/** Allowed values of {@link ObjectKind}, mirrored by a CHECK constraint. */
+export const OBJECT_KINDS: readonly ObjectKind[] = Object.freeze(['data', 'tree']);
+/** Allowed values of {@link ObjectCodec}, mirrored by a CHECK constraint. */
+export const OBJECT_CODECS: readonly ObjectCodec[] = Object.freeze(['none', 'zstd']);
+/** Allowed values of {@link CheckpointStatus}, mirrored by a CHECK constraint. */
+export const CHECKPOINT_STATUSES: readonly CheckpointStatus[] = Object.freeze(['pending', 'ready', 'failed']);
+/** Allowed values of {@link CheckpointReason}, mirrored by a CHECK constraint. */
+export const CHECKPOINT_REASONS: readonly CheckpointReason[] = Object.freeze([
+  'turn',
+  'periodic',
+  'final',
+  'manual',
+  'upgrade',
+  'shutdown',
+]);
+
+/** `tenants`: the owner of workspaces; `name` is globally unique. */
+export interface TenantsTable {
+  id: string;
+  name: string;
+  created_at: number;
+}
+
+/** `packs`: one row per pack blob; `id` is the pack's SHA-256 (lowercase hex). */
+export interface PacksTable {
+  id: string;
+  kind: ObjectKind;
+  /** Bytes of the whole pack blob, trailer included. */
+  size: number;
+  object_count: number;
+  created_at: number;
+  /** Set when GC condemns the pack; its objects then count as missing. */
+  condemned_at: number | null;
+}
+
+/** `objects`: the object index, object id (SHA-256 of the raw bytes) -> place in a pack. */
+export interface ObjectsTable {
+  id: string;
+  pack_id: string;
+  kind: ObjectKind;
+  /** Byte offset of the stored bytes inside the pack. */
+  offset: number;
+  /** Stored (possibly compressed) length in bytes. */
+  length: number;
+  /** Length of the raw bytes the id hashes. */
+  raw_length: number;
+  codec: ObjectCodec;
+}
+
+/** `workspaces`: a durable workspace; `head_version` is the compare-and-swap counter of its head. */
+export interface WorkspacesTable {
+  id: string;
+  tenant_id: string;
+  name: string;
+  head_checkpoint_id: string | null;
+  head_version: ColumnType<number, number | undefined, number>;
+  created_at: number;
+  updated_at: number;
+}
+
+/** `checkpoints`: one capture of a workspace; `stats` and `error` hold JSON text. */
+export interface CheckpointsTable {
+  id: string;
+  workspace_id: string;
+  parent_id: string | null;
+  root_tree: string | null;
+  status: CheckpointStatus;
+  reason: CheckpointReason;
+  stats: string | null;
+  error: string | null;
+  created_at: number;
+  finished_at: number | null;
+}
+
+/** `holdfast_schema_migrations`: one row per applied migration, written by the migrator only. */
+export interface SchemaMigrationsTable {
+  version: number;
+  name: string;
+  applied_at: number;
+}
+
+/** Every table the metadata store owns, keyed by SQL table name. */
+export interface Database {
+  tenants: TenantsTable;
+  packs: PacksTable;
+  objects: ObjectsTable;
+  workspaces: WorkspacesTable;
+  checkpoints: CheckpointsTable;
+  holdfast_schema_migrations: SchemaMigrationsTable;
+}
