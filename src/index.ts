@@ -4,6 +4,9 @@ import { openBlobStore } from './blob-store/open-blob-store.js';
 import { type HoldfastConfig, loadConfig } from './config.js';
 import { IntegrityError } from './errors.js';
 import { type MetadataStore, openMetadataStore } from './metadata/metadata-store.js';
+import { ContentWorkers } from './objects/content-workers.js';
+import { Snapshots } from './snapshot/snapshots.js';
+import { defaultCacheDir } from './snapshot/stat-cache.js';
 
 export type { BlobBody, BlobStat, BlobStore, ByteRange, PutOptions, PutResult } from './blob-store/blob-store.js';
 export { LocalDiskBlobStore } from './blob-store/drivers/local-disk.js';
@@ -12,6 +15,14 @@ export * from './config.js';
 export * from './errors.js';
 export type { MetadataStore } from './metadata/metadata-store.js';
 export { openMetadataStore } from './metadata/metadata-store.js';
+export type { RebuildOptions, RebuildReport } from './objects/index-rebuild.js';
+export type { CheckpointProgress, CheckpointResult, CheckpointStats } from './snapshot/checkpoint.js';
+export type { DiffEntry } from './snapshot/diff.js';
+export type { GcOptions, GcReport } from './snapshot/gc.js';
+export type { RestoreProgress, RestoreReceipt } from './snapshot/restore.js';
+export type { RetentionPolicy } from './snapshot/retention.js';
+export { DEFAULT_TENANT, Snapshots, type WorkspaceSummary } from './snapshot/snapshots.js';
+export type { VerifyOptions, VerifyReport } from './snapshot/verify.js';
 
 /** What {@link openHoldfast} takes. Injected instances win over the configuration. */
 export interface OpenHoldfastOptions {
@@ -21,6 +32,10 @@ export interface OpenHoldfastOptions {
   readonly blobs?: BlobStore;
   /** A MetadataStore to use instead of the configured one. */
   readonly meta?: MetadataStore;
+  /** Where stat caches live; default `$HOLDFAST_CACHE_DIR` or `~/.cache/holdfast`. */
+  readonly cacheDir?: string;
+  /** Tenant the snapshot service works in; default `default`. */
+  readonly tenant?: string;
 }
 
 /** Result of {@link Holdfast.selfCheck}. */
@@ -35,6 +50,8 @@ export interface Holdfast {
   readonly config: HoldfastConfig;
   readonly blobs: BlobStore;
   readonly meta: MetadataStore;
+  /** Checkpoints, restores and browsing by workspace name. */
+  readonly snapshots: Snapshots;
   /** Writes, reads back and deletes a probe blob and reads the schema version. */
   selfCheck(): Promise<SelfCheck>;
   /** Closes what this instance opened (injected instances are left open). */
@@ -57,10 +74,13 @@ export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<H
     if (options.meta === undefined) await meta.close();
     throw error;
   }
+  const workers = new ContentWorkers();
+  const snapshots = new Snapshots({ blobs, meta, workers, cacheDir: options.cacheDir ?? defaultCacheDir() }, options.tenant);
   return {
     config,
     blobs,
     meta,
+    snapshots,
     async selfCheck() {
       const started = performance.now();
       const probe = randomBytes(PROBE_BYTES);
@@ -80,6 +100,7 @@ export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<H
       return { schemaVersion, probeBytes: PROBE_BYTES, durationMs: Math.round(performance.now() - started) };
     },
     async close() {
+      await workers.close();
       if (options.blobs === undefined) await blobs.close();
       if (options.meta === undefined) await meta.close();
     },

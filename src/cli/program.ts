@@ -1,7 +1,12 @@
 import { readFileSync } from 'node:fs';
-import { Command } from 'commander';
+import { Command, InvalidArgumentError } from 'commander';
 import { type HoldfastConfig, loadConfig } from '../config.js';
+import type { Holdfast } from '../index.js';
+import { registerBrowse } from './commands/browse.js';
+import { registerCheckpoint } from './commands/checkpoint.js';
 import { registerInit } from './commands/init.js';
+import { registerMaintenance } from './commands/maintenance.js';
+import { registerRestore } from './commands/restore.js';
 import { Output } from './output.js';
 
 /** Options every command inherits from the program. */
@@ -29,6 +34,35 @@ export function contextOf(command: Command): CommandContext {
   return { config: loadConfig(opts.store === undefined ? {} : { store: opts.store }), output };
 }
 
+/**
+ * Opens Holdfast for one command, runs `fn`, and closes it again. The library (and with it the
+ * storage drivers) is imported here, when a command runs, so `--help` stays fast.
+ */
+export async function withHoldfast<T>(command: Command, fn: (hf: Holdfast, context: CommandContext) => Promise<T>): Promise<T> {
+  const context = contextOf(command);
+  const { openHoldfast } = await import('../index.js');
+  const hf = await openHoldfast({ config: context.config });
+  try {
+    return await fn(hf, context);
+  } finally {
+    await hf.close();
+  }
+}
+
+/** Parses a positive integer option. */
+export function positiveInt(name: string): (value: string) => number {
+  return (value) => {
+    const n = Number(value);
+    if (!Number.isSafeInteger(n) || n <= 0) throw new InvalidArgumentError(`${name} must be a positive integer`);
+    return n;
+  };
+}
+
+/** Collects a repeatable option into a list. */
+export function collect(value: string, previous: string[] = []): string[] {
+  return [...previous, value];
+}
+
 /** Builds the `holdfast` command tree. Commands load their heavy modules when they run. */
 export function buildProgram(): Command {
   const program = new Command('holdfast')
@@ -48,5 +82,9 @@ Configuration (environment):
 Exit codes: 0 ok, 1 error, 2 usage.`,
     );
   registerInit(program);
+  registerCheckpoint(program);
+  registerRestore(program);
+  registerBrowse(program);
+  registerMaintenance(program);
   return program;
 }

@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import { describeSnapshotCases } from './checkpoints.contract.js';
+import { describeGcCases } from './gc.contract.js';
 import {
   type ContractContext,
   createContractContext,
@@ -27,6 +28,7 @@ export function describeMetadataContract(options: MetadataContractOptions): void
     describeWorkspaceCases(ctx);
     describeSnapshotCases(ctx);
     describeObjectIndexCases(ctx);
+    describeGcCases(ctx);
   });
 }
 

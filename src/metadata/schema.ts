@@ -90,6 +90,22 @@ export interface CheckpointsTable {
   finished_at: number | null;
 }
 
+/** `gc_queue`: a pack blob no index row names, and when GC first saw it so (migration 2). */
+export interface GcQueueTable {
+  pack_id: string;
+  first_seen_at: number;
+}
+
+/** `deletion_journal`: one row per pack deletion, written before the blob is removed (migration 2). */
+export interface DeletionJournalTable {
+  pack_id: string;
+  /** Blob-store key being deleted. */
+  key: string;
+  started_at: number;
+  /** Set once the blob and its index rows are gone; `null` while the deletion is unfinished. */
+  finished_at: number | null;
+}
+
 /** `holdfast_schema_migrations`: one row per applied migration, written by the migrator only. */
 export interface SchemaMigrationsTable {
   version: number;
@@ -104,5 +120,7 @@ export interface Database {
   objects: ObjectsTable;
   workspaces: WorkspacesTable;
   checkpoints: CheckpointsTable;
+  gc_queue: GcQueueTable;
+  deletion_journal: DeletionJournalTable;
   holdfast_schema_migrations: SchemaMigrationsTable;
 }

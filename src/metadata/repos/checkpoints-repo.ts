@@ -67,6 +67,15 @@ export interface CheckpointsRepo {
   find(id: string): Promise<Checkpoint | undefined>;
   /** The workspace's checkpoints, newest first (ties broken by id, descending). */
   listByWorkspace(workspaceId: string, options?: ListCheckpointsOptions): Promise<Checkpoint[]>;
+  /** Every checkpoint of every workspace (optionally only one status), ordered by workspace, then newest first. */
+  listAll(options?: Pick<ListCheckpointsOptions, 'status'>): Promise<Checkpoint[]>;
+  /**
+   * Deletes checkpoint rows (retention forgetting them). A checkpoint that is currently the
+   * head of its workspace is never deleted, checked in the same statement, so a head that
+   * moved onto a listed id meanwhile is kept. Unknown ids are ignored. Resolves with how many
+   * rows were deleted.
+   */
+  deleteMany(ids: readonly string[]): Promise<number>;
 }
 
 /** Builds the checkpoints repository over `context.db` (a store or a transaction). */
@@ -134,8 +143,32 @@ export function createCheckpointsRepo({ db, now }: RepoContext): CheckpointsRepo
       const rows = await query.orderBy('created_at', 'desc').orderBy('id', 'desc').execute();
       return rows.map(toCheckpoint);
     },
+    async listAll(options = {}) {
+      let query = db.selectFrom('checkpoints').selectAll();
+      if (options.status !== undefined) query = query.where('status', '=', options.status);
+      const rows = await query.orderBy('workspace_id').orderBy('created_at', 'desc').orderBy('id', 'desc').execute();
+      return rows.map(toCheckpoint);
+    },
+    async deleteMany(ids) {
+      let deleted = 0;
+      const unique = [...new Set(ids)];
+      for (let start = 0; start < unique.length; start += DELETE_BATCH_IDS) {
+        const result = await db
+          .deleteFrom('checkpoints')
+          .where('id', 'in', unique.slice(start, start + DELETE_BATCH_IDS))
+          .where(({ not, exists, selectFrom }) =>
+            not(exists(selectFrom('workspaces').select('workspaces.id').whereRef('workspaces.head_checkpoint_id', '=', 'checkpoints.id'))),
+          )
+          .executeTakeFirst();
+        deleted += Number(result.numDeletedRows);
+      }
+      return deleted;
+    },
   };
 }
+
+/** Ids per DELETE in {@link CheckpointsRepo.deleteMany} (one bound parameter each). */
+const DELETE_BATCH_IDS = 1000;
 
 function toJson(value: JsonObject, field: string): string {
   let text: string | undefined;

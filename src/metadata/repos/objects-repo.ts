@@ -1,5 +1,5 @@
-import type { Kysely } from 'kysely';
-import type { Database, ObjectCodec, ObjectKind } from '../schema.js';
+import { type Kysely, type Selectable, sql } from 'kysely';
+import type { Database, ObjectCodec, ObjectKind, ObjectsTable } from '../schema.js';
 import { type RepoContext, withinTransaction } from './repo-context.js';
 
 /**
@@ -14,6 +14,9 @@ export const INSERT_BATCH_ROWS = 500;
  * scan, so 100k ids took 1.7 s in batches of 1,000 and 0.4 s in batches of 10,000.
  */
 export const LOOKUP_BATCH_IDS = 10_000;
+
+/** First key of the two-key PostgreSQL advisory locks on packs ('HF'). */
+const PACK_LOCK_NAMESPACE = 0x4846;
 
 /** A pack as registered in the index; `id` is the SHA-256 of the pack blob. */
 export interface PackRecord {
@@ -42,6 +45,13 @@ export interface ObjectRecord extends ObjectLocation {
   readonly id: string;
 }
 
+/** A pack row with its lifecycle timestamps, as GC and verify see it. */
+export interface PackInfo extends PackRecord {
+  readonly createdAt: number;
+  /** When GC condemned it; `null` while its objects count as present. */
+  readonly condemnedAt: number | null;
+}
+
 /**
  * The object index (`packs`, `objects`). An object is *present* when it has a row whose pack
  * is not condemned; objects of condemned packs count as missing everywhere.
@@ -58,24 +68,61 @@ export interface ObjectIndexRepo {
   insertPacksAndObjects(packs: readonly PackRecord[], objects: readonly ObjectRecord[]): Promise<void>;
   /** The subset of `ids` that is not present, in batches of {@link LOOKUP_BATCH_IDS}. */
   findMissing(ids: Iterable<string>): Promise<Set<string>>;
-  /** Locations of the present objects among `ids`; missing ids have no entry. */
-  locate(ids: Iterable<string>): Promise<Map<string, ObjectLocation>>;
+  /**
+   * Locations of the present objects among `ids`; missing ids have no entry. With
+   * `includeCondemned`, objects of condemned packs are located too: their blobs stay readable
+   * through GC's grace period, so a reader need not fail while GC is deciding.
+   */
+  locate(ids: Iterable<string>, options?: { readonly includeCondemned?: boolean }): Promise<Map<string, ObjectLocation>>;
+  /**
+   * Serialises work on these packs between a checkpoint's commit and GC's decision to delete
+   * them. Must run inside a transaction; the locks are released when it ends. PostgreSQL takes
+   * transaction-scoped advisory locks (in sorted order, so two lockers cannot deadlock);
+   * SQLite needs nothing, since its write transactions already run one at a time.
+   */
+  lockPacks(packIds: readonly string[]): Promise<void>;
+  /** Whether each known pack is `live` or `condemned`; unknown packs have no entry. */
+  packStates(packIds: readonly string[]): Promise<Map<string, 'live' | 'condemned'>>;
   /**
    * Marks packs condemned (GC decided they are unreferenced): their objects count as missing
    * from now on. Already-condemned and unknown packs are ignored. Resolves with how many
-   * packs this call condemned.
+   * packs this call condemned. `at` (epoch ms) stamps `condemned_at`, default the store's
+   * clock; GC passes its own so its grace period is measured on one clock.
    */
-  condemnPacks(packIds: readonly string[]): Promise<number>;
+  condemnPacks(packIds: readonly string[], at?: number): Promise<number>;
+  /**
+   * Clears `condemned_at` on the given packs (a second check found a live object in them), so
+   * their objects count as present again. Unknown and uncondemned packs are ignored. Resolves
+   * with how many packs this call revived.
+   */
+  revivePacks(packIds: readonly string[]): Promise<number>;
+  /** Every pack row, condemned ones included, ordered by id. */
+  listPacks(): Promise<PackInfo[]>;
+  /**
+   * Every object row pointing into one of `packIds` (condemned packs included), whatever the
+   * pack's state; used to compare the index with pack trailers and to re-check liveness.
+   */
+  objectsInPacks(packIds: readonly string[]): Promise<ObjectRecord[]>;
+  /**
+   * One page of the whole object index in ascending id order: up to `limit` rows with id
+   * greater than `afterId` (from the start when `undefined`). Keyset paging keeps each page a
+   * cheap index range scan however large the index grows.
+   */
+  scanObjects(afterId: string | undefined, limit: number): Promise<ObjectRecord[]>;
+  /**
+   * Removes condemned packs and every object row pointing into them, in one transaction.
+   * Packs that are not condemned (revived meanwhile) or unknown are left alone, so a pack a
+   * checkpoint re-registered is never dropped from the index. Resolves with the ids removed.
+   */
+  deleteCondemnedPacks(packIds: readonly string[]): Promise<string[]>;
 }
 
 /** Builds the object-index repository over `context.db` (a store or a transaction). */
-export function createObjectIndexRepo({ db, now }: RepoContext): ObjectIndexRepo {
-  const presentRows = (executor: Kysely<Database>, ids: readonly string[]) =>
-    executor
-      .selectFrom('objects')
-      .innerJoin('packs', 'packs.id', 'objects.pack_id')
-      .where('objects.id', 'in', ids)
-      .where('packs.condemned_at', 'is', null);
+export function createObjectIndexRepo({ db, dialect, now }: RepoContext): ObjectIndexRepo {
+  const presentRows = (executor: Kysely<Database>, ids: readonly string[], includeCondemned = false) => {
+    const rows = executor.selectFrom('objects').innerJoin('packs', 'packs.id', 'objects.pack_id').where('objects.id', 'in', ids);
+    return includeCondemned ? rows : rows.where('packs.condemned_at', 'is', null);
+  };
 
   return {
     async insertPacksAndObjects(packs, objects) {
@@ -144,10 +191,27 @@ export function createObjectIndexRepo({ db, now }: RepoContext): ObjectIndexRepo
       return missing;
     },
 
-    async locate(ids) {
+    async lockPacks(packIds) {
+      if (!db.isTransaction) throw new Error('lockPacks must run inside a transaction');
+      if (dialect === 'sqlite') return;
+      for (const id of [...new Set(packIds)].sort()) {
+        await sql`select pg_advisory_xact_lock(${PACK_LOCK_NAMESPACE}, ${Number.parseInt(id.slice(0, 8), 16) | 0})`.execute(db);
+      }
+    },
+
+    async packStates(packIds) {
+      const states = new Map<string, 'live' | 'condemned'>();
+      for (const batch of batches([...new Set(packIds)], LOOKUP_BATCH_IDS)) {
+        const rows = await db.selectFrom('packs').select(['id', 'condemned_at']).where('id', 'in', batch).execute();
+        for (const r of rows) states.set(r.id, r.condemned_at === null ? 'live' : 'condemned');
+      }
+      return states;
+    },
+
+    async locate(ids, options = {}) {
       const found = new Map<string, ObjectLocation>();
       for (const batch of batches([...new Set(ids)], LOOKUP_BATCH_IDS)) {
-        const rows = await presentRows(db, batch)
+        const rows = await presentRows(db, batch, options.includeCondemned === true)
           .select([
             'objects.id',
             'objects.pack_id',
@@ -165,9 +229,8 @@ export function createObjectIndexRepo({ db, now }: RepoContext): ObjectIndexRepo
       return found;
     },
 
-    async condemnPacks(packIds) {
+    async condemnPacks(packIds, at = now()) {
       let condemned = 0;
-      const at = now();
       for (const batch of batches([...new Set(packIds)], LOOKUP_BATCH_IDS)) {
         const result = await db
           .updateTable('packs')
@@ -179,7 +242,83 @@ export function createObjectIndexRepo({ db, now }: RepoContext): ObjectIndexRepo
       }
       return condemned;
     },
+
+    async revivePacks(packIds) {
+      let revived = 0;
+      for (const batch of batches([...new Set(packIds)], LOOKUP_BATCH_IDS)) {
+        const result = await db
+          .updateTable('packs')
+          .set({ condemned_at: null })
+          .where('id', 'in', batch)
+          .where('condemned_at', 'is not', null)
+          .executeTakeFirst();
+        revived += Number(result.numUpdatedRows);
+      }
+      return revived;
+    },
+
+    async listPacks() {
+      const rows = await db.selectFrom('packs').selectAll().orderBy('id').execute();
+      return rows.map((r) => ({
+        id: r.id,
+        kind: r.kind,
+        size: r.size,
+        objectCount: r.object_count,
+        createdAt: r.created_at,
+        condemnedAt: r.condemned_at,
+      }));
+    },
+
+    async objectsInPacks(packIds) {
+      const out: ObjectRecord[] = [];
+      for (const batch of batches([...new Set(packIds)], LOOKUP_BATCH_IDS)) {
+        const rows = await db
+          .selectFrom('objects')
+          .selectAll()
+          .where('pack_id', 'in', batch)
+          .orderBy('pack_id')
+          .orderBy('offset')
+          .execute();
+        out.push(...rows.map(toObjectRecord));
+      }
+      return out;
+    },
+
+    async scanObjects(afterId, limit) {
+      let query = db.selectFrom('objects').selectAll();
+      if (afterId !== undefined) query = query.where('id', '>', afterId);
+      const rows = await query.orderBy('id').limit(limit).execute();
+      return rows.map(toObjectRecord);
+    },
+
+    async deleteCondemnedPacks(packIds) {
+      const removed: string[] = [];
+      if (packIds.length === 0) return removed;
+      await withinTransaction(db, async (trx) => {
+        for (const batch of batches([...new Set(packIds)], INSERT_BATCH_ROWS)) {
+          // A no-op UPDATE instead of a SELECT: it row-locks the packs on PostgreSQL (a concurrent
+          // revive waits for this transaction) and is portable to SQLite, which has no FOR UPDATE.
+          const condemned = await trx
+            .updateTable('packs')
+            .set((eb) => ({ condemned_at: eb.ref('condemned_at') }))
+            .where('id', 'in', batch)
+            .where('condemned_at', 'is not', null)
+            .returning('id')
+            .execute();
+          const ids = condemned.map((r) => r.id);
+          if (ids.length === 0) continue;
+          await trx.deleteFrom('objects').where('pack_id', 'in', ids).execute();
+          await trx.deleteFrom('packs').where('id', 'in', ids).where('condemned_at', 'is not', null).execute();
+          removed.push(...ids);
+        }
+      });
+      return removed;
+    },
   };
+}
+
+function toObjectRecord(r: Selectable<ObjectsTable>): ObjectRecord {
+  return { id: r.id, packId: r.pack_id, kind: r.kind, offset: r.offset, length: r.length, rawLength: r.raw_length, codec: r.codec };
 }
 
 /** Keeps the first record for each id. */

@@ -9,6 +9,8 @@ import type { Database } from '../schema.js';
  */
 export interface RepoContext {
   readonly db: Kysely<Database>;
+  /** The SQL engine, for the few statements that differ (advisory locks). */
+  readonly dialect: 'sqlite' | 'postgres';
   /** Epoch milliseconds; injectable so tests can order rows deterministically. */
   readonly now: () => number;
 }

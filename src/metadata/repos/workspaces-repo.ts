@@ -42,6 +42,8 @@ export interface WorkspacesRepo {
   findByName(tenantId: string, name: string): Promise<Workspace | undefined>;
   /** The tenant's workspaces ordered by name (empty for an unknown tenant). */
   listByTenant(tenantId: string): Promise<Workspace[]>;
+  /** Every workspace of every tenant, ordered by id (GC and verify work store-wide). */
+  listAll(): Promise<Workspace[]>;
   /**
    * Compare-and-swap of the head: one `UPDATE … WHERE head_version = expectedVersion` that
    * sets the head and increments the version, resolving with the updated workspace.
@@ -119,6 +121,10 @@ export function createWorkspacesRepo({ db, now }: RepoContext): WorkspacesRepo {
     findByName,
     async listByTenant(tenantId) {
       const rows = await db.selectFrom('workspaces').selectAll().where('tenant_id', '=', tenantId).orderBy('name').execute();
+      return rows.map(toWorkspace);
+    },
+    async listAll() {
+      const rows = await db.selectFrom('workspaces').selectAll().orderBy('id').execute();
       return rows.map(toWorkspace);
     },
     async casHead(workspaceId, expectedVersion, newHeadCheckpointId) {

@@ -1,0 +1,109 @@
+import type { Command } from 'commander';
+import type { TreeEntry } from '../../core/tree.js';
+import { positiveInt, withHoldfast } from '../program.js';
+import { formatBytes } from '../progress.js';
+
+function describeEntry(e: TreeEntry): string {
+  if (e.type === 'dir') return `d ${e.mode.toString(8).padStart(4, '0')}            ${e.name}/`;
+  if (e.type === 'symlink') return `l                  ${e.name} -> ${e.target}`;
+  return `- ${e.mode.toString(8).padStart(4, '0')} ${formatBytes(e.size).padStart(10)}  ${e.name}`;
+}
+
+/** `log`, `workspaces`, `ls`, `cat` and `diff`: reading what is stored. */
+export function registerBrowse(program: Command): void {
+  program
+    .command('log')
+    .description("list a workspace's checkpoints, newest first (failed ones with their errors)")
+    .requiredOption('-w, --workspace <name>', 'workspace name')
+    .option('-n, --limit <n>', 'show at most N', positiveInt('--limit'))
+    .action(async (flags: { workspace: string; limit?: number }, command: Command) => {
+      await withHoldfast(command, async (hf, { output }) => {
+        const list = await hf.snapshots.log(flags.workspace, flags.limit);
+        output.result(list, () =>
+          list.length === 0
+            ? `workspace ${flags.workspace} has no checkpoints`
+            : list
+                .map((c) => {
+                  const when = new Date(c.createdAt).toISOString();
+                  const error =
+                    c.error === null
+                      ? ''
+                      : `  ${String((c.error as { code?: unknown }).code)}: ${String((c.error as { message?: unknown }).message)}`;
+                  return `${c.id}  ${when}  ${c.status.padEnd(7)}  ${c.reason}${error}`;
+                })
+                .join('\n'),
+        );
+      });
+    });
+
+  program
+    .command('workspaces')
+    .description('list workspaces and their head checkpoints')
+    .action(async (_flags: unknown, command: Command) => {
+      await withHoldfast(command, async (hf, { output }) => {
+        const list = await hf.snapshots.workspaces();
+        output.result(list, () =>
+          list.length === 0
+            ? 'no workspaces yet'
+            : list
+                .map(
+                  (w) =>
+                    `${w.name}  head ${w.head?.id ?? '(none)'}${w.head === undefined ? '' : `  ${new Date(w.head.createdAt).toISOString()}`}`,
+                )
+                .join('\n'),
+        );
+      });
+    });
+
+  program
+    .command('ls')
+    .description('list a directory (default: the root) inside a checkpoint')
+    .argument('<checkpoint>', 'checkpoint id')
+    .argument('[path]', 'path inside the checkpoint', '')
+    .action(async (checkpoint: string, relPath: string, _flags: unknown, command: Command) => {
+      await withHoldfast(command, async (hf, { output }) => {
+        const found = await hf.snapshots.ls(checkpoint, relPath);
+        const entries = found.kind === 'dir' ? found.entries : [found.entry];
+        output.result(found.kind === 'dir' ? { path: relPath, entries } : { path: relPath, entry: found.entry }, () =>
+          entries.map(describeEntry).join('\n'),
+        );
+      });
+    });
+
+  program
+    .command('cat')
+    .description("write a file's bytes from a checkpoint to stdout (verified)")
+    .argument('<checkpoint>', 'checkpoint id')
+    .argument('<path>', 'file path inside the checkpoint')
+    .action(async (checkpoint: string, relPath: string, _flags: unknown, command: Command) => {
+      await withHoldfast(command, async (hf, { output }) => {
+        if (output.json) {
+          const parts: Buffer[] = [];
+          for await (const piece of hf.snapshots.cat(checkpoint, relPath)) parts.push(Buffer.from(piece));
+          const bytes = Buffer.concat(parts);
+          output.result({ path: relPath, size: bytes.length, contentBase64: bytes.toString('base64') }, () => '');
+          return;
+        }
+        for await (const piece of hf.snapshots.cat(checkpoint, relPath)) {
+          if (!process.stdout.write(piece)) await new Promise((resolve) => process.stdout.once('drain', resolve));
+        }
+      });
+    });
+
+  program
+    .command('diff')
+    .description('show what changed between two checkpoints')
+    .argument('<a>', 'older checkpoint id')
+    .argument('<b>', 'newer checkpoint id')
+    .action(async (a: string, b: string, _flags: unknown, command: Command) => {
+      await withHoldfast(command, async (hf, { output }) => {
+        const changes = await hf.snapshots.diff(a, b);
+        const mark = { added: '+', removed: '-', modified: 'M', 'type-changed': 'T', 'mode-changed': 'm' } as const;
+        output.result(changes, () =>
+          changes.length === 0
+            ? 'no differences'
+            : changes.map((c) => `${mark[c.change]} ${c.path}${c.type === 'dir' ? '/' : ''}`).join('\n'),
+        );
+      });
+    });
+}

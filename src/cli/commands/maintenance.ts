@@ -1,0 +1,146 @@
+import { Argument, type Command, InvalidArgumentError } from 'commander';
+import { IntegrityError } from '../../errors.js';
+import type { RebuildReport } from '../../objects/index-rebuild.js';
+import type { GcPhase, GcReport } from '../../snapshot/gc.js';
+import type { VerifyReport } from '../../snapshot/verify.js';
+import { withHoldfast } from '../program.js';
+import { formatBytes, startProgress } from '../progress.js';
+
+const UNIT_MS: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+const GC_PHASES: readonly GcPhase[] = ['resume', 'retention', 'mark', 'repack', 'condemn', 'sweep', 'orphans'];
+/** Problems printed in text mode; `--json` lists them all. */
+const SHOWN_PROBLEMS = 50;
+
+/** Parses a duration such as `24h`, `90m`, `0s` or `1.5d` into milliseconds (commander option parser). */
+export function parseDuration(value: string): number {
+  const match = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/.exec(value.trim());
+  if (match === null) throw new InvalidArgumentError('expected a duration such as 24h, 90m, 30s or 0s');
+  return Math.round(Number(match[1]) * (UNIT_MS[match[2] as string] as number));
+}
+
+function nonNegativeInt(name: string): (value: string) => number {
+  return (value) => {
+    const n = Number(value);
+    if (!Number.isSafeInteger(n) || n < 0) throw new InvalidArgumentError(`${name} must be a non-negative integer`);
+    return n;
+  };
+}
+
+/** `verify`, `gc` and `index rebuild`: keeping the store healthy and small. */
+export function registerMaintenance(program: Command): void {
+  program
+    .command('verify')
+    .description('check that every ready checkpoint can be restored; exit 1 when anything is missing or damaged')
+    .option('--read-data', 'also read every reachable pack and check every byte (reads all stored data)')
+    .action(async (flags: { readData?: boolean }, command: Command) => {
+      await withHoldfast(command, async (hf, { output }) => {
+        const progress = await startProgress(output, 'verify', 'items');
+        let report: VerifyReport;
+        try {
+          report = await hf.snapshots.verify({
+            readData: flags.readData === true,
+            onProgress: (p) => progress.update(p.done, p.total, p.phase),
+          });
+        } finally {
+          progress.stop();
+        }
+        output.result(report, () => renderVerify(report));
+        if (!report.ok) {
+          throw new IntegrityError(
+            'INTEGRITY',
+            `verify found ${report.problems.filter((p) => p.kind !== 'unindexed-pack').length} problem(s); see the report above`,
+            {
+              data: { problemCounts: report.problemCounts },
+            },
+          );
+        }
+      });
+    });
+
+  program
+    .command('gc')
+    .description('forget old checkpoints by the retention policy and delete packs nothing needs any more')
+    .option('--dry-run', 'report what would be done and change nothing')
+    .option('--grace <duration>', 'delete condemned and unindexed packs only after this long (e.g. 24h, 0s)', parseDuration)
+    .option('--keep-last <n>', 'keep the newest N checkpoints of each workspace (default 10)', nonNegativeInt('--keep-last'))
+    .option(
+      '--keep-daily <n>',
+      'keep the newest checkpoint of each of the last N days that have one (default 7)',
+      nonNegativeInt('--keep-daily'),
+    )
+    .action(async (flags: { dryRun?: boolean; grace?: number; keepLast?: number; keepDaily?: number }, command: Command) => {
+      await withHoldfast(command, async (hf, { output }) => {
+        const { DEFAULT_RETENTION } = await import('../../snapshot/retention.js');
+        const progress = await startProgress(output, 'gc', 'items');
+        let report: GcReport;
+        try {
+          report = await hf.snapshots.gc({
+            dryRun: flags.dryRun === true,
+            retention: {
+              keepLast: flags.keepLast ?? DEFAULT_RETENTION.keepLast,
+              keepDaily: flags.keepDaily ?? DEFAULT_RETENTION.keepDaily,
+            },
+            ...(flags.grace === undefined ? {} : { graceMs: flags.grace }),
+            onProgress: (phase) => progress.update(GC_PHASES.indexOf(phase), GC_PHASES.length, phase),
+          });
+        } finally {
+          progress.stop();
+        }
+        output.result(report, () => renderGc(report));
+      });
+    });
+
+  // One command with an action argument rather than a nested subcommand, so usage errors keep exit code 2.
+  program
+    .command('index')
+    .description('maintain the object index; `index rebuild` re-registers every pack in the blob store from its trailer')
+    .addArgument(new Argument('<action>', 'rebuild (after losing or restoring the metadata database)').choices(['rebuild']))
+    .option('--verify-packs', 'read each pack whole and check every object before registering it')
+    .action(async (_action: 'rebuild', flags: { verifyPacks?: boolean }, command: Command) => {
+      await withHoldfast(command, async (hf, { output }) => {
+        const progress = await startProgress(output, 'index rebuild', 'items');
+        let report: RebuildReport;
+        try {
+          report = await hf.snapshots.rebuildIndex({
+            verifyPacks: flags.verifyPacks === true,
+            onProgress: (done, total) => progress.update(done, total),
+          });
+        } finally {
+          progress.stop();
+        }
+        output.result(report, () =>
+          [
+            `scanned ${report.packsScanned} packs: ${report.packsRegistered} newly registered, ${report.objectsRegistered} objects offered to the index`,
+            `  skipped ${report.packsSkippedCondemned} condemned packs; ${report.damaged.length} damaged`,
+            ...report.damaged.slice(0, SHOWN_PROBLEMS).map((d) => `    ${d.packId}  ${d.detail}`),
+          ].join('\n'),
+        );
+        if (report.damaged.length > 0) {
+          throw new IntegrityError('INTEGRITY', `${report.damaged.length} pack(s) could not be read; their objects were not registered`, {
+            data: { damaged: report.damaged.length },
+          });
+        }
+      });
+    });
+}
+
+function renderVerify(r: VerifyReport): string {
+  const lines = [
+    `${r.ok ? 'ok' : 'PROBLEMS FOUND'}: ${r.checkpoints} checkpoints, ${r.trees} trees, ${r.objects} objects, ${r.packs} packs; read ${formatBytes(r.bytesRead)}`,
+    ...Object.entries(r.problemCounts)
+      .filter(([, n]) => n > 0)
+      .map(([kind, n]) => `  ${kind}: ${n}`),
+    ...r.problems.slice(0, SHOWN_PROBLEMS).map((p) => `    ${p.kind}  ${p.id}  ${p.detail}`),
+  ];
+  if (r.problems.length > SHOWN_PROBLEMS) lines.push(`    … and ${r.problems.length - SHOWN_PROBLEMS} more (--json lists them)`);
+  return lines.join('\n');
+}
+
+function renderGc(r: GcReport): string {
+  return [
+    `${r.dryRun ? 'dry run, nothing changed: would have ' : ''}forgotten ${r.forgotten} checkpoints; ${r.liveObjects} live objects`,
+    `  packs: ${r.packsCondemned} condemned, ${r.packsRepacked} repacked, ${r.packsDeleted} deleted, ${r.packsRevived} revived`,
+    `  unindexed packs: ${r.orphanPacksDeleted} deleted, ${r.orphanPacksQueued} waiting out the grace period`,
+    `  freed ${formatBytes(r.bytesFreed)}`,
+  ].join('\n');
+}

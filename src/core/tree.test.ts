@@ -1,0 +1,58 @@
+import { describe, expect, it } from 'vitest';
+import { sha256Hex } from './hash.js';
+import { decodeTree, encodeTree, type TreeEntry } from './tree.js';
+
+const h = (s: string) => sha256Hex(s);
+const entries: TreeEntry[] = [
+  { name: 'zeta', type: 'dir', mode: 0o755, mtimeMs: 5, tree: h('t') },
+  { name: 'Alpha.txt', type: 'file', mode: 0o644, size: 3, mtimeMs: 1_700_000_000_123, sha256: h('abc'), chunks: [h('abc')] },
+  { name: 'é', type: 'symlink', target: 'zeta/x', mtimeMs: 9 },
+  { name: 'empty', type: 'file', mode: 0o755, size: 0, mtimeMs: 0, sha256: h(''), chunks: [] },
+];
+
+describe('tree objects', () => {
+  it('are canonical: order of input entries and extra keys do not change the id', () => {
+    const a = encodeTree(entries);
+    const b = encodeTree([...entries].reverse().map((e) => ({ ...e, extra: 'ignored' }) as unknown as TreeEntry));
+    expect(b.id).toBe(a.id);
+    expect(b.bytes.equals(a.bytes)).toBe(true);
+    expect(decodeTree(a.id, a.bytes).map((e) => e.name)).toEqual(['Alpha.txt', 'empty', 'zeta', 'é']);
+  });
+
+  it('round-trip every entry type', () => {
+    const { id, bytes } = encodeTree(entries);
+    const sorted = decodeTree(id, bytes);
+    expect(sorted).toEqual([entries[1], entries[3], entries[0], entries[2]]);
+  });
+
+  it('reject bytes that do not match their id', () => {
+    const { id, bytes } = encodeTree(entries);
+    const flipped = Buffer.from(bytes);
+    flipped[10] = (flipped[10] ?? 0) ^ 1;
+    expect(() => decodeTree(id, flipped)).toThrow(expect.objectContaining({ code: 'INTEGRITY' }));
+  });
+
+  it.each([
+    ['a parent segment', { name: '..', type: 'dir', mode: 0o755, mtimeMs: 0, tree: h('x') }],
+    ['a slash', { name: 'a/b', type: 'symlink', target: 'x', mtimeMs: 0 }],
+    ['a reserved name', { name: '.holdfast', type: 'dir', mode: 0o755, mtimeMs: 0, tree: h('x') }],
+    ['a bad hash', { name: 'f', type: 'file', mode: 0o644, size: 1, mtimeMs: 0, sha256: 'nothex', chunks: [] }],
+    ['chunks that contradict the size', { name: 'f', type: 'file', mode: 0o644, size: 0, mtimeMs: 0, sha256: h(''), chunks: [h('x')] }],
+    ['an unknown type', { name: 'f', type: 'socket', mtimeMs: 0 }],
+  ])('reject an entry with %s even when the hash matches', (_what, bad) => {
+    const bytes = Buffer.from(JSON.stringify({ v: 1, entries: [bad] }));
+    expect(() => decodeTree(sha256Hex(bytes), bytes)).toThrow(expect.objectContaining({ code: 'INTEGRITY' }));
+  });
+
+  it('reject unsorted or duplicate entries', () => {
+    const e1 = { name: 'b', type: 'symlink', target: 'x', mtimeMs: 0 };
+    const e2 = { name: 'a', type: 'symlink', target: 'x', mtimeMs: 0 };
+    for (const list of [
+      [e1, e2],
+      [e2, e2],
+    ]) {
+      const bytes = Buffer.from(JSON.stringify({ v: 1, entries: list }));
+      expect(() => decodeTree(sha256Hex(bytes), bytes)).toThrow(expect.objectContaining({ code: 'INTEGRITY' }));
+    }
+  });
+});

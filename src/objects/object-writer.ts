@@ -1,0 +1,178 @@
+import type { BlobStore } from '../blob-store/blob-store.js';
+import type { Sha256Hex } from '../core/hash.js';
+import type { ObjectRecord, PackRecord } from '../metadata/metadata-store.js';
+import type { ContentWorkers, StoredForm } from './content-workers.js';
+import type { ObjectKind } from './pack-format.js';
+import { uploadPack } from './pack-uploader.js';
+import { PackWriter, type SealedPack } from './pack-writer.js';
+
+/** Pack uploads in flight at once (each holds one ~16 MiB pack in memory). */
+export const UPLOAD_CONCURRENCY = 3;
+/** Compression batches in flight at once, so reading and compressing overlap. */
+const COMPRESS_IN_FLIGHT = 3;
+/** Raw objects are sent to the workers in batches of about this many bytes. */
+const COMPRESS_BATCH_BYTES = 4 * 1024 * 1024;
+
+/** Counts an ObjectWriter reports. */
+export interface WriteStats {
+  objectsWritten: number;
+  rawBytesWritten: number;
+  storedBytesWritten: number;
+  packsWritten: number;
+  blobWrites: number;
+}
+
+/** What a checkpoint commits to the index once everything is durable. */
+export interface WrittenObjects {
+  readonly packs: PackRecord[];
+  readonly objects: ObjectRecord[];
+  /** Packs whose blob already existed: the commit must make sure GC is not deleting them. */
+  readonly preexistingPacks: string[];
+  readonly stats: WriteStats;
+}
+
+interface Batch {
+  readonly kind: ObjectKind;
+  readonly ids: Sha256Hex[];
+  readonly raws: Uint8Array[];
+  bytes: number;
+}
+
+/**
+ * Collects new objects for one checkpoint: compresses them in worker threads, appends them
+ * to data or tree packs of about 16 MiB, and uploads full packs with bounded concurrency.
+ * Nothing is registered in the index here; `finish()` returns the pack and object rows for
+ * the checkpoint's single commit transaction, after every pack is durable.
+ */
+export class ObjectWriter {
+  private readonly added = new Set<Sha256Hex>();
+  private readonly packs: Record<ObjectKind, PackWriter>;
+  private readonly batches: Record<ObjectKind, Batch>;
+  private readonly compressing: Array<Promise<void>> = [];
+  private readonly uploading = new Set<Promise<void>>();
+  private readonly preexisting: string[] = [];
+  /** Packs handed to the uploader; only their listings are kept, the bytes go with the upload. */
+  private readonly sealed: Array<Omit<SealedPack, 'bytes'> & { size: number }> = [];
+  private failure: unknown;
+  readonly stats: WriteStats = { objectsWritten: 0, rawBytesWritten: 0, storedBytesWritten: 0, packsWritten: 0, blobWrites: 0 };
+
+  constructor(
+    private readonly blobs: BlobStore,
+    private readonly workers: ContentWorkers,
+    private readonly signal?: AbortSignal,
+  ) {
+    this.packs = { data: new PackWriter('data'), tree: new PackWriter('tree') };
+    this.batches = { data: emptyBatch('data'), tree: emptyBatch('tree') };
+  }
+
+  /** True if `id` was already added to this writer. */
+  has(id: Sha256Hex): boolean {
+    return this.added.has(id);
+  }
+
+  /**
+   * Appends an object that is already in its stored form (digested and compressed by the
+   * content workers); waits when uploads are saturated.
+   */
+  async addStored(id: Sha256Hex, kind: ObjectKind, form: StoredForm, rawLength: number): Promise<void> {
+    this.throwIfFailed();
+    if (this.added.has(id)) return;
+    this.added.add(id);
+    this.append(kind, [id], [form], [rawLength]);
+    while (this.uploading.size >= UPLOAD_CONCURRENCY) await Promise.race(this.uploading);
+    this.throwIfFailed();
+  }
+
+  /** Queues a new raw object for compression; waits when compression or uploads are saturated. */
+  async add(id: Sha256Hex, kind: ObjectKind, raw: Uint8Array): Promise<void> {
+    this.throwIfFailed();
+    if (this.added.has(id)) return;
+    this.added.add(id);
+    const batch = this.batches[kind];
+    batch.ids.push(id);
+    batch.raws.push(raw);
+    batch.bytes += raw.byteLength;
+    if (batch.bytes >= COMPRESS_BATCH_BYTES) await this.dispatch(kind);
+  }
+
+  /** Compresses and packs what is queued, uploads every pack, and returns the index rows. */
+  async finish(): Promise<WrittenObjects> {
+    await this.dispatch('data');
+    await this.dispatch('tree');
+    await Promise.all(this.compressing.splice(0));
+    this.throwIfFailed();
+    for (const kind of ['data', 'tree'] as const) {
+      if (this.packs[kind].count > 0) this.startUpload(this.packs[kind].seal());
+    }
+    await Promise.all([...this.uploading]);
+    this.throwIfFailed();
+    const packs = this.sealed.map((p) => ({ id: p.id, kind: p.kind, size: p.size, objectCount: p.objects.length }));
+    const objects = this.sealed.flatMap((p) =>
+      p.objects.map(({ id, kind, offset, length, rawLength, codec }) => ({ id, packId: p.id, kind, offset, length, rawLength, codec })),
+    );
+    return { packs, objects, preexistingPacks: [...this.preexisting], stats: { ...this.stats } };
+  }
+
+  private async dispatch(kind: ObjectKind): Promise<void> {
+    const batch = this.batches[kind];
+    if (batch.ids.length === 0) return;
+    this.batches[kind] = emptyBatch(kind);
+    const job = this.workers.compress(batch.raws).then(
+      (forms) =>
+        this.append(
+          kind,
+          batch.ids,
+          forms,
+          batch.raws.map((r) => r.byteLength),
+        ),
+      (error: unknown) => {
+        this.failure ??= error;
+      },
+    );
+    this.compressing.push(job);
+    // Appending happens in completion order; waiting on the oldest bounds memory in flight.
+    while (this.compressing.length >= COMPRESS_IN_FLIGHT) await this.compressing.shift();
+    while (this.uploading.size >= UPLOAD_CONCURRENCY) await Promise.race(this.uploading);
+    this.throwIfFailed();
+  }
+
+  private append(kind: ObjectKind, ids: readonly Sha256Hex[], forms: readonly StoredForm[], rawLengths: readonly number[]): void {
+    forms.forEach((form, i) => {
+      const pack = this.packs[kind];
+      const rawLength = rawLengths[i] as number;
+      pack.add(ids[i] as Sha256Hex, form.bytes, rawLength, form.codec);
+      this.stats.objectsWritten += 1;
+      this.stats.rawBytesWritten += rawLength;
+      this.stats.storedBytesWritten += form.bytes.byteLength;
+      if (pack.full) {
+        this.startUpload(pack.seal());
+        this.packs[kind] = new PackWriter(kind);
+      }
+    });
+  }
+
+  private startUpload(pack: SealedPack): void {
+    this.sealed.push({ id: pack.id, kind: pack.kind, objects: pack.objects, size: pack.bytes.length });
+    this.stats.packsWritten += 1;
+    const job: Promise<void> = uploadPack(this.blobs, pack, this.signal).then(
+      ({ writes, created }) => {
+        this.stats.blobWrites += writes;
+        if (!created) this.preexisting.push(pack.id);
+        this.uploading.delete(job);
+      },
+      (error: unknown) => {
+        this.failure ??= error;
+        this.uploading.delete(job);
+      },
+    );
+    this.uploading.add(job);
+  }
+
+  private throwIfFailed(): void {
+    if (this.failure !== undefined) throw this.failure;
+  }
+}
+
+function emptyBatch(kind: ObjectKind): Batch {
+  return { kind, ids: [], raws: [], bytes: 0 };
+}

@@ -1,0 +1,112 @@
+import { createHash } from 'node:crypto';
+import { isSha256Hex, type Sha256Hex } from '../core/hash.js';
+import { IntegrityError } from '../errors.js';
+
+/**
+ * A pack is one blob holding many objects, so the blob store sees a few large writes instead
+ * of one per chunk. Layout:
+ *
+ *   HEADER_MAGIC (8) | object bytes … | trailer JSON | trailer length u32 BE (4) | trailer SHA-256 (32) | FOOTER_MAGIC (8)
+ *
+ * The trailer lists every object (id, kind, offset, length, raw length, codec), so the object
+ * index can be rebuilt from the blob store alone. A pack's key is `packs/ab/<sha256 of all its bytes>`.
+ */
+export const PACK_HEADER_MAGIC = Buffer.from('HFPACK1\n');
+export const PACK_FOOTER_MAGIC = Buffer.from('HFPEND1\n');
+export const PACK_FOOTER_BYTES = 4 + 32 + PACK_FOOTER_MAGIC.length;
+/** Upper bound on a trailer, so a corrupt length cannot make a reader allocate gigabytes. */
+export const MAX_TRAILER_BYTES = 64 * 1024 * 1024;
+
+/** Data chunks and tree objects go to separate packs (trees are read far more often). */
+export type ObjectKind = 'data' | 'tree';
+/** How an object's bytes are stored in its pack. */
+export type Codec = 'none' | 'zstd';
+
+/** Where one object sits inside its pack. */
+export interface PackEntry {
+  readonly id: Sha256Hex;
+  readonly kind: ObjectKind;
+  /** Byte offset of the stored (possibly compressed) bytes within the pack. */
+  readonly offset: number;
+  /** Stored length in bytes. */
+  readonly length: number;
+  /** Length of the raw object, whose SHA-256 is `id`. */
+  readonly rawLength: number;
+  readonly codec: Codec;
+}
+
+/** The decoded trailer of a pack. */
+export interface PackTrailer {
+  readonly v: 1;
+  readonly kind: ObjectKind;
+  readonly objects: readonly PackEntry[];
+}
+
+/** Blob key of the pack whose bytes hash to `packId`. */
+export function packKey(packId: Sha256Hex): string {
+  return `packs/${packId.slice(0, 2)}/${packId}`;
+}
+
+/** The pack id a `packs/ab/abcd…` key names, or undefined for other keys. */
+export function packIdFromKey(key: string): Sha256Hex | undefined {
+  const match = /^packs\/([0-9a-f]{2})\/([0-9a-f]{64})$/.exec(key);
+  return match?.[2]?.startsWith(match[1] ?? '') ? match[2] : undefined;
+}
+
+/** Encodes the trailer and footer that end a pack. */
+export function encodeTrailer(trailer: PackTrailer): Buffer {
+  const json = Buffer.from(JSON.stringify(trailer));
+  const footer = Buffer.alloc(PACK_FOOTER_BYTES);
+  footer.writeUInt32BE(json.length, 0);
+  createHash('sha256').update(json).digest().copy(footer, 4);
+  PACK_FOOTER_MAGIC.copy(footer, 36);
+  return Buffer.concat([json, footer]);
+}
+
+function corrupt(packId: string, why: string): IntegrityError {
+  return new IntegrityError('INTEGRITY', `pack ${packId} is damaged: ${why}`, { data: { pack: packId } });
+}
+
+/** Reads the footer (the last {@link PACK_FOOTER_BYTES} bytes) and returns the trailer's length. */
+export function decodeFooter(packId: string, footer: Uint8Array, packSize: number): number {
+  const buf = Buffer.from(footer.buffer, footer.byteOffset, footer.byteLength);
+  if (buf.length !== PACK_FOOTER_BYTES || !buf.subarray(36).equals(PACK_FOOTER_MAGIC)) throw corrupt(packId, 'no pack footer');
+  const length = buf.readUInt32BE(0);
+  if (length > MAX_TRAILER_BYTES || length + PACK_FOOTER_BYTES + PACK_HEADER_MAGIC.length > packSize)
+    throw corrupt(packId, 'bad trailer length');
+  return length;
+}
+
+/**
+ * Validates and decodes a trailer given the trailer bytes and the footer. Every entry must lie
+ * between the header and the trailer, without overlaps.
+ */
+export function decodeTrailer(packId: string, trailerBytes: Uint8Array, footer: Uint8Array): PackTrailer {
+  const expected = Buffer.from(footer.buffer, footer.byteOffset + 4, 32);
+  if (!createHash('sha256').update(trailerBytes).digest().equals(expected)) throw corrupt(packId, 'trailer checksum mismatch');
+  let doc: PackTrailer;
+  try {
+    doc = JSON.parse(Buffer.from(trailerBytes).toString('utf8')) as PackTrailer;
+  } catch {
+    throw corrupt(packId, 'trailer is not JSON');
+  }
+  if (doc.v !== 1 || (doc.kind !== 'data' && doc.kind !== 'tree') || !Array.isArray(doc.objects))
+    throw corrupt(packId, 'unknown trailer format');
+  let end = PACK_HEADER_MAGIC.length;
+  const objects = doc.objects.map((o) => {
+    const ok =
+      isSha256Hex(o.id) &&
+      o.kind === doc.kind &&
+      (o.codec === 'none' || o.codec === 'zstd') &&
+      Number.isSafeInteger(o.offset) &&
+      Number.isSafeInteger(o.length) &&
+      Number.isSafeInteger(o.rawLength) &&
+      o.offset >= end &&
+      o.length >= 0 &&
+      o.rawLength >= 0;
+    if (!ok) throw corrupt(packId, `bad trailer entry ${JSON.stringify(o.id)}`);
+    end = o.offset + o.length;
+    return { id: o.id, kind: o.kind, offset: o.offset, length: o.length, rawLength: o.rawLength, codec: o.codec };
+  });
+  return { v: 1, kind: doc.kind, objects };
+}

@@ -1,0 +1,63 @@
+import { createHash } from 'node:crypto';
+import type { Sha256Hex } from '../core/hash.js';
+import { type Codec, encodeTrailer, type ObjectKind, PACK_HEADER_MAGIC, type PackEntry } from './pack-format.js';
+
+/** Packs close once they reach about this size. */
+export const TARGET_PACK_BYTES = 16 * 1024 * 1024;
+
+/** A finished pack: its id (SHA-256 of all its bytes), the bytes, and what it holds. */
+export interface SealedPack {
+  readonly id: Sha256Hex;
+  readonly kind: ObjectKind;
+  readonly bytes: Buffer;
+  readonly objects: readonly PackEntry[];
+}
+
+/**
+ * Assembles one pack in memory: objects are appended (already compressed or not) and
+ * `seal()` adds the trailer and computes the pack id. The same object id is stored once.
+ */
+export class PackWriter {
+  private readonly parts: Buffer[] = [PACK_HEADER_MAGIC];
+  private readonly entries: PackEntry[] = [];
+  private readonly ids = new Set<Sha256Hex>();
+  private offset = PACK_HEADER_MAGIC.length;
+
+  constructor(readonly kind: ObjectKind) {}
+
+  /** Bytes appended so far (without the trailer). */
+  get size(): number {
+    return this.offset;
+  }
+
+  /** Number of objects appended so far. */
+  get count(): number {
+    return this.entries.length;
+  }
+
+  /** True once the pack has reached {@link TARGET_PACK_BYTES}. */
+  get full(): boolean {
+    return this.offset >= TARGET_PACK_BYTES;
+  }
+
+  /** Whether `id` is already in this pack. */
+  has(id: Sha256Hex): boolean {
+    return this.ids.has(id);
+  }
+
+  /** Appends an object's stored bytes. Duplicate ids are ignored. */
+  add(id: Sha256Hex, stored: Uint8Array, rawLength: number, codec: Codec): void {
+    if (this.ids.has(id)) return;
+    this.ids.add(id);
+    this.parts.push(Buffer.from(stored.buffer, stored.byteOffset, stored.byteLength));
+    this.entries.push({ id, kind: this.kind, offset: this.offset, length: stored.byteLength, rawLength, codec });
+    this.offset += stored.byteLength;
+  }
+
+  /** Adds the trailer and returns the finished pack. The writer must not be used afterwards. */
+  seal(): SealedPack {
+    this.parts.push(encodeTrailer({ v: 1, kind: this.kind, objects: this.entries }));
+    const bytes = Buffer.concat(this.parts);
+    return { id: createHash('sha256').update(bytes).digest('hex'), kind: this.kind, bytes, objects: [...this.entries] };
+  }
+}

@@ -1,0 +1,210 @@
+import type { BlobStore } from '../blob-store/blob-store.js';
+import { type ExcludeOptions, ExcludeRules, type Exclusion } from '../core/excludes.js';
+import type { Sha256Hex } from '../core/hash.js';
+import { ConflictError, HoldfastError, isHoldfastError, StoreError } from '../errors.js';
+import type { Checkpoint, CheckpointReason, MetadataStore, MetadataTransaction, Workspace } from '../metadata/metadata-store.js';
+import type { ContentWorkers } from '../objects/content-workers.js';
+import { ObjectWriter, type WriteStats } from '../objects/object-writer.js';
+import { ContentSink } from './content-sink.js';
+import { readFiles } from './read-files.js';
+import { DEFAULT_MAX_ENTRIES, DEFAULT_MAX_FILE_BYTES, listFiles, type ScanLimits, scanWorkspace, unchangedSince } from './scan.js';
+import { StatCache, type StatCacheBuilder, statCacheFile } from './stat-cache.js';
+import { buildTrees } from './tree-builder.js';
+
+/** Scans a checkpoint makes before giving up on a workspace that keeps changing. */
+export const DEFAULT_MAX_ATTEMPTS = 3;
+/** A checkpoint running longer than this fails: GC's grace period assumes it. */
+export const MAX_CHECKPOINT_MS = 60 * 60 * 1000;
+/** Exclusions kept in the checkpoint row (all are returned to the caller). */
+const STORED_EXCLUSIONS = 100;
+
+/** The services a checkpoint uses. */
+export interface SnapshotDeps {
+  readonly blobs: BlobStore;
+  readonly meta: MetadataStore;
+  /** Worker threads that hash, chunk and compress. */
+  readonly workers: ContentWorkers;
+  /** Where stat caches live (outside every workspace). */
+  readonly cacheDir: string;
+}
+
+/** Progress reported while a checkpoint runs. */
+export interface CheckpointProgress {
+  readonly phase: 'scan' | 'read' | 'upload' | 'commit';
+  readonly files: number;
+  readonly filesTotal: number;
+  readonly bytes: number;
+  readonly bytesTotal: number;
+}
+
+/** Options of one checkpoint. */
+export interface CheckpointOptions {
+  readonly dir: string;
+  readonly workspace: Workspace;
+  readonly reason?: CheckpointReason;
+  readonly excludes?: ExcludeOptions;
+  readonly limits?: Partial<ScanLimits>;
+  readonly maxAttempts?: number;
+  readonly signal?: AbortSignal;
+  readonly onProgress?: (progress: CheckpointProgress) => void;
+}
+
+/** Figures reported by a checkpoint. */
+export interface CheckpointStats extends WriteStats {
+  files: number;
+  dirs: number;
+  symlinks: number;
+  bytes: number;
+  filesHashed: number;
+  bytesHashed: number;
+  attempts: number;
+  durationMs: number;
+  excludedCount: number;
+}
+
+/** The ready checkpoint, its figures, every exclusion with its reason, and every allowance. */
+export interface CheckpointResult {
+  readonly checkpoint: Checkpoint;
+  readonly stats: CheckpointStats;
+  readonly excluded: Exclusion[];
+  /** Paths a secret rule matched but `allowSecretPaths` let through (never silent). */
+  readonly allowed: readonly Exclusion[];
+}
+
+/**
+ * Captures `dir` as a new checkpoint of `workspace` (DESIGN section 4): a pending row first,
+ * then scan, hash what the stat cache cannot vouch for, upload missing objects in packs,
+ * re-scan to prove nothing moved, and in one transaction register the packs, mark the
+ * checkpoint ready and move the head by compare-and-swap. On any failure the checkpoint is
+ * marked failed with its error and the head stays where it was.
+ */
+export async function createCheckpoint(deps: SnapshotDeps, options: CheckpointOptions): Promise<CheckpointResult> {
+  const started = performance.now();
+  const startedAtMs = Date.now();
+  const { workspace } = options;
+  const pending = await deps.meta.checkpoints.createPending({
+    workspaceId: workspace.id,
+    parentId: workspace.headCheckpointId,
+    reason: options.reason ?? 'manual',
+  });
+  try {
+    const captured = await capture(deps, options);
+    if (performance.now() - started > MAX_CHECKPOINT_MS) {
+      throw new HoldfastError('TIMEOUT', `checkpoint of ${options.dir} took longer than ${MAX_CHECKPOINT_MS / 60_000} minutes`);
+    }
+    options.onProgress?.({
+      phase: 'commit',
+      files: captured.stats.files,
+      filesTotal: captured.stats.files,
+      bytes: captured.stats.bytes,
+      bytesTotal: captured.stats.bytes,
+    });
+    const stats: CheckpointStats = { ...captured.stats, durationMs: Math.round(performance.now() - started) };
+    const checkpoint = await deps.meta.transaction(async (tx) => {
+      await guardPreexistingPacks(tx, captured.written.preexistingPacks, startedAtMs);
+      await tx.objects.insertPacksAndObjects(captured.written.packs, captured.written.objects);
+      const ready = await tx.checkpoints.markReady(pending.id, {
+        rootTree: captured.rootId,
+        stats: { ...stats, excluded: captured.excluded.slice(0, STORED_EXCLUSIONS), allowed: captured.allowed },
+      });
+      await tx.workspaces.casHead(workspace.id, workspace.headVersion, pending.id);
+      return ready;
+    });
+    captured.cache.save(statCacheFile(deps.cacheDir, workspace.id, options.dir), checkpoint.id);
+    return { checkpoint, stats, excluded: captured.excluded, allowed: captured.allowed };
+  } catch (error) {
+    const reported = isHoldfastError(error, 'CONFLICT')
+      ? new ConflictError('CONFLICT', `workspace ${workspace.name} moved on while this checkpoint ran; nothing was changed`, {
+          data: { workspaceId: workspace.id, checkpointId: pending.id },
+          cause: error,
+        })
+      : error;
+    await deps.meta.checkpoints.markFailed(pending.id, errorJson(reported)).catch(() => undefined);
+    throw reported;
+  }
+}
+
+/**
+ * A pack blob this checkpoint found already present (identical bytes) may belong to a pack GC
+ * is deleting. Under the same pack lock GC takes to start a deletion, refuse to rely on any
+ * such pack: the checkpoint fails with a transient error and a retry uploads the pack afresh.
+ */
+async function guardPreexistingPacks(tx: MetadataTransaction, packIds: readonly string[], since: number): Promise<void> {
+  if (packIds.length === 0) return;
+  await tx.objects.lockPacks(packIds);
+  const doomed = await tx.gc.deletionsSince(packIds, since);
+  if (doomed.length > 0) {
+    throw new StoreError(`pack ${doomed[0]} was being garbage-collected while this checkpoint reused it; retry the checkpoint`, {
+      transient: true,
+      data: { packs: doomed },
+    });
+  }
+}
+
+function errorJson(error: unknown): Record<string, unknown> {
+  return isHoldfastError(error) ? { ...error.toJSON() } : { code: 'INTERNAL', message: String(error) };
+}
+
+interface Captured {
+  readonly rootId: Sha256Hex;
+  readonly written: Awaited<ReturnType<ObjectWriter['finish']>>;
+  readonly stats: Omit<CheckpointStats, 'durationMs'>;
+  readonly excluded: Exclusion[];
+  readonly allowed: readonly Exclusion[];
+  readonly cache: StatCacheBuilder;
+}
+
+async function capture(deps: SnapshotDeps, options: CheckpointOptions): Promise<Captured> {
+  const { dir, workspace, signal, onProgress } = options;
+  const rules = ExcludeRules.create(options.excludes);
+  const limits: ScanLimits = {
+    maxFileBytes: options.limits?.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES,
+    maxEntries: options.limits?.maxEntries ?? DEFAULT_MAX_ENTRIES,
+  };
+  const loaded = StatCache.load(statCacheFile(deps.cacheDir, workspace.id, dir));
+  // Cached ids are trusted only when they came from the current head, whose objects GC keeps.
+  const cache = loaded.base !== undefined && loaded.base === workspace.headCheckpointId ? loaded : StatCache.empty();
+  const writer = new ObjectWriter(deps.blobs, deps.workers, signal);
+  const sink = new ContentSink(deps.meta, writer);
+  const maxAttempts = options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
+  const totals = { filesHashed: 0, bytesHashed: 0 };
+
+  for (let attempt = 1; attempt <= maxAttempts; attempt += 1) {
+    signal?.throwIfAborted();
+    onProgress?.({ phase: 'scan', files: 0, filesTotal: 0, bytes: 0, bytesTotal: 0 });
+    const scan = scanWorkspace(dir, rules, limits);
+    const read = await readFiles({
+      deps,
+      dir,
+      scan,
+      cache,
+      sink,
+      totals,
+      ...(signal === undefined ? {} : { signal }),
+      ...(onProgress === undefined ? {} : { onProgress }),
+    });
+    await sink.flush();
+    const { rootId, trees } = buildTrees(scan.root, read.ids);
+    await sink.addTrees(trees);
+    onProgress?.({ phase: 'upload', files: scan.files, filesTotal: scan.files, bytes: scan.bytes, bytesTotal: scan.bytes });
+    if (read.changedWhileReading || !unchangedSince(dir, scan)) continue;
+    const written = await writer.finish();
+    const included = listFiles(scan.root).filter((f) => read.ids.has(f.path));
+    const excluded = [...scan.excluded, ...read.excluded];
+    const stats = {
+      files: included.length,
+      dirs: scan.dirs,
+      symlinks: scan.symlinks,
+      bytes: included.reduce((n, f) => n + f.size, 0),
+      ...totals,
+      attempts: attempt,
+      excludedCount: excluded.length,
+      ...written.stats,
+    };
+    return { rootId, written, stats, excluded, allowed: rules.allowances, cache: read.cache };
+  }
+  // Packs already uploaded stay unreferenced until GC removes them.
+  throw new ConflictError('WORKSPACE_CHANGED', `${dir} kept changing during ${maxAttempts} scans; checkpoint when it is quiet`, {
+    data: { attempts: maxAttempts },
+  });
+}

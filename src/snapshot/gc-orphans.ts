@@ -1,0 +1,51 @@
+import type { Sha256Hex } from '../core/hash.js';
+import { packIdFromKey } from '../objects/pack-format.js';
+import { deletePackJournaled, type SweepDeps } from './gc-sweep.js';
+
+/** What the orphan step found and did. */
+export interface OrphanResult {
+  /** Unindexed packs still waiting out their grace after this step. */
+  readonly queued: number;
+  /** Unindexed packs deleted (with `dryRun`: that would be deleted). */
+  readonly deleted: number;
+  readonly bytes: number;
+}
+
+/**
+ * Removes pack blobs that no index row names: packs uploaded by checkpoints that then failed
+ * or were killed, and new packs of a repack killed before its commit. The blob store is
+ * listed once; the index is read after the listing, so a pack committed in between counts as
+ * indexed. A pack is deleted only once it has been seen unindexed for longer than the grace
+ * (`firstSeenAt <= cutoff`, tracked in `gc_queue`) and is still unindexed when re-checked
+ * right before deletion: a running checkpoint's packs are unindexed until it commits, and a
+ * checkpoint never runs longer than MAX_CHECKPOINT_MS, far less than the grace. With
+ * `dryRun` nothing is written, and packs seen for the first time count from `now`.
+ */
+export async function collectOrphans(deps: SweepDeps, options: { now: number; cutoff: number; dryRun: boolean }): Promise<OrphanResult> {
+  const stored = new Map<Sha256Hex, number>();
+  for await (const { key, size } of deps.blobs.list('packs/')) {
+    const id = packIdFromKey(key);
+    if (id !== undefined) stored.set(id, size);
+  }
+  const indexed = new Set((await deps.meta.objects.listPacks()).map((p) => p.id));
+  const orphans = [...stored.keys()].filter((id) => !indexed.has(id));
+  const queue = new Map((await deps.meta.gc.listQueue()).map((q) => [q.packId, q.firstSeenAt]));
+  const due = orphans.filter((id) => (queue.get(id) ?? options.now) <= options.cutoff);
+  const bytesOf = (ids: readonly Sha256Hex[]): number => ids.reduce((n, id) => n + (stored.get(id) ?? 0), 0);
+  if (options.dryRun) return { queued: orphans.length - due.length, deleted: due.length, bytes: bytesOf(due) };
+
+  const orphanSet = new Set(orphans);
+  // Entries that were indexed meanwhile or whose blob is gone are no longer orphans: forget them.
+  await deps.meta.gc.dequeue([...queue.keys()].filter((id) => !orphanSet.has(id)));
+  await deps.meta.gc.queueOrphans(
+    orphans.filter((id) => !queue.has(id)),
+    options.now,
+  );
+  const recheck = new Set((await deps.meta.objects.listPacks()).map((p) => p.id));
+  const deleted: Sha256Hex[] = [];
+  for (const id of due) {
+    if (recheck.has(id)) continue;
+    if (await deletePackJournaled(deps, id, options.now)) deleted.push(id);
+  }
+  return { queued: orphans.length - due.length, deleted: deleted.length, bytes: bytesOf(deleted) };
+}

@@ -1,0 +1,79 @@
+import type { BlobStore } from '../blob-store/blob-store.js';
+import type { Sha256Hex } from '../core/hash.js';
+import type { MetadataStore } from '../metadata/metadata-store.js';
+import { packKey } from '../objects/pack-format.js';
+
+/** The stores a sweep touches. */
+export interface SweepDeps {
+  readonly blobs: BlobStore;
+  readonly meta: MetadataStore;
+}
+
+/** Finished journal entries are kept this long for inspection, then pruned. */
+export const JOURNAL_KEEP_MS = 30 * 24 * 60 * 60 * 1000;
+
+/** What a sweep step removed. */
+export interface SweepResult {
+  packs: number;
+  bytes: number;
+}
+
+/**
+ * Deletes one pack through the durable deletion journal (DESIGN section 7): the journal row is
+ * written first, then the blob is deleted, then the pack's index rows, then the row is marked
+ * finished. Killed anywhere in between, the next GC run finds the unfinished row and completes
+ * it ({@link finishInterruptedDeletions}). The caller has already established that nothing
+ * live needs the pack (condemned and past grace with no live object, or unindexed past grace);
+ * the journal row is written only if the pack is still not live, under the same pack lock a
+ * checkpoint takes when it commits, so a checkpoint that re-registered the pack meanwhile
+ * wins, and one that commits later sees the journal row and refuses to rely on the blob.
+ * Resolves with whether the pack was deleted.
+ */
+export async function deletePackJournaled(deps: SweepDeps, packId: Sha256Hex, at: number): Promise<boolean> {
+  const started = await deps.meta.transaction(async (tx) => {
+    await tx.objects.lockPacks([packId]);
+    if ((await tx.objects.packStates([packId])).get(packId) === 'live') return false;
+    await tx.gc.startDeletion({ packId, key: packKey(packId) }, at);
+    return true;
+  });
+  if (started) await completeDeletion(deps, packId, at);
+  return started;
+}
+
+/** Blob, then index rows (only if still condemned), then the queue entry, then the journal mark. */
+async function completeDeletion(deps: SweepDeps, packId: Sha256Hex, at: number): Promise<void> {
+  await deps.blobs.delete(packKey(packId));
+  await deps.meta.objects.deleteCondemnedPacks([packId]);
+  await deps.meta.gc.dequeue([packId]);
+  await deps.meta.gc.finishDeletion(packId, at);
+}
+
+/**
+ * Completes deletions a killed GC run left unfinished. A journaled pack whose row is present
+ * and *not* condemned was re-registered since (a checkpoint uploaded the same bytes again,
+ * which recreated the blob if it was already gone): its deletion is called off. Everything
+ * else is finished. Resolves with what was removed (bytes counted only for blobs still there).
+ */
+export async function finishInterruptedDeletions(deps: SweepDeps, at: number): Promise<SweepResult> {
+  const result: SweepResult = { packs: 0, bytes: 0 };
+  const pending = await deps.meta.gc.unfinishedDeletions();
+  if (pending.length === 0) return result;
+  const rows = new Map((await deps.meta.objects.listPacks()).map((p) => [p.id, p]));
+  for (const entry of pending) {
+    const row = rows.get(entry.packId);
+    if (row !== undefined && row.condemnedAt === null) {
+      await deps.meta.gc.finishDeletion(entry.packId, at);
+      continue;
+    }
+    const stat = await deps.blobs.stat(entry.key);
+    await completeDeletion(deps, entry.packId, at);
+    result.packs += 1;
+    result.bytes += stat?.size ?? 0;
+  }
+  return result;
+}
+
+/** Drops finished journal entries older than {@link JOURNAL_KEEP_MS}, so the journal stays bounded. */
+export async function pruneJournal(meta: MetadataStore, now: number): Promise<void> {
+  await meta.gc.pruneFinishedDeletions(now - JOURNAL_KEEP_MS);
+}

@@ -1,0 +1,121 @@
+import path from 'node:path';
+import type { Exclusion } from '../core/excludes.js';
+import type { Sha256Hex } from '../core/hash.js';
+import type { DigestedFile } from '../objects/content-workers.js';
+import type { CheckpointProgress, SnapshotDeps } from './checkpoint.js';
+import type { ContentSink } from './content-sink.js';
+import { readLargeFile, readWholeFile, WHOLE_READ_BYTES } from './file-reader.js';
+import { listFiles, type ScannedFile, type ScanResult } from './scan.js';
+import { type StatCache, StatCacheBuilder } from './stat-cache.js';
+import type { FileIds } from './tree-builder.js';
+
+/** Files are handed to the content workers in batches of about this many bytes… */
+const DIGEST_BATCH_BYTES = 8 * 1024 * 1024;
+/** …or this many files, whichever comes first. */
+const DIGEST_BATCH_FILES = 256;
+
+/** Inputs of {@link readFiles}. */
+export interface ReadFilesInput {
+  readonly deps: SnapshotDeps;
+  readonly dir: string;
+  readonly scan: ScanResult;
+  readonly cache: StatCache;
+  readonly sink: ContentSink;
+  /** Running totals across attempts. */
+  readonly totals: { filesHashed: number; bytesHashed: number };
+  readonly signal?: AbortSignal;
+  readonly onProgress?: (progress: CheckpointProgress) => void;
+}
+
+/** Content ids of every included file, what was left out, and the next stat cache. */
+export interface ReadFilesResult {
+  readonly ids: Map<string, FileIds>;
+  readonly excluded: Exclusion[];
+  readonly cache: StatCacheBuilder;
+  /** A file's size differed from its scan while it was read. */
+  readonly changedWhileReading: boolean;
+}
+
+interface Batch {
+  files: ScannedFile[];
+  buffers: Uint8Array[];
+  bytes: number;
+}
+
+/**
+ * Resolves every scanned file to content ids: from the stat cache when it can vouch for the
+ * file, otherwise by reading it (secrets are checked before the bytes go anywhere) and letting
+ * the content workers hash, chunk and compress it while the main thread reads on. Results are
+ * consumed in order, one batch at a time, so the sink sees no overlapping calls.
+ */
+export async function readFiles(input: ReadFilesInput): Promise<ReadFilesResult> {
+  const { deps, dir, scan, cache, sink, totals, signal, onProgress } = input;
+  const ids = new Map<string, FileIds>();
+  const excluded: Exclusion[] = [];
+  const next = new StatCacheBuilder(scan.startedAtMs);
+  const maxInFlight = 2 * deps.workers.threads;
+  const inFlight: Array<Promise<{ files: ScannedFile[]; digests: DigestedFile[] }>> = [];
+  let changedWhileReading = false;
+  let batch: Batch = { files: [], buffers: [], bytes: 0 };
+
+  const record = (file: ScannedFile, sha256: Sha256Hex, chunks: Sha256Hex[], size: number): void => {
+    if (size !== file.size) changedWhileReading = true;
+    ids.set(file.path, { sha256, chunks });
+    next.add(file.path, { sha256, chunks, size: file.size, mtimeMs: file.mtimeMs, ctimeMs: file.ctimeMs, ino: file.ino, mode: file.mode });
+    totals.filesHashed += 1;
+    totals.bytesHashed += file.size;
+  };
+  const consume = async (done: { files: ScannedFile[]; digests: DigestedFile[] }): Promise<void> => {
+    for (const [i, file] of done.files.entries()) {
+      const digest = done.digests[i] as DigestedFile;
+      record(
+        file,
+        digest.sha256,
+        digest.chunks.map((c) => c.id),
+        digest.size,
+      );
+      for (const chunk of digest.chunks) await sink.offerStored(chunk.id, chunk.form, chunk.rawLength);
+    }
+  };
+  const dispatch = async (): Promise<void> => {
+    if (batch.files.length === 0) return;
+    const { files, buffers } = batch;
+    batch = { files: [], buffers: [], bytes: 0 };
+    const job = deps.workers.digestFiles(buffers).then((digests) => ({ files, digests }));
+    // Awaited in order below; this only keeps an early failure from counting as unhandled.
+    job.catch(() => undefined);
+    inFlight.push(job);
+    while (inFlight.length >= maxInFlight) await consume(await (inFlight.shift() as (typeof inFlight)[number]));
+  };
+
+  let filesDone = 0;
+  let bytesDone = 0;
+  for (const file of listFiles(scan.root)) {
+    signal?.throwIfAborted();
+    const hit = cache.lookup(file.path, file, scan.startedAtMs);
+    if (hit !== undefined) {
+      ids.set(file.path, hit);
+      next.add(file.path, hit);
+    } else if (file.size <= WHOLE_READ_BYTES) {
+      const whole = readWholeFile(path.join(dir, file.path));
+      if (whole.kind === 'secret') excluded.push({ path: file.path, reason: 'secret-content', rule: whole.finding.rule });
+      else {
+        batch.files.push(file);
+        batch.buffers.push(whole.bytes);
+        batch.bytes += whole.bytes.length;
+        if (batch.bytes >= DIGEST_BATCH_BYTES || batch.files.length >= DIGEST_BATCH_FILES) await dispatch();
+      }
+    } else {
+      const content = await readLargeFile(path.join(dir, file.path), (chunk) => sink.offerRaw(chunk.id, chunk.bytes));
+      if (content.kind === 'secret') excluded.push({ path: file.path, reason: 'secret-content', rule: content.finding.rule });
+      else record(file, content.sha256, content.chunkIds, content.size);
+    }
+    filesDone += 1;
+    bytesDone += file.size;
+    if (filesDone % 500 === 0)
+      onProgress?.({ phase: 'read', files: filesDone, filesTotal: scan.files, bytes: bytesDone, bytesTotal: scan.bytes });
+  }
+  await dispatch();
+  while (inFlight.length > 0) await consume(await (inFlight.shift() as (typeof inFlight)[number]));
+  return { ids, excluded, cache: next, changedWhileReading };
+}

@@ -1,0 +1,303 @@
+import { createHash, randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Sha256Hex } from '../core/hash.js';
+import type { FileEntry } from '../core/tree.js';
+import { ConflictError, InputError, IntegrityError } from '../errors.js';
+import type { Checkpoint, Workspace } from '../metadata/metadata-store.js';
+import { ObjectReader } from '../objects/object-reader.js';
+import type { SnapshotDeps } from './checkpoint.js';
+import { StatCache, StatCacheBuilder, statCacheFile } from './stat-cache.js';
+import { type FlatTree, flattenTree } from './tree-walk.js';
+
+/** Chunk bytes fetched per batch of files. */
+const FETCH_BATCH_BYTES = 64 * 1024 * 1024;
+const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = fs.constants;
+
+/** Progress reported while a restore runs. */
+export interface RestoreProgress {
+  readonly files: number;
+  readonly filesTotal: number;
+  readonly bytes: number;
+  readonly bytesTotal: number;
+}
+
+/** Options of one restore. */
+export interface RestoreOptions {
+  readonly dir: string;
+  readonly workspace: Workspace;
+  readonly checkpoint: Checkpoint;
+  /** Allow replacing a non-empty target (warm restore: unchanged files are reused). */
+  readonly replace?: boolean;
+  readonly signal?: AbortSignal;
+  readonly onProgress?: (progress: RestoreProgress) => void;
+}
+
+/** What a restore did; every object and every file was verified before publishing. */
+export interface RestoreReceipt {
+  readonly checkpointId: string;
+  readonly rootTree: Sha256Hex;
+  readonly target: string;
+  readonly files: number;
+  readonly dirs: number;
+  readonly symlinks: number;
+  readonly bytes: number;
+  /** Files taken unchanged from the previous copy at the target (warm restore). */
+  readonly filesReused: number;
+  /** Raw bytes read from the object store. */
+  readonly bytesFetched: number;
+  readonly verified: true;
+  readonly durationMs: number;
+}
+
+/**
+ * Restores a checkpoint into `dir` (DESIGN section 5): builds the whole tree in a staging
+ * directory beside the target, verifying every object and every file hash, then publishes it
+ * by rename. A non-empty target needs `replace`; its unchanged files are reused instead of
+ * fetched. On any failure the staging directory is removed and the target is left as it was.
+ */
+export async function restoreCheckpoint(deps: SnapshotDeps, options: RestoreOptions): Promise<RestoreReceipt> {
+  const started = performance.now();
+  const target = path.resolve(options.dir);
+  const existing = inspectTarget(target, options.replace === true);
+  const rootTree = options.checkpoint.rootTree;
+  if (rootTree === null)
+    throw new InputError('INVALID_INPUT', `checkpoint ${options.checkpoint.id} is ${options.checkpoint.status}, not ready`);
+  const reader = new ObjectReader(deps.blobs, deps.meta);
+  const flat = await flattenTree(reader, rootTree);
+  const staging = path.join(path.dirname(target), `.${path.basename(target)}.holdfast-staging-${randomBytes(6).toString('hex')}`);
+  const cache = new StatCacheBuilder(Date.now());
+  fs.mkdirSync(staging, { mode: 0o700 });
+  try {
+    for (const dir of flat.dirs.slice(1)) fs.mkdirSync(path.join(staging, dir.path), { mode: 0o700 });
+    const reused =
+      existing === 'non-empty'
+        ? reuseUnchanged(flat, target, staging, StatCache.load(statCacheFile(deps.cacheDir, options.workspace.id, target)), cache)
+        : new Set<string>();
+    const bytesFetched = await writeFiles(reader, flat, staging, reused, cache, options);
+    for (const link of flat.symlinks) {
+      const p = path.join(staging, link.path);
+      fs.symlinkSync(link.target, p);
+      fs.lutimesSync(p, toSeconds(link.mtimeMs), toSeconds(link.mtimeMs));
+    }
+    for (const dir of [...flat.dirs].reverse()) {
+      const p = path.join(staging, dir.path);
+      fs.chmodSync(p, dir.path === '' ? 0o755 : dir.mode);
+      if (dir.path !== '') fs.utimesSync(p, toSeconds(dir.mtimeMs), toSeconds(dir.mtimeMs));
+    }
+    publish(staging, target, existing);
+    cache.save(statCacheFile(deps.cacheDir, options.workspace.id, target), options.checkpoint.id);
+    return {
+      checkpointId: options.checkpoint.id,
+      rootTree,
+      target,
+      files: flat.files.length,
+      dirs: flat.dirs.length - 1,
+      symlinks: flat.symlinks.length,
+      bytes: flat.files.reduce((n, f) => n + f.size, 0),
+      filesReused: reused.size,
+      bytesFetched,
+      verified: true,
+      durationMs: Math.round(performance.now() - started),
+    };
+  } catch (error) {
+    fs.rmSync(staging, { recursive: true, force: true });
+    throw error;
+  }
+}
+
+type TargetState = 'absent' | 'empty' | 'non-empty';
+
+function inspectTarget(target: string, replace: boolean): TargetState {
+  let st: fs.Stats;
+  try {
+    st = fs.lstatSync(target);
+  } catch {
+    fs.mkdirSync(path.dirname(target), { recursive: true });
+    return 'absent';
+  }
+  if (!st.isDirectory())
+    throw new InputError('INVALID_INPUT', `restore target ${target} exists and is not a directory`, { data: { target } });
+  if (fs.readdirSync(target).length === 0) return 'empty';
+  if (!replace) {
+    throw new ConflictError('CONFLICT', `restore target ${target} is not empty: pass --replace to replace it`, {
+      data: { target, reason: 'target-not-empty' },
+    });
+  }
+  return 'non-empty';
+}
+
+/** Swaps the staging tree in; the previous copy is removed only after the new one is in place. */
+function publish(staging: string, target: string, existing: TargetState): void {
+  if (existing === 'absent') {
+    fs.renameSync(staging, target);
+    return;
+  }
+  const old = path.join(path.dirname(target), `.${path.basename(target)}.holdfast-old-${randomBytes(6).toString('hex')}`);
+  fs.renameSync(target, old);
+  try {
+    fs.renameSync(staging, target);
+  } catch (error) {
+    fs.renameSync(old, target);
+    throw error;
+  }
+  fs.rmSync(old, { recursive: true, force: true });
+}
+
+/**
+ * Hard-links files of the previous copy whose content, mode and mtime already match the
+ * checkpoint, so a warm restore fetches and writes only what differs. Links never change
+ * the old inode, so a failed restore leaves the target exactly as it was.
+ */
+function reuseUnchanged(flat: FlatTree, target: string, staging: string, old: StatCache, cache: StatCacheBuilder): Set<string> {
+  const reused = new Set<string>();
+  for (const file of flat.files) {
+    const from = path.join(target, file.path);
+    let st: fs.Stats;
+    try {
+      st = fs.lstatSync(from);
+    } catch {
+      continue;
+    }
+    if (!st.isFile() || st.size !== file.size || (st.mode & 0o7777) !== file.mode || Math.floor(st.mtimeMs) !== file.mtimeMs) continue;
+    const known = old.lookup(
+      file.path,
+      { size: st.size, mtimeMs: st.mtimeMs, ctimeMs: st.ctimeMs, ino: st.ino, mode: st.mode & 0o7777 },
+      Date.now(),
+    );
+    const sha = known?.sha256 ?? createHash('sha256').update(fs.readFileSync(from)).digest('hex');
+    if (sha !== file.sha256) continue;
+    fs.linkSync(from, path.join(staging, file.path));
+    reused.add(file.path);
+    cache.add(file.path, {
+      size: st.size,
+      mtimeMs: st.mtimeMs,
+      ctimeMs: st.ctimeMs,
+      ino: st.ino,
+      mode: st.mode & 0o7777,
+      sha256: file.sha256,
+      chunks: file.chunks,
+    });
+  }
+  return reused;
+}
+
+/** Fetches chunks in coalesced batches and writes every file not reused; returns bytes fetched. */
+async function writeFiles(
+  reader: ObjectReader,
+  flat: FlatTree,
+  staging: string,
+  reused: Set<string>,
+  cache: StatCacheBuilder,
+  options: RestoreOptions,
+): Promise<number> {
+  const todo = flat.files.filter((f) => !reused.has(f.path));
+  const bytesTotal = todo.reduce((n, f) => n + f.size, 0);
+  let fetched = 0;
+  let done = 0;
+  let bytesDone = 0;
+  let batch: Array<FileEntry & { path: string }> = [];
+  let batchBytes = 0;
+  const run = async (): Promise<void> => {
+    const chunks = await reader.readMany(batch.flatMap((f) => f.chunks));
+    for (const c of chunks.values()) fetched += c.byteLength;
+    for (const file of batch)
+      writeOne(
+        staging,
+        file,
+        file.chunks.map((id) => chunks.get(id) as Uint8Array),
+        cache,
+      );
+    done += batch.length;
+    bytesDone += batchBytes;
+    options.onProgress?.({ files: done, filesTotal: todo.length, bytes: bytesDone, bytesTotal });
+    batch = [];
+    batchBytes = 0;
+  };
+  for (const file of todo) {
+    options.signal?.throwIfAborted();
+    if (file.size > FETCH_BATCH_BYTES) {
+      fetched += await writeLarge(reader, staging, file, cache);
+      continue;
+    }
+    batch.push(file);
+    batchBytes += file.size;
+    if (batchBytes >= FETCH_BATCH_BYTES) await run();
+  }
+  if (batch.length > 0) await run();
+  return fetched;
+}
+
+function openNew(staging: string, file: FileEntry & { path: string }): number {
+  return fs.openSync(path.join(staging, file.path), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+}
+
+function finishFile(fd: number, file: FileEntry & { path: string }, digest: string, cache: StatCacheBuilder): void {
+  if (digest !== file.sha256) {
+    throw new IntegrityError('INTEGRITY', `restored ${file.path} does not match its recorded hash`, { data: { path: file.path } });
+  }
+  fs.fchmodSync(fd, file.mode);
+  fs.futimesSync(fd, toSeconds(file.mtimeMs), toSeconds(file.mtimeMs));
+  const st = fs.fstatSync(fd);
+  cache.add(file.path, {
+    size: st.size,
+    mtimeMs: st.mtimeMs,
+    ctimeMs: st.ctimeMs,
+    ino: st.ino,
+    mode: file.mode,
+    sha256: file.sha256,
+    chunks: file.chunks,
+  });
+}
+
+function writeOne(staging: string, file: FileEntry & { path: string }, pieces: Uint8Array[], cache: StatCacheBuilder): void {
+  const fd = openNew(staging, file);
+  try {
+    const hash = createHash('sha256');
+    for (const piece of pieces) {
+      hash.update(piece);
+      fs.writeSync(fd, piece);
+    }
+    finishFile(fd, file, hash.digest('hex'), cache);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+/** Writes a file too large for one batch, fetching its chunks a batch at a time. */
+async function writeLarge(
+  reader: ObjectReader,
+  staging: string,
+  file: FileEntry & { path: string },
+  cache: StatCacheBuilder,
+): Promise<number> {
+  const fd = openNew(staging, file);
+  let fetched = 0;
+  try {
+    const hash = createHash('sha256');
+    const perBatch = Math.max(1, Math.floor(FETCH_BATCH_BYTES / (4 * 1024 * 1024)));
+    for (let i = 0; i < file.chunks.length; i += perBatch) {
+      const ids = file.chunks.slice(i, i + perBatch);
+      const got = await reader.readMany(ids);
+      for (const id of ids) {
+        const piece = got.get(id) as Uint8Array;
+        hash.update(piece);
+        fs.writeSync(fd, piece);
+        fetched += piece.byteLength;
+      }
+    }
+    finishFile(fd, file, hash.digest('hex'), cache);
+  } finally {
+    fs.closeSync(fd);
+  }
+  return fetched;
+}
+
+/**
+ * Seconds for `utimes` from whole milliseconds. Half a microsecond is added because a double
+ * near 1.7e9 s resolves only ~240 ns, and the kernel truncates: without it 12:00:00.678 can
+ * land on .677999999 and read back one millisecond early.
+ */
+function toSeconds(mtimeMs: number): number {
+  return (mtimeMs + 0.0005) / 1000;
+}

@@ -1,0 +1,176 @@
+import type { ExcludeOptions } from '../core/excludes.js';
+import type { TreeEntry } from '../core/tree.js';
+import { InputError, isHoldfastError, NotFoundError } from '../errors.js';
+import type { Checkpoint, CheckpointReason, Workspace } from '../metadata/metadata-store.js';
+import { type RebuildOptions, type RebuildReport, rebuildIndex as rebuildObjectIndex } from '../objects/index-rebuild.js';
+import { ObjectReader } from '../objects/object-reader.js';
+import { type Lookup, lookupPath, readFileFromTree } from './browse.js';
+import { type CheckpointProgress, type CheckpointResult, createCheckpoint, type SnapshotDeps } from './checkpoint.js';
+import { type DiffEntry, diffTrees } from './diff.js';
+import { collectGarbage, type GcOptions, type GcReport } from './gc.js';
+import { type RestoreProgress, type RestoreReceipt, restoreCheckpoint } from './restore.js';
+import type { ScanLimits } from './scan.js';
+import { type VerifyOptions, type VerifyReport, verifyStore } from './verify.js';
+
+/** Tenant used when none is named (single-user CLI and embedded use). */
+export const DEFAULT_TENANT = 'default';
+
+/** A workspace with its head checkpoint (if any). */
+export interface WorkspaceSummary extends Workspace {
+  readonly head: Checkpoint | undefined;
+}
+
+/**
+ * The snapshot service: checkpoints, restores and browsing, by workspace name within one
+ * tenant. This is what the CLI, the HTTP API and the runs layer call.
+ */
+export class Snapshots {
+  private readonly reader: ObjectReader;
+
+  constructor(
+    private readonly deps: SnapshotDeps,
+    readonly tenantName = DEFAULT_TENANT,
+  ) {
+    this.reader = new ObjectReader(deps.blobs, deps.meta);
+  }
+
+  /** Captures `dir` as a new checkpoint of workspace `workspace` (created on first use). */
+  async checkpoint(options: {
+    dir: string;
+    workspace: string;
+    reason?: CheckpointReason;
+    excludes?: ExcludeOptions;
+    limits?: Partial<ScanLimits>;
+    signal?: AbortSignal;
+    onProgress?: (progress: CheckpointProgress) => void;
+  }): Promise<CheckpointResult> {
+    const workspace = await this.workspace(options.workspace, true);
+    return createCheckpoint(this.deps, { ...options, workspace });
+  }
+
+  /** Restores a checkpoint (default: the head) of `workspace` into `dir`. */
+  async restore(options: {
+    dir: string;
+    workspace: string;
+    checkpoint?: string;
+    replace?: boolean;
+    signal?: AbortSignal;
+    onProgress?: (progress: RestoreProgress) => void;
+  }): Promise<RestoreReceipt> {
+    const workspace = await this.workspace(options.workspace, false);
+    const checkpoint = await this.resolveCheckpoint(workspace, options.checkpoint);
+    return restoreCheckpoint(this.deps, { ...options, workspace, checkpoint });
+  }
+
+  /** Checkpoints of a workspace, newest first (failed ones included, with their errors). */
+  async log(workspace: string, limit?: number): Promise<Checkpoint[]> {
+    const ws = await this.workspace(workspace, false);
+    return this.deps.meta.checkpoints.listByWorkspace(ws.id, limit === undefined ? {} : { limit });
+  }
+
+  /** Every workspace of the tenant with its head. */
+  async workspaces(): Promise<WorkspaceSummary[]> {
+    const tenant = await this.deps.meta.tenants.findByName(this.tenantName);
+    if (tenant === undefined) return [];
+    const list = await this.deps.meta.workspaces.listByTenant(tenant.id);
+    return Promise.all(
+      list.map(async (w) => ({
+        ...w,
+        head: w.headCheckpointId === null ? undefined : await this.deps.meta.checkpoints.get(w.headCheckpointId),
+      })),
+    );
+  }
+
+  /** What `relPath` names inside a checkpoint (a directory listing or one entry). */
+  async ls(checkpointId: string, relPath = ''): Promise<Lookup> {
+    return lookupPath(this.reader, (await this.readyCheckpoint(checkpointId)).rootTree as string, relPath);
+  }
+
+  /** A file's bytes from a checkpoint, verified chunk by chunk. */
+  async *cat(checkpointId: string, relPath: string): AsyncGenerator<Uint8Array> {
+    yield* readFileFromTree(this.reader, (await this.readyCheckpoint(checkpointId)).rootTree as string, relPath);
+  }
+
+  /** What changed from checkpoint `a` to checkpoint `b`. */
+  async diff(a: string, b: string): Promise<DiffEntry[]> {
+    const [ca, cb] = [await this.readyCheckpoint(a), await this.readyCheckpoint(b)];
+    return diffTrees(this.reader, ca.rootTree as string, cb.rootTree as string);
+  }
+
+  /** Finds (or, with `create`, creates) a workspace of this tenant by name. */
+  async workspace(name: string, create: boolean): Promise<Workspace> {
+    if (typeof name !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$/.test(name)) {
+      throw new InputError(
+        'INVALID_INPUT',
+        `invalid workspace name ${JSON.stringify(name)}: 1-128 of A-Z a-z 0-9 . _ : @ -, starting with a letter or digit`,
+        {
+          data: { workspace: name },
+        },
+      );
+    }
+    const { meta } = this.deps;
+    let tenant = await meta.tenants.findByName(this.tenantName);
+    if (tenant === undefined) {
+      if (!create) throw new NotFoundError(`no workspace ${name}`, { data: { workspace: name } });
+      tenant = await meta.tenants.create({ name: this.tenantName }).catch(async (error: unknown) => {
+        const raced = isHoldfastError(error, 'ALREADY_EXISTS') ? await meta.tenants.findByName(this.tenantName) : undefined;
+        if (raced === undefined) throw error;
+        return raced;
+      });
+    }
+    const found = await meta.workspaces.findByName(tenant.id, name);
+    if (found !== undefined) return found;
+    if (!create) throw new NotFoundError(`no workspace ${name}`, { data: { workspace: name } });
+    const tenantId = tenant.id;
+    return meta.workspaces.create({ tenantId, name }).catch(async (error: unknown) => {
+      const raced = isHoldfastError(error, 'ALREADY_EXISTS') ? await meta.workspaces.findByName(tenantId, name) : undefined;
+      if (raced === undefined) throw error;
+      return raced;
+    });
+  }
+
+  private async resolveCheckpoint(workspace: Workspace, id: string | undefined): Promise<Checkpoint> {
+    if (id === undefined) {
+      if (workspace.headCheckpointId === null)
+        throw new NotFoundError(`workspace ${workspace.name} has no ready checkpoint yet`, { data: { workspace: workspace.name } });
+      return this.deps.meta.checkpoints.get(workspace.headCheckpointId);
+    }
+    const checkpoint = await this.readyCheckpoint(id);
+    if (checkpoint.workspaceId !== workspace.id)
+      throw new NotFoundError(`checkpoint ${id} is not in workspace ${workspace.name}`, { data: { checkpoint: id } });
+    return checkpoint;
+  }
+
+  /** A ready checkpoint of this tenant; another tenant's ids answer `NOT_FOUND`, as if absent. */
+  private async readyCheckpoint(id: string): Promise<Checkpoint> {
+    const { meta } = this.deps;
+    const checkpoint = await meta.checkpoints.find(id);
+    const workspace = checkpoint === undefined ? undefined : await meta.workspaces.find(checkpoint.workspaceId);
+    const tenant = workspace === undefined ? undefined : await meta.tenants.find(workspace.tenantId);
+    if (checkpoint === undefined || tenant?.name !== this.tenantName)
+      throw new NotFoundError(`no checkpoint ${id}`, { data: { checkpoint: id } });
+    if (checkpoint.status !== 'ready' || checkpoint.rootTree === null) {
+      throw new InputError('INVALID_INPUT', `checkpoint ${id} is ${checkpoint.status}, not ready`, {
+        data: { checkpoint: id, status: checkpoint.status },
+      });
+    }
+    return checkpoint;
+  }
+
+  /** Checks the whole store (every tenant's checkpoints, not only this one's); see {@link verifyStore}. */
+  verify(options: VerifyOptions): Promise<VerifyReport> {
+    return verifyStore(this.deps, options);
+  }
+
+  /** One garbage-collection run over the whole store (all tenants); see {@link collectGarbage}. */
+  gc(options: GcOptions = {}): Promise<GcReport> {
+    return collectGarbage(this.deps, options);
+  }
+
+  /** Re-registers every pack in the blob store in the object index; see {@link rebuildObjectIndex}. */
+  rebuildIndex(options: RebuildOptions = {}): Promise<RebuildReport> {
+    return rebuildObjectIndex(this.deps, options);
+  }
+}
+
+export type { CheckpointResult, DiffEntry, RestoreReceipt, TreeEntry };

@@ -1,0 +1,77 @@
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import type { BlobStore } from '../../src/blob-store/blob-store.js';
+import { LocalDiskBlobStore } from '../../src/blob-store/drivers/local-disk.js';
+import { createS3BlobStore } from '../../src/blob-store/drivers/s3.js';
+import { type MetadataStore, openMetadataStore } from '../../src/metadata/metadata-store.js';
+import { createTestDatabase } from './postgres.js';
+import { startS3Target } from './s3-server.js';
+
+/** One opened pair of storage backends for an end-to-end test. */
+export interface OpenedBackends {
+  readonly blobs: BlobStore;
+  readonly meta: MetadataStore;
+  /** A fresh temp directory for workspaces, restores and caches. */
+  readonly dir: string;
+  /** Closes the stores and removes everything the backends created. */
+  cleanup(): Promise<void>;
+}
+
+/** A backend combination that engine tests run against. */
+export interface BackendCase {
+  readonly name: string;
+  open(): Promise<OpenedBackends>;
+}
+
+/** The embedded pair (local disk + SQLite) and the scaled-out pair (S3 + PostgreSQL). */
+export const BACKENDS: readonly BackendCase[] = [
+  {
+    name: 'local-disk + sqlite',
+    async open() {
+      const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'hf-e2e-'));
+      const blobs = await LocalDiskBlobStore.open({ path: path.join(dir, 'store', 'blobs') });
+      const meta = await openMetadataStore({ kind: 'sqlite', path: path.join(dir, 'store', 'meta.db') });
+      return {
+        blobs,
+        meta,
+        dir,
+        async cleanup() {
+          await meta.close();
+          await blobs.close();
+          await fs.rm(dir, { recursive: true, force: true });
+        },
+      };
+    },
+  },
+  {
+    name: 's3 + postgres',
+    async open() {
+      const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'hf-e2e-'));
+      const db = await createTestDatabase();
+      const s3 = await startS3Target();
+      const blobs = await createS3BlobStore({
+        kind: 's3',
+        bucket: s3.bucket,
+        prefix: s3.prefix,
+        endpoint: s3.endpoint,
+        region: s3.region,
+        forcePathStyle: s3.forcePathStyle,
+        credentials: { ...s3.credentials },
+      });
+      const meta = await openMetadataStore({ kind: 'postgres', url: db.url });
+      return {
+        blobs,
+        meta,
+        dir,
+        async cleanup() {
+          await meta.close();
+          await blobs.close();
+          await s3.close();
+          await db.drop();
+          await fs.rm(dir, { recursive: true, force: true });
+        },
+      };
+    },
+  },
+];
