@@ -256,6 +256,22 @@ describe.each(BACKENDS)('snapshot engine on $name', (backend) => {
     expect(describeTree(target)).toEqual(describeTree(dir));
   });
 
+  it('a checkpoint marks pending ones abandoned by a dead process (older than an hour) as failed', async () => {
+    const dir = path.join(b.dir, 'abandoned');
+    writeFile(dir, 'a.txt', 'a');
+    const ws = await snapshots.workspace('abandoned', true);
+    const dead = await b.meta.checkpoints.createPending({ workspaceId: ws.id, parentId: null, reason: 'turn' });
+    const recent = await b.meta.checkpoints.createPending({ workspaceId: ws.id, parentId: null, reason: 'turn' });
+    await b.meta.db
+      .updateTable('checkpoints')
+      .set({ created_at: Date.now() - 2 * 60 * 60 * 1000 })
+      .where('id', '=', dead.id)
+      .execute();
+    await snapshots.checkpoint({ dir, workspace: 'abandoned' });
+    expect(await b.meta.checkpoints.get(dead.id)).toMatchObject({ status: 'failed', error: { code: 'TIMEOUT' } });
+    expect((await b.meta.checkpoints.get(recent.id)).status).toBe('pending');
+  });
+
   it('a missing pack fails the restore with RESTORE_INCOMPLETE and leaves nothing behind', async () => {
     const dir = path.join(b.dir, 'lossy');
     writeFile(dir, 'only.txt', seededBytes(10_000, 'lossy'));

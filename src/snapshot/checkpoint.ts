@@ -82,6 +82,7 @@ export async function createCheckpoint(deps: SnapshotDeps, options: CheckpointOp
   const started = performance.now();
   const startedAtMs = Date.now();
   const { workspace } = options;
+  await failAbandoned(deps.meta, workspace.id, startedAtMs);
   const pending = await deps.meta.checkpoints.createPending({
     workspaceId: workspace.id,
     parentId: workspace.headCheckpointId,
@@ -121,6 +122,18 @@ export async function createCheckpoint(deps: SnapshotDeps, options: CheckpointOp
       : error;
     await deps.meta.checkpoints.markFailed(pending.id, errorJson(reported)).catch(() => undefined);
     throw reported;
+  }
+}
+
+/**
+ * Pending checkpoints older than {@link MAX_CHECKPOINT_MS} belong to processes that died (no
+ * live checkpoint runs that long): mark them failed so `log` does not show them as saving.
+ */
+async function failAbandoned(meta: MetadataStore, workspaceId: string, now: number): Promise<void> {
+  for (const c of await meta.checkpoints.listByWorkspace(workspaceId, { status: 'pending' })) {
+    if (c.createdAt >= now - MAX_CHECKPOINT_MS) continue;
+    const error = { code: 'TIMEOUT', message: 'abandoned: the process running this checkpoint stopped before it finished' };
+    await meta.checkpoints.markFailed(c.id, error).catch(() => undefined);
   }
 }
 
