@@ -5,7 +5,7 @@ import { ContentWorkers, decompress } from '../src/objects/content-workers.js';
 import { decodeFooter, decodeTrailer, PACK_FOOTER_BYTES, packIdFromKey } from '../src/objects/pack-format.js';
 import { Snapshots } from '../src/snapshot/snapshots.js';
 import { BACKENDS, type OpenedBackends } from './support/backends.js';
-import { describeTree, makeMixedTree, seededBytes, writeFile } from './support/trees.js';
+import { describeTree, makeMixedTree, seededBytes, settleDirMtimes, writeFile } from './support/trees.js';
 
 async function codeOf(promise: Promise<unknown>): Promise<string> {
   try {
@@ -270,6 +270,30 @@ describe.each(BACKENDS)('snapshot engine on $name', (backend) => {
     await snapshots.checkpoint({ dir, workspace: 'abandoned' });
     expect(await b.meta.checkpoints.get(dead.id)).toMatchObject({ status: 'failed', error: { code: 'TIMEOUT' } });
     expect((await b.meta.checkpoints.get(recent.id)).status).toBe('pending');
+  });
+
+  it('unchanged directories keep their tree ids, but a change in what is excluded is never hidden by the cache', async () => {
+    const dir = path.join(b.dir, 'reuse');
+    const old = Date.UTC(2024, 1, 1);
+    writeFile(dir, 'a/keep.txt', 'keep', 0o644, old);
+    writeFile(dir, 'a/debug.log', 'log', 0o644, old);
+    writeFile(dir, 'a/node_modules/x/index.js', 'x', 0o644, old);
+    // Directory mtimes in the past too: a directory changed within the last second is never reused.
+    settleDirMtimes(dir, old);
+    const first = await snapshots.checkpoint({ dir, workspace: 'reuse' });
+    const second = await snapshots.checkpoint({ dir, workspace: 'reuse' });
+    expect(second.checkpoint.rootTree).toBe(first.checkpoint.rootTree);
+    expect(second.stats.filesHashed).toBe(0);
+    const names = async (id: string, p: string) => {
+      const found = await snapshots.ls(id, p);
+      return found.kind === 'dir' ? found.entries.map((e) => e.name) : [];
+    };
+    const third = await snapshots.checkpoint({ dir, workspace: 'reuse', excludes: { cacheExcludes: false } });
+    expect(await names(third.checkpoint.id, 'a')).toEqual(['debug.log', 'keep.txt', 'node_modules']);
+    const fourth = await snapshots.checkpoint({ dir, workspace: 'reuse', excludes: { cacheExcludes: false, exclude: ['*.log'] } });
+    expect(await names(fourth.checkpoint.id, 'a')).toEqual(['keep.txt', 'node_modules']);
+    const fifth = await snapshots.checkpoint({ dir, workspace: 'reuse' });
+    expect(fifth.checkpoint.rootTree).toBe(first.checkpoint.rootTree);
   });
 
   it('a missing pack fails the restore with RESTORE_INCOMPLETE and leaves nothing behind', async () => {

@@ -197,10 +197,10 @@ async function capture(deps: SnapshotDeps, options: CheckpointOptions): Promise<
       ...(onProgress === undefined ? {} : { onProgress }),
     });
     await sink.flush();
-    const { rootId, trees } = buildTrees(scan.root, read.ids);
+    const { rootId, trees } = buildTrees(scan.root, read.ids, { cache, hits: read.hits, next: read.cache });
     await sink.addTrees(trees);
     onProgress?.({ phase: 'upload', files: scan.files, filesTotal: scan.files, bytes: scan.bytes, bytesTotal: scan.bytes });
-    if (read.changedWhileReading || !unchangedSince(dir, scan)) continue;
+    if (read.changedWhileReading || !unchangedSince(dir, scan, (p) => !read.hits.has(p))) continue;
     const written = await writer.finish();
     const included = listFiles(scan.root).filter((f) => read.ids.has(f.path));
     const excluded = [...scan.excluded, ...read.excluded];

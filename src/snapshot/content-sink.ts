@@ -5,7 +5,7 @@ import type { ObjectWriter } from '../objects/object-writer.js';
 import type { EncodedTree } from './tree-builder.js';
 
 /** New chunk bytes gathered before one batched "which of these are missing?" lookup. */
-export const LOOKUP_BATCH_BYTES = 32 * 1024 * 1024;
+export const LOOKUP_BATCH_BYTES = 16 * 1024 * 1024;
 
 type Candidate = { readonly form: StoredForm; readonly rawLength: number } | { readonly raw: Uint8Array };
 

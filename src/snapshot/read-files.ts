@@ -10,7 +10,7 @@ import { type StatCache, StatCacheBuilder } from './stat-cache.js';
 import type { FileIds } from './tree-builder.js';
 
 /** Files are handed to the content workers in batches of about this many bytes… */
-const DIGEST_BATCH_BYTES = 8 * 1024 * 1024;
+const DIGEST_BATCH_BYTES = 4 * 1024 * 1024;
 /** …or this many files, whichever comes first. */
 const DIGEST_BATCH_FILES = 256;
 
@@ -30,6 +30,8 @@ export interface ReadFilesInput {
 /** Content ids of every included file, what was left out, and the next stat cache. */
 export interface ReadFilesResult {
   readonly ids: Map<string, FileIds>;
+  /** Paths whose ids came from the stat cache (not read). */
+  readonly hits: Set<string>;
   readonly excluded: Exclusion[];
   readonly cache: StatCacheBuilder;
   /** A file's size differed from its scan while it was read. */
@@ -51,6 +53,7 @@ interface Batch {
 export async function readFiles(input: ReadFilesInput): Promise<ReadFilesResult> {
   const { deps, dir, scan, cache, sink, totals, signal, onProgress } = input;
   const ids = new Map<string, FileIds>();
+  const hits = new Set<string>();
   const excluded: Exclusion[] = [];
   const next = new StatCacheBuilder(scan.startedAtMs);
   const maxInFlight = 2 * deps.workers.threads;
@@ -95,6 +98,7 @@ export async function readFiles(input: ReadFilesInput): Promise<ReadFilesResult>
     const hit = cache.lookup(file.path, file, scan.startedAtMs);
     if (hit !== undefined) {
       ids.set(file.path, hit);
+      hits.add(file.path);
       next.add(file.path, hit);
     } else if (file.size <= WHOLE_READ_BYTES) {
       const whole = readWholeFile(path.join(dir, file.path));
@@ -117,5 +121,5 @@ export async function readFiles(input: ReadFilesInput): Promise<ReadFilesResult>
   }
   await dispatch();
   while (inFlight.length > 0) await consume(await (inFlight.shift() as (typeof inFlight)[number]));
-  return { ids, excluded, cache: next, changedWhileReading };
+  return { ids, hits, excluded, cache: next, changedWhileReading };
 }

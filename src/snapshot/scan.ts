@@ -168,12 +168,15 @@ function dirEntry(name: string, relPath: string, st: fs.Stats): ScannedDir {
 }
 
 /**
- * The second look of DESIGN section 4: true when nothing the scan saw has moved. Adding,
- * removing or renaming an entry changes its directory's mtime, so directories are only
- * `lstat`ed (no `readdir`); files are `lstat`ed and compared on size, mtime, ctime, inode and
- * mode. Symlinks cannot change in place, so their directory's mtime covers them.
+ * The second look of DESIGN section 4: true when nothing the checkpoint relied on has moved.
+ * Adding, removing or renaming an entry changes its directory's mtime, so every directory is
+ * `lstat`ed (no `readdir`). Files for which `wasRead` is true are `lstat`ed and compared on
+ * size, mtime, ctime, inode and mode: their bytes were read after the scan, so a change in
+ * between could pair old stat with new content. Files taken from the stat cache were not
+ * read: their recorded content is exactly what their scanned stat vouches for, and a later
+ * change is the next checkpoint's. Symlinks cannot change in place.
  */
-export function unchangedSince(root: string, scan: ScanResult): boolean {
+export function unchangedSince(root: string, scan: ScanResult, wasRead: (path: string) => boolean = () => true): boolean {
   const check = (dir: ScannedDir): boolean => {
     const st = fs.lstatSync(path.join(root, dir.path), { throwIfNoEntry: false });
     if (
@@ -187,7 +190,7 @@ export function unchangedSince(root: string, scan: ScanResult): boolean {
     for (const e of dir.children) {
       if (e.type === 'dir') {
         if (!check(e)) return false;
-      } else if (e.type === 'file') {
+      } else if (e.type === 'file' && wasRead(e.path)) {
         const f = fs.lstatSync(path.join(root, e.path), { throwIfNoEntry: false });
         if (
           f === undefined ||

@@ -6,7 +6,9 @@ import { isSha256Hex, type Sha256Hex } from '../core/hash.js';
 
 /** A file modified this close to the scan's start is hashed again ("racy git"). */
 export const RACY_WINDOW_MS = 1000;
-const HEADER = 'holdfast-stat-cache 1';
+const HEADER = 'holdfast-stat-cache 2';
+/** Directory lines start with this byte, which no path can (control characters are refused). */
+const DIR_MARK = '\u0001';
 
 /** What the cache remembers about one file: its stat identity and its content ids. */
 export interface StatCacheEntry {
@@ -19,12 +21,26 @@ export interface StatCacheEntry {
   readonly chunks: readonly Sha256Hex[];
 }
 
+/** A cache hit: the entry plus its stored line, which the next cache reuses as it is. */
+export interface StatCacheHit extends StatCacheEntry {
+  readonly line: string;
+}
+
 /** The stat identity compared against a fresh `lstat`. */
 export type StatIdentity = Pick<StatCacheEntry, 'size' | 'mtimeMs' | 'ctimeMs' | 'ino' | 'mode'>;
 
+/** What identifies a directory's tree: its stat and the names a scan included in it. */
+export interface DirIdentity {
+  readonly exactMtimeMs: number;
+  readonly ctimeMs: number;
+  readonly mode: number;
+  /** Hash of the included entry names, so a change in exclusion rules is noticed. */
+  readonly namesHash: string;
+}
+
 /** Default directory for stat caches: `$HOLDFAST_CACHE_DIR`, else `~/.cache/holdfast`. */
 export function defaultCacheDir(): string {
-  return process.env.HOLDFAST_CACHE_DIR ?? path.join(os.homedir(), '.cache', 'holdfast');
+  return process.env.HOLDFAST_CACHE_DIR || path.join(os.homedir(), '.cache', 'holdfast');
 }
 
 /** The cache file for one workspace checked out at one directory. */
@@ -36,21 +52,32 @@ export function statCacheFile(cacheDir: string, workspaceId: string, dir: string
   return path.join(cacheDir, 'stat', `${key}.tsv`);
 }
 
+// The key is the whole identity, so a lookup is one Map probe and nothing is parsed until a hit.
+function fileKey(relPath: string, st: StatIdentity): string {
+  return `${relPath}\t${st.size}\t${st.mtimeMs}\t${st.ctimeMs}\t${st.ino}\t${st.mode}`;
+}
+
+function dirKey(relPath: string, d: DirIdentity): string {
+  return `${DIR_MARK}${relPath}\t${d.exactMtimeMs}\t${d.ctimeMs}\t${d.mode}\t${d.namesHash}`;
+}
+
 /**
- * Maps workspace paths to the content ids their files had at a known checkpoint (`base`).
- * It is only a hint: an entry is used when size, mtime, ctime, inode and mode all match and
- * the file is not racy; the objects it names are known to exist because `base` is the
- * workspace head (never collected). Stored as tab-separated lines outside the workspace.
+ * Maps workspace paths to the content ids their files had at a known checkpoint (`base`), and
+ * directories to their tree ids. It is only a hint: a file entry is used when size, mtime,
+ * ctime, inode and mode all match and the file is not racy; the objects it names exist because
+ * `base` is the workspace head (never collected). Stored as tab-separated lines outside the
+ * workspace; a missing or damaged file is an empty cache.
  */
 export class StatCache {
   private constructor(
     readonly base: string | undefined,
-    private readonly entries: Map<string, StatCacheEntry>,
+    private readonly entries: Map<string, number>,
+    private readonly lines: readonly string[],
   ) {}
 
   /** An empty cache. */
   static empty(): StatCache {
-    return new StatCache(undefined, new Map());
+    return new StatCache(undefined, new Map(), []);
   }
 
   /** Loads a cache file; a missing or unreadable file gives an empty cache. */
@@ -61,45 +88,46 @@ export class StatCache {
     } catch {
       return StatCache.empty();
     }
-    const lines = text.split('\n');
-    const [magic, base] = (lines[0] ?? '').split('\t');
-    if (magic !== HEADER || base === undefined) return StatCache.empty();
-    const entries = new Map<string, StatCacheEntry>();
-    for (let i = 1; i < lines.length; i += 1) {
-      const f = (lines[i] as string).split('\t');
-      if (f.length !== 8) continue;
-      const [p, size, mtimeMs, ctimeMs, ino, mode, sha256, chunkList] = f as [
-        string,
-        string,
-        string,
-        string,
-        string,
-        string,
-        string,
-        string,
-      ];
-      if (!isSha256Hex(sha256)) continue;
-      const chunks = chunkList === '=' ? [sha256] : chunkList === '' ? [] : chunkList.split(',');
-      entries.set(p, {
-        size: Number(size),
-        mtimeMs: Number(mtimeMs),
-        ctimeMs: Number(ctimeMs),
-        ino: Number(ino),
-        mode: Number(mode),
-        sha256,
-        chunks,
-      });
+    const firstLine = text.indexOf('\n');
+    const [magic, base] = text.slice(0, firstLine < 0 ? text.length : firstLine).split('\t');
+    if (magic !== HEADER || base === undefined || firstLine < 0) return StatCache.empty();
+    // Keys are slices of the file's text: V8 keeps them as views, so a big cache costs little.
+    const entries = new Map<string, number>();
+    const lines: string[] = [];
+    for (let start = firstLine + 1; start < text.length; ) {
+      let end = text.indexOf('\n', start);
+      if (end < 0) end = text.length;
+      const split = text.lastIndexOf('\u0002', end);
+      if (split > start) {
+        entries.set(text.slice(start, split), lines.length);
+        lines.push(text.slice(start, end));
+      }
+      start = end + 1;
     }
-    return new StatCache(base, entries);
+    return new StatCache(base, entries, lines);
   }
 
   /** The cached content of `relPath` if its stat identity still matches and it is not racy. */
-  lookup(relPath: string, st: StatIdentity, scanStartedAtMs: number): StatCacheEntry | undefined {
-    const e = this.entries.get(relPath);
-    if (e === undefined || st.mtimeMs >= scanStartedAtMs - RACY_WINDOW_MS) return undefined;
-    return e.size === st.size && e.mtimeMs === st.mtimeMs && e.ctimeMs === st.ctimeMs && e.ino === st.ino && e.mode === st.mode
-      ? e
-      : undefined;
+  lookup(relPath: string, st: StatIdentity, scanStartedAtMs: number): StatCacheHit | undefined {
+    if (st.mtimeMs >= scanStartedAtMs - RACY_WINDOW_MS) return undefined;
+    const index = this.entries.get(fileKey(relPath, st));
+    if (index === undefined) return undefined;
+    const line = this.lines[index] as string;
+    const value = line.slice(line.lastIndexOf('\u0002') + 1);
+    const tab = value.indexOf('\t');
+    const sha256 = tab < 0 ? value : value.slice(0, tab);
+    if (!isSha256Hex(sha256)) return undefined;
+    const list = tab < 0 ? '=' : value.slice(tab + 1);
+    const chunks = list === '=' ? [sha256] : list === '' ? [] : list.split(',');
+    return { size: st.size, mtimeMs: st.mtimeMs, ctimeMs: st.ctimeMs, ino: st.ino, mode: st.mode, sha256, chunks, line };
+  }
+
+  /** The tree id a directory had, if its identity (stat and included names) is unchanged. */
+  treeOf(relPath: string, d: DirIdentity): Sha256Hex | undefined {
+    const index = this.entries.get(dirKey(relPath, d));
+    const line = index === undefined ? undefined : this.lines[index];
+    const id = line?.slice(line.lastIndexOf('\u0002') + 1);
+    return id !== undefined && isSha256Hex(id) ? id : undefined;
   }
 
   /** Number of entries. */
@@ -114,11 +142,21 @@ export class StatCacheBuilder {
 
   constructor(private readonly racyAfterMs: number) {}
 
-  /** Records a file (skipped when its mtime is inside the racy window). */
-  add(relPath: string, e: StatCacheEntry): void {
+  /** Records a file (skipped when its mtime is inside the racy window); a hit keeps its line. */
+  add(relPath: string, e: StatCacheEntry | StatCacheHit): void {
     if (e.mtimeMs >= this.racyAfterMs - RACY_WINDOW_MS) return;
+    if ('line' in e) {
+      this.lines.push(e.line);
+      return;
+    }
     const chunks = e.chunks.length === 1 && e.chunks[0] === e.sha256 ? '=' : e.chunks.join(',');
-    this.lines.push(`${relPath}\t${e.size}\t${e.mtimeMs}\t${e.ctimeMs}\t${e.ino}\t${e.mode}\t${e.sha256}\t${chunks}`);
+    this.lines.push(`${fileKey(relPath, e)}\u0002${e.sha256}\t${chunks}`);
+  }
+
+  /** Records a directory's tree id (skipped when the directory itself is racy). */
+  addDir(relPath: string, d: DirIdentity, tree: Sha256Hex): void {
+    if (d.exactMtimeMs >= this.racyAfterMs - RACY_WINDOW_MS) return;
+    this.lines.push(`${dirKey(relPath, d)}\u0002${tree}`);
   }
 
   /** Writes the cache atomically (temp file + rename); failures are ignored: it is only a hint. */
