@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 import { CommanderError } from 'commander';
 import { isHoldfastError } from '../errors.js';
-import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Output } from './output.js';
+import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Output, takeRequestedExitCode } from './output.js';
 import { buildProgram } from './program.js';
 
 // The AWS SDK warns on every start under Node 20; the CLI's output must stay clean for scripts.
@@ -14,7 +14,7 @@ export async function runCli(argv: readonly string[]): Promise<number> {
   for (const sub of program.commands) sub.exitOverride();
   try {
     await program.parseAsync([...argv], { from: 'user' });
-    return EXIT_OK;
+    return takeRequestedExitCode() ?? EXIT_OK;
   } catch (error) {
     if (error instanceof CommanderError) {
       const benign = error.code === 'commander.helpDisplayed' || error.code === 'commander.version' || error.code === 'commander.help';

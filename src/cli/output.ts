@@ -5,6 +5,23 @@ export const EXIT_OK = 0;
 export const EXIT_FAILURE = 1;
 export const EXIT_USAGE = 2;
 
+let requestedExitCode: number | undefined;
+
+/**
+ * Lets a command that ran to completion choose the process exit code (e.g. `sandbox exec`
+ * passes on its command's code). Read once by `runCli`.
+ */
+export function requestExitCode(code: number): void {
+  requestedExitCode = code;
+}
+
+/** The code a command requested, cleared by reading it. */
+export function takeRequestedExitCode(): number | undefined {
+  const code = requestedExitCode;
+  requestedExitCode = undefined;
+  return code;
+}
+
 /**
  * Renders command results: a JSON document on stdout with `--json` (for scripts), readable
  * text otherwise. Progress and diagnostics go to stderr so stdout stays parseable.

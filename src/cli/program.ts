@@ -7,6 +7,7 @@ import { registerCheckpoint } from './commands/checkpoint.js';
 import { registerInit } from './commands/init.js';
 import { registerMaintenance } from './commands/maintenance.js';
 import { registerRestore } from './commands/restore.js';
+import { registerSandbox } from './commands/sandbox.js';
 import { Output } from './output.js';
 
 /** Options every command inherits from the program. */
@@ -86,5 +87,6 @@ Exit codes: 0 ok, 1 error, 2 usage.`,
   registerRestore(program);
   registerBrowse(program);
   registerMaintenance(program);
+  registerSandbox(program);
   return program;
 }

@@ -1,0 +1,157 @@
+import { constants as osConstants } from 'node:os';
+import type { Command } from 'commander';
+import { InputError, NotFoundError } from '../../errors.js';
+import { openSandboxProvider, SANDBOX_PROVIDER_NAMES } from '../../sandbox/open-provider.js';
+import type { ExecExit, SandboxHandle, SandboxInfo } from '../../sandbox/sandbox-provider.js';
+import { Output, requestExitCode } from '../output.js';
+import { collect, type GlobalOptions, positiveInt } from '../program.js';
+
+/** Exit status for a command killed by its timeout, as timeout(1) reports it. */
+const EXIT_TIMED_OUT = 124;
+
+/** `holdfast sandbox create | exec | ls | destroy`: thin edges over the sandbox providers. */
+export function registerSandbox(program: Command): void {
+  const sandbox = program
+    .command('sandbox')
+    .description('create sandboxes, run commands in them, list and destroy them')
+    .addHelpText('after', '\nState lives under $HOLDFAST_SANDBOX_DIR/<provider> (default ~/.local/share/holdfast/sandboxes/<provider>).');
+
+  sandbox
+    .command('create')
+    .description('create a sandbox and print its id')
+    .option('-p, --provider <name>', `${SANDBOX_PROVIDER_NAMES.join(' | ')} (local has no isolation: development only)`, 'bwrap')
+    .option('-l, --label <key=value>', 'label the sandbox (repeatable)', collect, [])
+    .option('-e, --env <name=value>', 'variable for every command in the sandbox (repeatable)', collect, [])
+    .action(async (flags: { provider: string; label: string[]; env: string[] }, command: Command) => {
+      const output = outputOf(command);
+      const provider = openSandboxProvider(flags.provider);
+      const handle = await provider.create({ labels: pairs(flags.label, '--label'), env: pairs(flags.env, '--env') });
+      output.result(
+        { id: handle.id, provider: handle.provider, workspaceRoot: handle.workspaceRoot, agentHome: handle.agentHome },
+        () => handle.id,
+      );
+    });
+
+  sandbox
+    .command('exec')
+    .description('run a command in a sandbox, streaming its output; exits with its exit code (124 on timeout, 128+N on signal N)')
+    .argument('<id>', 'sandbox id')
+    .argument('<command...>', 'the command and its arguments, after --')
+    .option('-p, --provider <name>', 'provider of the sandbox (default: look in each)')
+    .option('-i, --stdin', 'forward this process\u2019s stdin to the command (default: empty stdin)')
+    .option('-e, --env <name=value>', 'variable for this command (repeatable)', collect, [])
+    .option('-C, --cwd <dir>', 'working directory inside the sandbox (default: the workspace)')
+    .option('-t, --timeout <ms>', 'kill the command and everything it started after MS milliseconds', positiveInt('--timeout'))
+    .action(async (id: string, argv: string[], flags: ExecFlags) => {
+      const handle = await findSandbox(id, flags.provider);
+      const proc = handle.exec(argv, {
+        env: pairs(flags.env, '--env'),
+        ...(flags.stdin === true ? { stdin: process.stdin } : {}),
+        ...(flags.cwd === undefined ? {} : { cwd: flags.cwd }),
+        ...(flags.timeout === undefined ? {} : { timeoutMs: flags.timeout }),
+      });
+      // The CLI must not outlive its command silently, nor leave it running when interrupted.
+      const interrupt = (): void => proc.kill();
+      process.once('SIGINT', interrupt).once('SIGTERM', interrupt);
+      proc.stdout.pipe(process.stdout);
+      proc.stderr.pipe(process.stderr);
+      const exit = await proc.exit;
+      process.off('SIGINT', interrupt).off('SIGTERM', interrupt);
+      if (flags.stdin === true) process.stdin.destroy();
+      const code = exitCodeOf(exit);
+      requestExitCode(code);
+    });
+
+  sandbox
+    .command('ls')
+    .description('list sandboxes')
+    .option('-p, --provider <name>', 'only this provider (default: all)')
+    .action(async (flags: { provider?: string }, command: Command) => {
+      const output = outputOf(command);
+      const names = flags.provider === undefined ? SANDBOX_PROVIDER_NAMES : [flags.provider];
+      const infos: SandboxInfo[] = [];
+      for (const name of names) infos.push(...(await openSandboxProvider(name).list()));
+      output.result(infos, () => renderList(infos));
+    });
+
+  sandbox
+    .command('destroy')
+    .description('destroy sandboxes: kill their processes and delete their files (a missing id is not an error)')
+    .argument('<id...>', 'sandbox ids')
+    .option('-p, --provider <name>', 'provider of the sandboxes (default: look in each)')
+    .action(async (ids: string[], flags: { provider?: string }, command: Command) => {
+      const output = outputOf(command);
+      const results: Array<{ id: string; destroyed: boolean }> = [];
+      for (const id of ids) {
+        const handle = await findSandbox(id, flags.provider).catch((error: unknown) => {
+          if (error instanceof NotFoundError) return undefined;
+          throw error;
+        });
+        if (handle !== undefined) await openSandboxProvider(handle.provider).destroy(id);
+        results.push({ id, destroyed: handle !== undefined });
+      }
+      output.result(results, () => results.map((r) => `${r.id}: ${r.destroyed ? 'destroyed' : 'not found (nothing to do)'}`).join('\n'));
+    });
+}
+
+interface ExecFlags {
+  readonly provider?: string;
+  readonly stdin?: boolean;
+  readonly env: string[];
+  readonly cwd?: string;
+  readonly timeout?: number;
+}
+
+function outputOf(command: Command): Output {
+  return new Output(command.optsWithGlobals<GlobalOptions>().json === true);
+}
+
+/** The sandbox with `id` in `providerName`, or in whichever shipped provider holds it. */
+async function findSandbox(id: string, providerName: string | undefined): Promise<SandboxHandle> {
+  for (const name of providerName === undefined ? SANDBOX_PROVIDER_NAMES : [providerName]) {
+    const handle = await openSandboxProvider(name).get(id);
+    if (handle !== undefined) return handle;
+  }
+  throw new NotFoundError(`sandbox ${id} not found: list sandboxes with holdfast sandbox ls`, { data: { id } });
+}
+
+/** Parses repeated `key=value` flags. */
+function pairs(values: readonly string[], flag: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const value of values) {
+    const eq = value.indexOf('=');
+    if (eq <= 0) throw new InputError('INVALID_INPUT', `${flag} takes key=value, got ${JSON.stringify(value)}`, { data: { flag } });
+    out[value.slice(0, eq)] = value.slice(eq + 1);
+  }
+  return out;
+}
+
+/** A shell-style exit status for how the command ended. */
+function exitCodeOf(exit: ExecExit): number {
+  if (exit.timedOut) return EXIT_TIMED_OUT;
+  if (exit.code !== null) return exit.code;
+  const signal = exit.signal === null ? undefined : osConstants.signals[exit.signal as NodeJS.Signals];
+  return 128 + (signal ?? 0);
+}
+
+function renderList(infos: readonly SandboxInfo[]): string {
+  if (infos.length === 0) return 'no sandboxes';
+  const rows = infos.map((i) => [
+    i.id,
+    i.provider,
+    new Date(i.createdAt).toISOString(),
+    Object.entries(i.labels)
+      .map(([k, v]) => `${k}=${v}`)
+      .join(','),
+  ]);
+  const header = ['ID', 'PROVIDER', 'CREATED', 'LABELS'];
+  const widths = header.map((h, col) => Math.max(h.length, ...rows.map((r) => (r[col] ?? '').length)));
+  return [header, ...rows]
+    .map((row) =>
+      row
+        .map((cell, col) => cell.padEnd(widths[col] ?? 0))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
+}

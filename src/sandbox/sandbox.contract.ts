@@ -1,0 +1,243 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { Readable } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { SandboxHandle, SandboxProvider } from './sandbox-provider.js';
+
+/** How a provider's test file plugs into the shared suite. */
+export interface SandboxProviderContractOptions {
+  /** Provider name shown in the test titles. */
+  readonly name: string;
+  /** Opens a provider over fresh, empty state; `cleanup` destroys whatever it created. */
+  readonly create: () => Promise<{ provider: SandboxProvider; cleanup(): Promise<void> }>;
+  /** Declared gaps: each names a test title and why this provider cannot pass it. */
+  readonly skip?: ReadonlyArray<{ readonly test: string; readonly reason: string }>;
+}
+
+const MiB = 1024 * 1024;
+const BIG_BYTES = 50 * MiB;
+
+async function readAll(stream: NodeJS.ReadableStream): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  for await (const part of stream) parts.push(Buffer.from(part as Uint8Array));
+  return Buffer.concat(parts);
+}
+
+function sha256(bytes: Uint8Array): string {
+  return createHash('sha256').update(bytes).digest('hex');
+}
+
+async function codeOf(fn: () => unknown): Promise<string> {
+  try {
+    await fn();
+  } catch (error) {
+    return String((error as { code?: unknown }).code);
+  }
+  return 'RESOLVED';
+}
+
+/** A command whose background child appends to `file` every 100 ms until it is killed. */
+function heartbeat(file: string): string[] {
+  return ['sh', '-c', `while true; do echo x >> ${file}; sleep 0.1; done & sleep 100`];
+}
+
+/** Asserts nothing appends to `file` any more: the whole process tree is dead. */
+async function expectHeartbeatStopped(sandbox: SandboxHandle, file: string): Promise<void> {
+  await sleep(300);
+  const size = async (): Promise<number> => Number.parseInt((await sandbox.run(['wc', '-c', file])).stdout.toString(), 10);
+  const before = await size();
+  expect(before).toBeGreaterThan(0);
+  await sleep(500);
+  expect(await size()).toBe(before);
+}
+
+/**
+ * The SandboxProvider contract: every provider runs these cases against real sandboxes. Gaps
+ * are declared through `skip` with a reason and show up as skipped, never silently.
+ */
+export function describeSandboxProviderContract(options: SandboxProviderContractOptions): void {
+  describe(`SandboxProvider contract: ${options.name}`, () => {
+    let provider: SandboxProvider;
+    let sandbox: SandboxHandle;
+    let cleanup: () => Promise<void> = async () => undefined;
+    const skipped = new Map((options.skip ?? []).map((s) => [s.test, s.reason]));
+    const test = (title: string, fn: () => Promise<void>, timeoutMs?: number): void => {
+      const reason = skipped.get(title);
+      if (reason === undefined) it(title, fn, timeoutMs);
+      else it.skip(`${title} (skipped: ${reason})`, fn);
+    };
+
+    beforeAll(async () => {
+      const opened = await options.create();
+      provider = opened.provider;
+      cleanup = opened.cleanup;
+      sandbox = await provider.create({ labels: { suite: 'contract' }, env: { SPEC_VAR: 'from-spec' } });
+    });
+    afterAll(async () => {
+      await cleanup();
+    });
+
+    test('declares its capabilities as booleans, with exec', async () => {
+      for (const key of ['exec', 'stdin', 'resume', 'localPath', 'nativeSnapshots', 'durableFilesystem'] as const) {
+        expect(typeof provider.capabilities[key]).toBe('boolean');
+      }
+      expect(provider.capabilities.exec).toBe(true);
+      expect(sandbox.provider).toBe(provider.name);
+      expect(sandbox.localPath === undefined).toBe(!provider.capabilities.localPath);
+    });
+
+    test('create, get, list and destroy; destroy is idempotent and get is undefined afterwards', async () => {
+      const made = await provider.create({ labels: { role: 'lifecycle' } });
+      expect((await provider.get(made.id))?.id).toBe(made.id);
+      const listed = (await provider.list()).find((info) => info.id === made.id);
+      expect(listed).toMatchObject({ id: made.id, provider: provider.name, labels: { role: 'lifecycle' }, state: 'running' });
+      expect(listed?.createdAt).toBeGreaterThan(0);
+      await provider.destroy(made.id);
+      expect(await provider.get(made.id)).toBeUndefined();
+      expect((await provider.list()).some((info) => info.id === made.id)).toBe(false);
+      await provider.destroy(made.id);
+      expect(await codeOf(() => made.exec(['true']))).toBe('NOT_FOUND');
+      expect(await provider.get('no-such-sandbox')).toBeUndefined();
+      expect(await provider.get('../../etc')).toBeUndefined();
+    });
+
+    test('rejects bad input with codes: empty argv, bad env names, bad labels', async () => {
+      expect(await codeOf(() => sandbox.exec([]))).toBe('INVALID_INPUT');
+      expect(await codeOf(() => sandbox.exec(['true'], { env: { 'BAD=NAME': 'x' } }))).toBe('INVALID_INPUT');
+      expect(await codeOf(() => provider.create({ labels: { 'bad label': 'x' } }))).toBe('INVALID_INPUT');
+    });
+
+    test('passes argv without shell interpretation', async () => {
+      const args = ['$HOME', '*', 'two words', '$(id)', "'quoted'", '; echo no', ''];
+      const result = await sandbox.run(['printf', '%s\\n', ...args]);
+      expect(result.code).toBe(0);
+      expect(result.stdout.toString()).toBe(args.map((a) => `${a}\n`).join(''));
+    });
+
+    test('reports exit codes; a missing command exits non-zero without throwing', async () => {
+      expect((await sandbox.run(['true'])).code).toBe(0);
+      expect((await sandbox.run(['sh', '-c', 'exit 7'])).code).toBe(7);
+      const missing = await sandbox.run(['holdfast-no-such-command']);
+      expect(missing.code).not.toBe(0);
+      expect(missing.timedOut).toBe(false);
+    });
+
+    test('streams stdout and stderr separately, before the command exits', async () => {
+      const proc = sandbox.exec(['sh', '-c', 'echo first; echo oops >&2; read line; echo "got $line"'], { stdin: 'pipe' });
+      const first = await new Promise<string>((resolve) => proc.stdout.once('data', (chunk: Buffer) => resolve(chunk.toString())));
+      expect(first).toBe('first\n');
+      const rest = readAll(proc.stdout);
+      const err = readAll(proc.stderr);
+      proc.stdin?.end('hello\n');
+      expect((await rest).toString()).toBe('got hello\n');
+      expect((await err).toString()).toBe('oops\n');
+      expect(await proc.exit).toEqual({ code: 0, signal: null, timedOut: false });
+    });
+
+    test('moves 50 MB through cat byte-equal, from a buffer and from a stream', async () => {
+      const bytes = randomBytes(BIG_BYTES);
+      const fromBuffer = sandbox.exec(['cat'], { stdin: bytes });
+      const [out, exit] = await Promise.all([readAll(fromBuffer.stdout), fromBuffer.exit, fromBuffer.stderr.resume()]);
+      expect(exit.code).toBe(0);
+      expect(out.length).toBe(BIG_BYTES);
+      expect(sha256(out)).toBe(sha256(bytes));
+
+      const chunks = Array.from({ length: BIG_BYTES / MiB }, (_, i) => bytes.subarray(i * MiB, (i + 1) * MiB));
+      const fromStream = sandbox.exec(['sha256sum'], { stdin: Readable.from(chunks) });
+      const [digest] = await Promise.all([readAll(fromStream.stdout), fromStream.exit]);
+      expect(digest.toString().split(' ')[0]).toBe(sha256(bytes));
+    }, 120_000);
+
+    test('sets env (allowlist + spec + exec), HOME and cwd; host variables do not leak', async () => {
+      process.env.HOLDFAST_TEST_LEAK = 'leaked';
+      try {
+        const result = await sandbox.run(['sh', '-c', 'echo "$SPEC_VAR|$EXEC_VAR|$HOME|$PATH|$HOLDFAST_TEST_LEAK"; pwd -P'], {
+          env: { EXEC_VAR: 'from-exec' },
+        });
+        const [vars, cwd] = result.stdout.toString().split('\n');
+        const [spec, exec, home, pathVar, leak] = (vars ?? '').split('|');
+        expect({ spec, exec, home, leak, cwd }).toEqual({
+          spec: 'from-spec',
+          exec: 'from-exec',
+          home: sandbox.agentHome,
+          leak: '',
+          cwd: sandbox.workspaceRoot,
+        });
+        expect(pathVar).not.toBe('');
+        const env = (await sandbox.run(['env'])).stdout.toString();
+        expect(env).not.toContain('HOLDFAST_TEST_LEAK');
+      } finally {
+        delete process.env.HOLDFAST_TEST_LEAK;
+      }
+      expect((await sandbox.run(['mkdir', '-p', 'sub/dir'])).code).toBe(0);
+      expect((await sandbox.run(['pwd', '-P'], { cwd: 'sub/dir' })).stdout.toString()).toBe(`${sandbox.workspaceRoot}/sub/dir\n`);
+      expect((await sandbox.run(['pwd', '-P'], { cwd: `${sandbox.workspaceRoot}/sub` })).stdout.toString()).toBe(
+        `${sandbox.workspaceRoot}/sub\n`,
+      );
+      expect((await sandbox.run(['true'], { cwd: 'no/such/dir' })).code).not.toBe(0);
+    });
+
+    test('keeps files between execs, in the workspace and the agent home, also through get()', async () => {
+      expect((await sandbox.run(['sh', '-c', 'echo kept > kept.txt && echo home > "$HOME/home.txt"'])).code).toBe(0);
+      const again = await provider.get(sandbox.id);
+      expect(again).toBeDefined();
+      const result = await again?.run(['sh', '-c', 'cat kept.txt "$HOME/home.txt"']);
+      expect(result?.stdout.toString()).toBe('kept\nhome\n');
+    });
+
+    test('runs node', async () => {
+      const result = await sandbox.run(['node', '-e', 'process.stdout.write(String(6 * 7))']);
+      expect({ code: result.code, out: result.stdout.toString() }).toEqual({ code: 0, out: '42' });
+    });
+
+    test('a timeout kills the whole process tree', async () => {
+      const result = await sandbox.run(heartbeat('beat-timeout'), { timeoutMs: 500 });
+      expect(result.timedOut).toBe(true);
+      expect(result.code === 0).toBe(false);
+      await expectHeartbeatStopped(sandbox, 'beat-timeout');
+    }, 30_000);
+
+    test('an abort signal kills the whole process tree, also when aborted before exec', async () => {
+      const controller = new AbortController();
+      const proc = sandbox.exec(heartbeat('beat-abort'), { signal: controller.signal });
+      proc.stdout.resume();
+      proc.stderr.resume();
+      setTimeout(() => controller.abort(), 300);
+      const exit = await proc.exit;
+      expect(exit.timedOut).toBe(false);
+      expect(exit.code === 0).toBe(false);
+      await expectHeartbeatStopped(sandbox, 'beat-abort');
+      const early = await sandbox.run(['sleep', '100'], { signal: AbortSignal.abort() });
+      expect(early.code === 0).toBe(false);
+    }, 30_000);
+
+    test('kill() kills the whole process tree', async () => {
+      const proc = sandbox.exec(heartbeat('beat-kill'));
+      proc.stdout.resume();
+      proc.stderr.resume();
+      await sleep(300);
+      proc.kill();
+      expect((await proc.exit).code === 0).toBe(false);
+      proc.kill();
+      await expectHeartbeatStopped(sandbox, 'beat-kill');
+    }, 30_000);
+
+    test('destroy kills running execs', async () => {
+      const doomed = await provider.create();
+      const proc = doomed.exec(heartbeat('beat'));
+      proc.stdout.resume();
+      proc.stderr.resume();
+      await sleep(300);
+      await provider.destroy(doomed.id);
+      expect((await proc.exit).code === 0).toBe(false);
+      expect(await provider.get(doomed.id)).toBeUndefined();
+    }, 30_000);
+
+    test('run() bounds buffered output with LIMIT_EXCEEDED', async () => {
+      const small = await sandbox.run(['head', '-c', '1000', '/dev/zero'], { maxOutputBytes: 1000 });
+      expect(small.stdout.length).toBe(1000);
+      const big = () => sandbox.run(['head', '-c', String(4 * MiB), '/dev/zero'], { maxOutputBytes: MiB });
+      expect(await codeOf(big)).toBe('LIMIT_EXCEEDED');
+    });
+  });
+}

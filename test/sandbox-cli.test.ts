@@ -1,0 +1,88 @@
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { expectBwrapInstalled } from './support/sandbox-processes.js';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const bin = path.join(root, 'dist', 'bin', 'main.js');
+
+interface Run {
+  readonly code: number;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+describe('holdfast sandbox (compiled bin)', () => {
+  let dir: string;
+  const holdfast = (args: string[], input?: string): Promise<Run> =>
+    new Promise((resolve) => {
+      const env = { ...process.env, HOLDFAST_SANDBOX_DIR: dir, HOLDFAST_TEST_LEAK: 'leaked' };
+      const child = execFile(process.execPath, [bin, ...args], { env }, (error, stdout, stderr) => {
+        resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : -1, stdout, stderr });
+      });
+      child.stdin?.end(input ?? '');
+    });
+
+  beforeAll(() => {
+    expectBwrapInstalled();
+    expect(fs.existsSync(bin), `${bin} is missing: run npm run build first (npm test does)`).toBe(true);
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hf-sbx-cli-'));
+  });
+  afterAll(() => {
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('create, exec, ls and destroy a bwrap sandbox', async () => {
+    const created = await holdfast(['--json', 'sandbox', 'create', '--label', 'team=infra', '--env', 'GREETING=hi']);
+    expect(created.code).toBe(0);
+    const { id, provider, workspaceRoot } = JSON.parse(created.stdout) as { id: string; provider: string; workspaceRoot: string };
+    expect({ provider, workspaceRoot }).toEqual({ provider: 'bwrap', workspaceRoot: '/workspace' });
+    expect(fs.existsSync(path.join(dir, 'bwrap', id, 'workspace'))).toBe(true);
+
+    const run = await holdfast([
+      'sandbox',
+      'exec',
+      id,
+      '--',
+      'sh',
+      '-c',
+      'echo "$GREETING $PWD $HOLDFAST_TEST_LEAK"; echo oops >&2; exit 5',
+    ]);
+    expect(run).toEqual({ code: 5, stdout: 'hi /workspace \n', stderr: 'oops\n' });
+    const piped = await holdfast(['sandbox', 'exec', '--stdin', '--provider', 'bwrap', id, '--', 'cat'], 'through stdin');
+    expect(piped).toMatchObject({ code: 0, stdout: 'through stdin' });
+    expect((await holdfast(['sandbox', 'exec', '--timeout', '300', id, '--', 'sleep', '30'])).code).toBe(124);
+
+    const listed = JSON.parse((await holdfast(['--json', 'sandbox', 'ls'])).stdout) as Array<{
+      id: string;
+      labels: Record<string, string>;
+    }>;
+    expect(listed).toEqual([expect.objectContaining({ id, provider: 'bwrap', labels: { team: 'infra' }, state: 'running' })]);
+    expect((await holdfast(['sandbox', 'ls'])).stdout).toContain(id);
+
+    const destroyed = await holdfast(['--json', 'sandbox', 'destroy', id, 'sbx-0000000000000000']);
+    expect(JSON.parse(destroyed.stdout)).toEqual([
+      { id, destroyed: true },
+      { id: 'sbx-0000000000000000', destroyed: false },
+    ]);
+    expect(JSON.parse((await holdfast(['--json', 'sandbox', 'ls'])).stdout)).toEqual([]);
+    const gone = await holdfast(['--json', 'sandbox', 'exec', id, '--', 'true']);
+    expect(gone.code).toBe(1);
+    expect((JSON.parse(gone.stderr) as { error: { code: string } }).error.code).toBe('NOT_FOUND');
+  }, 60_000);
+
+  it('creates local sandboxes too, and rejects bad flags with exit 2', async () => {
+    const created = await holdfast(['sandbox', 'create', '--provider', 'local']);
+    expect(created.code).toBe(0);
+    const id = created.stdout.trim();
+    expect((await holdfast(['sandbox', 'exec', id, '--', 'pwd', '-P'])).stdout).toBe(
+      `${fs.realpathSync(path.join(dir, 'local', id, 'workspace'))}\n`,
+    );
+    expect((await holdfast(['sandbox', 'destroy', id])).code).toBe(0);
+    expect((await holdfast(['sandbox', 'create', '--provider', 'nope'])).code).toBe(2);
+    expect((await holdfast(['sandbox', 'create', '--label', 'no-equals-sign'])).code).toBe(2);
+  }, 60_000);
+});
