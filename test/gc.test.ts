@@ -157,10 +157,10 @@ describe.each(BACKENDS)('gc on $name', (backend) => {
     expect(await b.blobs.stat(packKey(orphan.id))).toBeDefined();
     // A pack that gets indexed meanwhile (its checkpoint committed late) is no orphan any more.
     const objects = rescued.objects.map((o) => ({ ...o, packId: rescued.id }));
-    await b.meta.objects.insertPacksAndObjects([{ id: rescued.id, kind: 'data', size: rescued.bytes.length, objectCount: 1 }], objects);
+    await b.meta.objects.insertPacksAndObjects([{ id: rescued.id, kind: 'data', size: rescued.size, objectCount: 1 }], objects);
     const later = await gc({ graceMs: DAY, now: t0 + DAY + HOUR });
     expect(later).toMatchObject({ orphanPacksQueued: 0, orphanPacksDeleted: 1 });
-    expect(later.bytesFreed).toBe(orphan.bytes.length);
+    expect(later.bytesFreed).toBe(orphan.size);
     expect(await b.blobs.stat(packKey(orphan.id))).toBeUndefined();
     expect(await b.blobs.stat(packKey(rescued.id))).toBeDefined();
     expect(await b.meta.gc.listQueue()).toEqual([]);

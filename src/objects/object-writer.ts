@@ -52,7 +52,7 @@ export class ObjectWriter {
   private readonly uploading = new Set<Promise<void>>();
   private readonly preexisting: string[] = [];
   /** Packs handed to the uploader; only their listings are kept, the bytes go with the upload. */
-  private readonly sealed: Array<Omit<SealedPack, 'bytes'> & { size: number }> = [];
+  private readonly sealed: Array<Omit<SealedPack, 'parts'>> = [];
   private failure: unknown;
   readonly stats: WriteStats = { objectsWritten: 0, rawBytesWritten: 0, storedBytesWritten: 0, packsWritten: 0, blobWrites: 0 };
 
@@ -152,7 +152,7 @@ export class ObjectWriter {
   }
 
   private startUpload(pack: SealedPack): void {
-    this.sealed.push({ id: pack.id, kind: pack.kind, objects: pack.objects, size: pack.bytes.length });
+    this.sealed.push({ id: pack.id, kind: pack.kind, objects: pack.objects, size: pack.size });
     this.stats.packsWritten += 1;
     const job: Promise<void> = uploadPack(this.blobs, pack, this.signal).then(
       ({ writes, created }) => {

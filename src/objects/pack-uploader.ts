@@ -1,3 +1,4 @@
+import { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { BlobStore } from '../blob-store/blob-store.js';
 import { IntegrityError, isHoldfastError, StoreError } from '../errors.js';
@@ -28,14 +29,15 @@ export async function uploadPack(blobs: BlobStore, pack: SealedPack, signal?: Ab
   for (let attempt = 1; ; attempt += 1) {
     try {
       writes += 1;
-      const put = await blobs.put(key, pack.bytes, { expectedSize: pack.bytes.length, ...(signal === undefined ? {} : { signal }) });
+      // A fresh stream over the same in-memory parts for every attempt.
+      const put = await blobs.put(key, Readable.from(pack.parts), { expectedSize: pack.size, ...(signal === undefined ? {} : { signal }) });
       const stat = await blobs.stat(key);
-      if (stat?.size !== pack.bytes.length) {
+      if (stat?.size !== pack.size) {
         throw new IntegrityError(
           'INTEGRITY',
-          `[${blobs.name}] pack ${pack.id} reads back as ${stat?.size ?? 'missing'} bytes, expected ${pack.bytes.length}`,
+          `[${blobs.name}] pack ${pack.id} reads back as ${stat?.size ?? 'missing'} bytes, expected ${pack.size}`,
           {
-            data: { pack: pack.id, expected: pack.bytes.length, actual: stat?.size ?? null },
+            data: { pack: pack.id, expected: pack.size, actual: stat?.size ?? null },
           },
         );
       }

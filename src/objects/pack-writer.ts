@@ -5,11 +5,16 @@ import { type Codec, encodeTrailer, type ObjectKind, PACK_HEADER_MAGIC, type Pac
 /** Packs close once they reach about this size. */
 export const TARGET_PACK_BYTES = 16 * 1024 * 1024;
 
-/** A finished pack: its id (SHA-256 of all its bytes), the bytes, and what it holds. */
+/**
+ * A finished pack: its id (SHA-256 of all its bytes), its bytes as the parts they were
+ * appended in (never joined into one buffer: a 16 MiB copy per pack is pure overhead), its
+ * size, and what it holds.
+ */
 export interface SealedPack {
   readonly id: Sha256Hex;
   readonly kind: ObjectKind;
-  readonly bytes: Buffer;
+  readonly parts: readonly Uint8Array[];
+  readonly size: number;
   readonly objects: readonly PackEntry[];
 }
 
@@ -56,8 +61,16 @@ export class PackWriter {
 
   /** Adds the trailer and returns the finished pack. The writer must not be used afterwards. */
   seal(): SealedPack {
-    this.parts.push(encodeTrailer({ v: 1, kind: this.kind, objects: this.entries }));
-    const bytes = Buffer.concat(this.parts);
-    return { id: createHash('sha256').update(bytes).digest('hex'), kind: this.kind, bytes, objects: [...this.entries] };
+    const trailer = encodeTrailer({ v: 1, kind: this.kind, objects: this.entries });
+    this.parts.push(trailer);
+    const hash = createHash('sha256');
+    for (const part of this.parts) hash.update(part);
+    return {
+      id: hash.digest('hex'),
+      kind: this.kind,
+      parts: [...this.parts],
+      size: this.offset + trailer.length,
+      objects: [...this.entries],
+    };
   }
 }

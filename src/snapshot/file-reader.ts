@@ -2,10 +2,10 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import { CDC_MAX_BYTES, nextChunkLength } from '../core/fastcdc.js';
 import type { Sha256Hex } from '../core/hash.js';
-import { createSecretScanner, findSecret, type SecretFinding } from '../core/secrets.js';
+import { createSecretScanner, type SecretFinding } from '../core/secrets.js';
 
 /** Files up to this size are read whole; larger ones are read twice (secret scan, then chunking). */
-export const WHOLE_READ_BYTES = 32 * 1024 * 1024;
+export const WHOLE_READ_BYTES = 64 * 1024 * 1024;
 const READ_BLOCK_BYTES = 8 * 1024 * 1024;
 
 /** One content-defined chunk of a file. */
@@ -18,16 +18,6 @@ export interface FileChunk {
 export type FileContent =
   | { readonly kind: 'ok'; readonly sha256: Sha256Hex; readonly size: number; readonly chunkIds: Sha256Hex[] }
   | { readonly kind: 'secret'; readonly finding: SecretFinding };
-
-/** A whole file read into memory, or the secret that keeps it out. */
-export type WholeFile = { readonly kind: 'bytes'; readonly bytes: Buffer } | { readonly kind: 'secret'; readonly finding: SecretFinding };
-
-/** Reads a file of at most {@link WHOLE_READ_BYTES} and scans it for secrets before anything else sees it. */
-export function readWholeFile(absPath: string): WholeFile {
-  const bytes = fs.readFileSync(absPath);
-  const finding = findSecret(bytes);
-  return finding === undefined ? { kind: 'bytes', bytes } : { kind: 'secret', finding };
-}
 
 /**
  * Reads a file too large to hold whole: first scans it for secrets (so no chunk of a file with

@@ -1,10 +1,10 @@
 import path from 'node:path';
 import type { Exclusion } from '../core/excludes.js';
 import type { Sha256Hex } from '../core/hash.js';
-import type { DigestedFile } from '../objects/content-workers.js';
+import type { DigestOutcome } from '../objects/content-workers.js';
 import type { CheckpointProgress, SnapshotDeps } from './checkpoint.js';
 import type { ContentSink } from './content-sink.js';
-import { readLargeFile, readWholeFile, WHOLE_READ_BYTES } from './file-reader.js';
+import { readLargeFile, WHOLE_READ_BYTES } from './file-reader.js';
 import { listFiles, type ScannedFile, type ScanResult } from './scan.js';
 import { type StatCache, StatCacheBuilder } from './stat-cache.js';
 import type { FileIds } from './tree-builder.js';
@@ -40,14 +40,16 @@ export interface ReadFilesResult {
 
 interface Batch {
   files: ScannedFile[];
-  buffers: Uint8Array[];
   bytes: number;
 }
 
+type Done = { files: ScannedFile[]; outcomes: DigestOutcome[] };
+
 /**
  * Resolves every scanned file to content ids: from the stat cache when it can vouch for the
- * file, otherwise by reading it (secrets are checked before the bytes go anywhere) and letting
- * the content workers hash, chunk and compress it while the main thread reads on. Results are
+ * file, otherwise by handing its path to the content workers, which read it, check it for
+ * secrets before its bytes go anywhere, hash, chunk and compress it, while the main thread
+ * goes on through the scan (files too large to hold whole are read here, in a streaming pass). Results are
  * consumed in order, one batch at a time, so the sink sees no overlapping calls.
  */
 export async function readFiles(input: ReadFilesInput): Promise<ReadFilesResult> {
@@ -57,9 +59,9 @@ export async function readFiles(input: ReadFilesInput): Promise<ReadFilesResult>
   const excluded: Exclusion[] = [];
   const next = new StatCacheBuilder(scan.startedAtMs);
   const maxInFlight = 2 * deps.workers.threads;
-  const inFlight: Array<Promise<{ files: ScannedFile[]; digests: DigestedFile[] }>> = [];
+  const inFlight: Array<Promise<Done>> = [];
   let changedWhileReading = false;
-  let batch: Batch = { files: [], buffers: [], bytes: 0 };
+  let batch: Batch = { files: [], bytes: 0 };
 
   const record = (file: ScannedFile, sha256: Sha256Hex, chunks: Sha256Hex[], size: number): void => {
     if (size !== file.size) changedWhileReading = true;
@@ -68,27 +70,33 @@ export async function readFiles(input: ReadFilesInput): Promise<ReadFilesResult>
     totals.filesHashed += 1;
     totals.bytesHashed += file.size;
   };
-  const consume = async (done: { files: ScannedFile[]; digests: DigestedFile[] }): Promise<void> => {
+  const consume = async (done: Done): Promise<void> => {
     for (const [i, file] of done.files.entries()) {
-      const digest = done.digests[i] as DigestedFile;
-      record(
-        file,
-        digest.sha256,
-        digest.chunks.map((c) => c.id),
-        digest.size,
-      );
-      for (const chunk of digest.chunks) await sink.offerStored(chunk.id, chunk.form, chunk.rawLength);
+      const outcome = done.outcomes[i] as DigestOutcome;
+      if (outcome.kind === 'secret') excluded.push({ path: file.path, reason: 'secret-content', rule: outcome.rule });
+      else if (outcome.kind === 'error') {
+        // Gone or unreadable since the scan: the second look will see the tree moved.
+        changedWhileReading = true;
+      } else {
+        record(
+          file,
+          outcome.sha256,
+          outcome.chunks.map((c) => c.id),
+          outcome.size,
+        );
+        for (const chunk of outcome.chunks) await sink.offerStored(chunk.id, chunk.form, chunk.rawLength);
+      }
     }
   };
   const dispatch = async (): Promise<void> => {
     if (batch.files.length === 0) return;
-    const { files, buffers } = batch;
-    batch = { files: [], buffers: [], bytes: 0 };
-    const job = deps.workers.digestFiles(buffers).then((digests) => ({ files, digests }));
+    const { files } = batch;
+    batch = { files: [], bytes: 0 };
+    const job = deps.workers.digestPaths(files.map((f) => path.join(dir, f.path))).then((outcomes) => ({ files, outcomes }));
     // Awaited in order below; this only keeps an early failure from counting as unhandled.
     job.catch(() => undefined);
     inFlight.push(job);
-    while (inFlight.length >= maxInFlight) await consume(await (inFlight.shift() as (typeof inFlight)[number]));
+    while (inFlight.length >= maxInFlight) await consume(await (inFlight.shift() as Promise<Done>));
   };
 
   let filesDone = 0;
@@ -101,14 +109,9 @@ export async function readFiles(input: ReadFilesInput): Promise<ReadFilesResult>
       hits.add(file.path);
       next.add(file.path, hit);
     } else if (file.size <= WHOLE_READ_BYTES) {
-      const whole = readWholeFile(path.join(dir, file.path));
-      if (whole.kind === 'secret') excluded.push({ path: file.path, reason: 'secret-content', rule: whole.finding.rule });
-      else {
-        batch.files.push(file);
-        batch.buffers.push(whole.bytes);
-        batch.bytes += whole.bytes.length;
-        if (batch.bytes >= DIGEST_BATCH_BYTES || batch.files.length >= DIGEST_BATCH_FILES) await dispatch();
-      }
+      batch.files.push(file);
+      batch.bytes += file.size;
+      if (batch.bytes >= DIGEST_BATCH_BYTES || batch.files.length >= DIGEST_BATCH_FILES) await dispatch();
     } else {
       const content = await readLargeFile(path.join(dir, file.path), (chunk) => sink.offerRaw(chunk.id, chunk.bytes));
       if (content.kind === 'secret') excluded.push({ path: file.path, reason: 'secret-content', rule: content.finding.rule });
@@ -120,6 +123,6 @@ export async function readFiles(input: ReadFilesInput): Promise<ReadFilesResult>
       onProgress?.({ phase: 'read', files: filesDone, filesTotal: scan.files, bytes: bytesDone, bytesTotal: scan.bytes });
   }
   await dispatch();
-  while (inFlight.length > 0) await consume(await (inFlight.shift() as (typeof inFlight)[number]));
+  while (inFlight.length > 0) await consume(await (inFlight.shift() as Promise<Done>));
   return { ids, hits, excluded, cache: next, changedWhileReading };
 }

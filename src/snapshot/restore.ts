@@ -182,7 +182,10 @@ function reuseUnchanged(flat: FlatTree, target: string, staging: string, old: St
   return reused;
 }
 
-/** Fetches chunks in coalesced batches and writes every file not reused; returns bytes fetched. */
+/**
+ * Fetches chunks in coalesced batches and writes every file not reused; returns bytes fetched.
+ * The next batch is fetched while the current one is written, so reads and writes overlap.
+ */
 async function writeFiles(
   reader: ObjectReader,
   flat: FlatTree,
@@ -193,38 +196,53 @@ async function writeFiles(
 ): Promise<number> {
   const todo = flat.files.filter((f) => !reused.has(f.path));
   const bytesTotal = todo.reduce((n, f) => n + f.size, 0);
+  const batches: Array<Array<FileEntry & { path: string }>> = [];
+  let current: Array<FileEntry & { path: string }> = [];
+  let currentBytes = 0;
+  for (const file of todo) {
+    if (file.size > FETCH_BATCH_BYTES) continue;
+    current.push(file);
+    currentBytes += file.size;
+    if (currentBytes >= FETCH_BATCH_BYTES) {
+      batches.push(current);
+      current = [];
+      currentBytes = 0;
+    }
+  }
+  if (current.length > 0) batches.push(current);
+
   let fetched = 0;
   let done = 0;
   let bytesDone = 0;
-  let batch: Array<FileEntry & { path: string }> = [];
-  let batchBytes = 0;
-  const run = async (): Promise<void> => {
-    const chunks = await reader.readMany(batch.flatMap((f) => f.chunks));
+  const fetch = (batch: Array<FileEntry & { path: string }>) => {
+    const job = reader.readMany(batch.flatMap((f) => f.chunks));
+    job.catch(() => undefined); // awaited below; this only keeps an early failure from being "unhandled"
+    return job;
+  };
+  let next = batches[0] === undefined ? undefined : fetch(batches[0]);
+  for (let i = 0; i < batches.length; i += 1) {
+    options.signal?.throwIfAborted();
+    const batch = batches[i] as Array<FileEntry & { path: string }>;
+    const chunks = await (next as Promise<Map<string, Uint8Array>>);
+    next = batches[i + 1] === undefined ? undefined : fetch(batches[i + 1] as Array<FileEntry & { path: string }>);
     for (const c of chunks.values()) fetched += c.byteLength;
-    for (const file of batch)
+    for (const file of batch) {
       writeOne(
         staging,
         file,
         file.chunks.map((id) => chunks.get(id) as Uint8Array),
         cache,
       );
-    done += batch.length;
-    bytesDone += batchBytes;
-    options.onProgress?.({ files: done, filesTotal: todo.length, bytes: bytesDone, bytesTotal });
-    batch = [];
-    batchBytes = 0;
-  };
-  for (const file of todo) {
-    options.signal?.throwIfAborted();
-    if (file.size > FETCH_BATCH_BYTES) {
-      fetched += await writeLarge(reader, staging, file, cache);
-      continue;
+      bytesDone += file.size;
     }
-    batch.push(file);
-    batchBytes += file.size;
-    if (batchBytes >= FETCH_BATCH_BYTES) await run();
+    done += batch.length;
+    options.onProgress?.({ files: done, filesTotal: todo.length, bytes: bytesDone, bytesTotal });
   }
-  if (batch.length > 0) await run();
+  for (const file of todo) {
+    if (file.size <= FETCH_BATCH_BYTES) continue;
+    options.signal?.throwIfAborted();
+    fetched += await writeLarge(reader, staging, file, cache);
+  }
   return fetched;
 }
 
@@ -253,15 +271,23 @@ function finishFile(fd: number, file: FileEntry & { path: string }, digest: stri
 function writeOne(staging: string, file: FileEntry & { path: string }, pieces: Uint8Array[], cache: StatCacheBuilder): void {
   const fd = openNew(staging, file);
   try {
-    const hash = createHash('sha256');
+    // A one-chunk file's id is its whole-file hash, and the reader verified it: hashing the same
+    // bytes again would check nothing new. Multi-chunk files are hashed whole.
+    const single = file.chunks.length === 1 && file.chunks[0] === file.sha256;
+    const hash = single ? undefined : createHash('sha256');
     for (const piece of pieces) {
-      hash.update(piece);
-      fs.writeSync(fd, piece);
+      hash?.update(piece);
+      writeAll(fd, piece);
     }
-    finishFile(fd, file, hash.digest('hex'), cache);
+    finishFile(fd, file, hash === undefined ? file.sha256 : hash.digest('hex'), cache);
   } finally {
     fs.closeSync(fd);
   }
+}
+
+/** Writes every byte of `bytes` (a regular-file write may in principle be short). */
+function writeAll(fd: number, bytes: Uint8Array): void {
+  for (let at = 0; at < bytes.byteLength; ) at += fs.writeSync(fd, bytes, at, bytes.byteLength - at);
 }
 
 /** Writes a file too large for one batch, fetching its chunks a batch at a time. */
@@ -282,7 +308,7 @@ async function writeLarge(
       for (const id of ids) {
         const piece = got.get(id) as Uint8Array;
         hash.update(piece);
-        fs.writeSync(fd, piece);
+        writeAll(fd, piece);
         fetched += piece.byteLength;
       }
     }

@@ -5,8 +5,8 @@ import type { RetryPolicy } from './retry.js';
 const MiB = 1024 * 1024;
 const GiB = 1024 * MiB;
 
-/** Bodies up to this size go up in one PutObject. */
-export const DEFAULT_MULTIPART_THRESHOLD_BYTES = 16 * MiB;
+/** Bodies up to this size go up in one PutObject (a ~16 MiB pack is one request). */
+export const DEFAULT_MULTIPART_THRESHOLD_BYTES = 32 * MiB;
 /** Size of each multipart part; memory per upload is about `(maxConcurrency + 1)` parts. */
 export const DEFAULT_PART_SIZE_BYTES = 8 * MiB;
 /** Parts in flight per multipart upload. */

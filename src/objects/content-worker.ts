@@ -1,0 +1,97 @@
+/**
+ * The content worker thread: reads files, refuses those holding a secret, hashes them, cuts
+ * them into content-defined chunks and zstd-compresses the chunks. Doing the whole job here
+ * (not just compression) keeps the main thread free to scan, deduplicate and pack, and means
+ * a file's bytes are scanned for secrets before they leave the thread that read them.
+ *
+ * Messages: `{ seq, op: 'paths', items: [{ path }] }` -> `{ seq, results: DigestReply[] }`;
+ * `{ seq, op: 'compress', items: Uint8Array[] }` -> `{ seq, results: Array<Uint8Array | null> }`.
+ */
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import { createRequire } from 'node:module';
+import { parentPort, workerData } from 'node:worker_threads';
+import { CUT_POINT_PARAMS, cutPoint, GEAR_TABLE } from '../core/fastcdc.js';
+import { findSecret } from '../core/secrets.js';
+
+/** Settings the parent passes in `workerData`. */
+export interface ContentWorkerSettings {
+  readonly level: number;
+  readonly maxRatio: number;
+  readonly minCompress: number;
+  readonly singleChunk: number;
+  readonly probeMin: number;
+  readonly probeBytes: number;
+}
+
+/** One file's outcome, as posted back. Chunk bytes that stay raw are views into `raw`. */
+export type DigestReply =
+  | {
+      readonly kind: 'ok';
+      readonly sha256: string;
+      readonly raw: Uint8Array;
+      readonly chunks: ReadonlyArray<{ id: string; offset: number; length: number; zstd: Uint8Array | null }>;
+    }
+  | { readonly kind: 'secret'; readonly rule: string }
+  | { readonly kind: 'error'; readonly errno: string; readonly message: string };
+
+const zstd = createRequire(import.meta.url)('zstd-napi') as { compress(input: Uint8Array, options: { compressionLevel: number }): Buffer };
+const settings = workerData as ContentWorkerSettings;
+const [MIN, AVG, MAX, MASK_STRICT, MASK_LOOSE] = CUT_POINT_PARAMS;
+const gear = GEAR_TABLE as Uint32Array;
+const sha = (bytes: Uint8Array): string => createHash('sha256').update(bytes).digest('hex');
+
+/** zstd form of `raw`, or null when it is small or does not shrink by 10%. */
+function pack(raw: Uint8Array, transfer: ArrayBuffer[]): Uint8Array | null {
+  if (raw.length < settings.minCompress) return null;
+  // Large objects are probed first: if their first 64 KiB do not shrink by 5% at the fastest
+  // level (media, archives, random data), compressing the rest at level 3 is wasted work.
+  if (
+    raw.length >= settings.probeMin &&
+    zstd.compress(raw.subarray(0, settings.probeBytes), { compressionLevel: 1 }).length > settings.probeBytes * 0.95
+  ) {
+    return null;
+  }
+  const z = zstd.compress(raw, { compressionLevel: settings.level });
+  if (z.length > raw.length * settings.maxRatio) return null;
+  const copy = new Uint8Array(z);
+  transfer.push(copy.buffer);
+  return copy;
+}
+
+function digest(path: string, transfer: ArrayBuffer[]): DigestReply {
+  let raw: Buffer;
+  try {
+    raw = fs.readFileSync(path);
+  } catch (error) {
+    const e = error as NodeJS.ErrnoException;
+    return { kind: 'error', errno: e.code ?? 'EIO', message: e.message };
+  }
+  const secret = findSecret(raw);
+  if (secret !== undefined) return { kind: 'secret', rule: secret.rule };
+  const sha256 = sha(raw);
+  const chunks: Array<{ id: string; offset: number; length: number; zstd: Uint8Array | null }> = [];
+  if (raw.length > 0 && raw.length < settings.singleChunk)
+    chunks.push({ id: sha256, offset: 0, length: raw.length, zstd: pack(raw, transfer) });
+  else {
+    for (let at = 0; at < raw.length; ) {
+      const n = cutPoint(raw, at, raw.length, gear, MIN, AVG, MAX, MASK_STRICT, MASK_LOOSE);
+      const piece = raw.subarray(at, at + n);
+      chunks.push({ id: sha(piece), offset: at, length: n, zstd: pack(piece, transfer) });
+      at += n;
+    }
+  }
+  // Small reads come from Node's shared pool: copy those out rather than move the pool.
+  const owned = raw.byteOffset === 0 && raw.byteLength === raw.buffer.byteLength ? new Uint8Array(raw.buffer) : Uint8Array.from(raw);
+  transfer.push(owned.buffer as ArrayBuffer);
+  return { kind: 'ok', sha256, raw: owned, chunks };
+}
+
+parentPort?.on('message', (msg: { seq: number; op: 'paths' | 'compress'; items: unknown[] }) => {
+  const transfer: ArrayBuffer[] = [];
+  const results =
+    msg.op === 'paths'
+      ? (msg.items as Array<{ path: string }>).map((item) => digest(item.path, transfer))
+      : (msg.items as Uint8Array[]).map((item) => pack(item, transfer));
+  parentPort?.postMessage({ seq: msg.seq, results }, transfer);
+});

@@ -1,0 +1,192 @@
+import { createHash, randomBytes } from 'node:crypto';
+import type { Exclusion } from '../../core/excludes.js';
+import { InputError, StoreError } from '../../errors.js';
+import type { ScanResult } from '../../snapshot/scan.js';
+import { type AgentChannel, AgentConnection, type AgentExit } from './agent-connection.js';
+import { type FileBytes, type FileToRead, readFiles, readStream } from './agent-reads.js';
+import { chunkList } from './chunk-list.js';
+import {
+  type CachedIds,
+  type CacheUpdateEntry,
+  type HelloResult,
+  PROTOCOL_VERSION,
+  type ProbeResult,
+  type PublishResult,
+  type ReuseFile,
+  type ScanRequest,
+  type ScanWire,
+  type StageBeginResult,
+  type WriteOp,
+  type WriteResult,
+} from './protocol.js';
+
+/** Options of {@link AgentClient.connect}. */
+export interface AgentClientOptions {
+  /** The agent must answer (any frame) within this long while requests wait; default 60 s. */
+  readonly timeoutMs?: number;
+  /** Requests outstanding at the agent; a few keep the pipe busy (default 4). */
+  readonly maxInFlight?: number;
+}
+
+/** A scan made by the agent: the engine's `ScanResult` plus what the agent's stat cache vouches for. */
+export interface AgentScan {
+  readonly scan: ScanResult;
+  readonly root: string;
+  /** Pass to {@link AgentClient.recheck}. */
+  readonly scanId: string;
+  /** Checkpoint the agent's stat cache was written for, or null. */
+  readonly base: string | null;
+  /** Content ids by path, for files whose stat identity matches the cache (and not racy). */
+  readonly cached: ReadonlyMap<string, CachedIds>;
+  readonly allowances: readonly Exclusion[];
+}
+
+/** One write batch: at most 256 ops and 4 MiB of payload (the agent refuses more). */
+export interface WriteBatch {
+  readonly stagingId: string;
+  readonly batchId: string;
+  readonly ops: readonly WriteOp[];
+  readonly payload: Uint8Array;
+}
+
+const DEFAULT_TIMEOUT_MS = 60_000;
+const DEFAULT_MAX_IN_FLIGHT = 4;
+
+/** The stat-cache key of one workspace checked out at one directory in a sandbox. */
+export function agentCacheKey(workspaceId: string, root: string): string {
+  return createHash('sha256').update(`${workspaceId}\0${root}`).digest('hex').slice(0, 32);
+}
+
+/**
+ * Host side of the agent protocol: typed calls for every op over one channel (see protocol.ts
+ * for the wire). Calls may be issued concurrently; they reach the agent in call order, at most
+ * `maxInFlight` at a time, and the agent serves them in that order. Agent errors arrive as the
+ * matching `HoldfastError`; a channel that dies fails every waiting call with `STORE_UNAVAILABLE`.
+ */
+export class AgentClient {
+  private constructor(
+    private readonly conn: AgentConnection,
+    /** What the agent said in the handshake. */
+    readonly agent: HelloResult,
+    private readonly maxInFlight: number,
+  ) {}
+
+  /** Shakes hands over `channel`; refuses an agent speaking another protocol version (`INVALID_INPUT`). */
+  static async connect(channel: AgentChannel, options: AgentClientOptions = {}): Promise<AgentClient> {
+    const maxInFlight = Math.max(1, options.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT);
+    const conn = new AgentConnection(channel, options.timeoutMs ?? DEFAULT_TIMEOUT_MS, maxInFlight);
+    try {
+      const hello = (await conn.call('hello', { version: PROTOCOL_VERSION })).result as HelloResult;
+      if (hello?.version !== PROTOCOL_VERSION) {
+        throw new InputError(
+          'INVALID_INPUT',
+          `[agent] speaks protocol v${hello?.version}, this Holdfast v${PROTOCOL_VERSION}: restage it`,
+          {
+            data: { agentVersion: hello?.version ?? null, clientVersion: PROTOCOL_VERSION },
+          },
+        );
+      }
+      return new AgentClient(conn, hello, maxInFlight);
+    } catch (error) {
+      await conn.close().catch(() => undefined);
+      throw error;
+    }
+  }
+
+  /** Facts about the sandbox and, with `root`, whether the workspace exists and is writable. */
+  async probe(root?: string): Promise<ProbeResult> {
+    return (await this.conn.call('probe', root === undefined ? {} : { root })).result as ProbeResult;
+  }
+
+  /** Scans `root` in the sandbox (the engine's `scanWorkspace`), with the agent's cached ids. */
+  async scan(request: ScanRequest): Promise<AgentScan> {
+    const parts: Buffer[] = [];
+    const { reply } = await this.conn.start('scan', request, undefined, (_h, payload) => parts.push(payload));
+    const { result } = await reply;
+    const json = Buffer.concat(parts);
+    if (json.length !== (result as { bytes: number }).bytes) throw new StoreError('[agent] scan result arrived incomplete');
+    const { scanId, base, cached, allowances, ...scan } = JSON.parse(json.toString('utf8')) as ScanWire;
+    return {
+      scan,
+      root: request.root,
+      scanId,
+      base,
+      cached: new Map(cached.map((c) => [c.path, { sha256: c.sha256, chunks: c.chunks }])),
+      allowances,
+    };
+  }
+
+  /**
+   * The second look: true when nothing the scan saw has moved. Pass `cachedWereUsed` when every
+   * id in `scan.cached` was used instead of reading the file (only read files are re-stated then).
+   * False too when the agent no longer knows the scan (it was restarted): scan again.
+   */
+  async recheck(scan: Pick<AgentScan, 'root' | 'scanId'>, options: { readonly cachedWereUsed?: boolean } = {}): Promise<boolean> {
+    const { result } = await this.conn.call('recheck', {
+      root: scan.root,
+      scanId: scan.scanId,
+      cachedWereUsed: options.cachedWereUsed === true,
+    });
+    return (result as { unchanged: boolean }).unchanged;
+  }
+
+  /** Reads files whole in protocol-sized, pipelined batches; yields in input order. */
+  readFiles(root: string, files: readonly FileToRead[]): AsyncGenerator<FileBytes> {
+    return readFiles(this.conn, root, files, this.maxInFlight);
+  }
+
+  /** Streams one file of any size; breaking out of the loop cancels it. */
+  readStream(root: string, path: string, options: { readonly chunkBytes?: number } = {}): AsyncGenerator<Buffer> {
+    return readStream(this.conn, root, path, options.chunkBytes);
+  }
+
+  /**
+   * Replaces the agent's stat cache for `cacheKey` (call after a checkpoint commits, with the ids
+   * it computed; `racyAfterMs` is the scan's `startedAtMs`). Sent in parts; returns entries sent.
+   */
+  async cacheUpdate(input: { cacheKey: string; base: string; racyAfterMs: number; entries: readonly CacheUpdateEntry[] }): Promise<number> {
+    const updateId = randomBytes(8).toString('hex');
+    const parts = chunkList(input.entries);
+    for (const [i, entries] of parts.entries()) {
+      const { cacheKey, base, racyAfterMs } = input;
+      await this.conn.call('cache-update', { cacheKey, updateId, base, racyAfterMs, entries, final: i === parts.length - 1 });
+    }
+    return input.entries.length;
+  }
+
+  /** Creates (or resumes) the staging directory of a restore beside `target`. */
+  async stageBegin(input: { stagingId: string; target: string; replace?: boolean; cacheKey?: string }): Promise<StageBeginResult> {
+    return (await this.conn.call('stage-begin', input)).result as StageBeginResult;
+  }
+
+  /** Applies one write batch; `applied: false` means the batch id was already done (acknowledged, not re-applied). */
+  async write(batch: WriteBatch): Promise<WriteResult> {
+    const { stagingId, batchId, ops, payload } = batch;
+    return (await this.conn.call('write', { stagingId, batchId, ops }, payload)).result as WriteResult;
+  }
+
+  /** Hard-links unchanged files of the existing target into staging; returns the paths reused. */
+  async stageReuse(stagingId: string, files: readonly ReuseFile[]): Promise<string[]> {
+    const reused: string[] = [];
+    for (const part of chunkList(files)) {
+      if (part.length === 0) continue;
+      reused.push(...((await this.conn.call('stage-reuse', { stagingId, files: part })).result as { reused: string[] }).reused);
+    }
+    return reused;
+  }
+
+  /** Swaps staging into place atomically; with `base` (and a cache key at stage-begin) writes the stat cache. */
+  async publish(input: { stagingId: string; target: string; base?: string }): Promise<PublishResult> {
+    return (await this.conn.call('publish', input)).result as PublishResult;
+  }
+
+  /** Removes a staging directory (undoing a half-done publish); false when there was none. */
+  async abort(stagingId: string): Promise<boolean> {
+    return ((await this.conn.call('stage-abort', { stagingId })).result as { removed: boolean }).removed;
+  }
+
+  /** Ends the session: EOF to the agent, which finishes what it has and exits. */
+  close(): Promise<AgentExit> {
+    return this.conn.close();
+  }
+}

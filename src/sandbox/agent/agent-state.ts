@@ -1,0 +1,107 @@
+import { randomBytes } from 'node:crypto';
+import path from 'node:path';
+import type { ScanResult } from '../../snapshot/scan.js';
+import type { StatCacheBuilder } from '../../snapshot/stat-cache.js';
+import type { BatchJournal } from './batch-journal.js';
+
+/** Scans kept for `recheck`; a checkpoint rechecks only its latest scan. */
+const REMEMBERED_SCANS = 2;
+/** Stat-cache updates assembled at once; an abandoned one is dropped when a newer one starts. */
+const OPEN_CACHE_UPDATES = 4;
+
+/** A scan the agent made, kept so `recheck` needs only its id. */
+export interface RememberedScan {
+  readonly root: string;
+  readonly scan: ScanResult;
+  /** Paths the scan answered from the stat cache (the engine did not read them). */
+  readonly cached: ReadonlySet<string>;
+}
+
+/** An in-progress `cache-update`, assembled over several requests. */
+export interface OpenCacheUpdate {
+  readonly cacheKey: string;
+  readonly builder: StatCacheBuilder;
+  entries: number;
+}
+
+/**
+ * What the agent keeps: in memory, recent scans and open cache updates (lost with the process,
+ * which only costs a rescan); on disk under `stateDir` (`<home>/.holdfast`, never inside a
+ * workspace), the stat caches and the staging registry that lets a new agent process take
+ * over a restore.
+ */
+export class AgentState {
+  private readonly scans = new Map<string, RememberedScan>();
+  private readonly updates = new Map<string, OpenCacheUpdate>();
+  /** Open batch journals by staging directory; dropped when the staging is published or removed. */
+  readonly journals = new Map<string, BatchJournal>();
+
+  constructor(
+    readonly stateDir: string,
+    /** SHA-256 of the running agent file. */
+    readonly agentHash: string,
+  ) {}
+
+  /** Keeps a scan for `recheck` and returns its id. */
+  rememberScan(remembered: RememberedScan): string {
+    const scanId = randomBytes(8).toString('hex');
+    this.scans.set(scanId, remembered);
+    while (this.scans.size > REMEMBERED_SCANS) this.scans.delete(this.scans.keys().next().value as string);
+    return scanId;
+  }
+
+  /** A scan made by this process, or undefined (another process, or forgotten). */
+  recall(scanId: string): RememberedScan | undefined {
+    return this.scans.get(scanId);
+  }
+
+  /** The open cache update `updateId`, created by `start` when new. */
+  cacheUpdate(updateId: string, start: () => OpenCacheUpdate): OpenCacheUpdate {
+    let open = this.updates.get(updateId);
+    if (open === undefined) {
+      open = start();
+      this.updates.set(updateId, open);
+      while (this.updates.size > OPEN_CACHE_UPDATES) this.updates.delete(this.updates.keys().next().value as string);
+    }
+    return open;
+  }
+
+  /** Forgets a finished cache update. */
+  closeCacheUpdate(updateId: string): void {
+    this.updates.delete(updateId);
+  }
+
+  /** The stat cache file of one workspace checkout. */
+  statCacheFile(cacheKey: string): string {
+    return path.join(this.stateDir, `stat-cache-${cacheKey}.tsv`);
+  }
+
+  /** Where staging records live. */
+  get registryDir(): string {
+    return path.join(this.stateDir, 'staging');
+  }
+
+  /** The staged-file list of a staging id, kept here from publish on (the journal inside staging is gone by then). */
+  stagedListFile(stagingId: string): string {
+    return path.join(this.registryDir, `${stagingId}.staged.tsv`);
+  }
+
+  /** The registry record of one staging id (target, layout, state). */
+  registryFile(stagingId: string): string {
+    return path.join(this.registryDir, `${stagingId}.json`);
+  }
+}
+
+const killAt = Number(process.env.HOLDFAST_AGENT_KILL_AT ?? '0');
+let steps = 0;
+
+/**
+ * A numbered step of a write or publish (one op applied, one batch journaled, one rename).
+ * When `HOLDFAST_AGENT_KILL_AT=n` is set the agent SIGKILLs itself right after step n: the
+ * fault injection the crash tests use to stop it at every point of a restore, as `kill -9`
+ * would. Unset (always, outside tests) it only counts.
+ */
+export function faultPoint(): void {
+  steps += 1;
+  if (killAt > 0 && steps === killAt) process.kill(process.pid, 'SIGKILL');
+}

@@ -1,0 +1,111 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { isSha256Hex, type Sha256Hex } from '../../core/hash.js';
+
+/** A file the restore put in staging, remembered for the stat cache written at publish. */
+export interface StagedFile {
+  readonly path: string;
+  readonly size: number;
+  readonly mtimeMs: number;
+  readonly mode: number;
+  readonly sha256: Sha256Hex;
+  readonly chunks: readonly Sha256Hex[];
+}
+
+/**
+ * The durable memory of one staging directory, kept in `<staging>/.holdfast/` (a reserved name
+ * no workspace path can use, removed before publish): `batches` lists completed write-batch
+ * ids, `staged.tsv` the files written or reused. Both are append-only with fsync; a torn last
+ * line (a kill mid-append) is cut off when the journal is opened, so it never merges with the
+ * next record. A batch id is appended only after all of its operations are applied, so an id
+ * in the journal means "applied exactly once", and an id missing means "apply it (again)".
+ */
+export class BatchJournal {
+  private constructor(
+    private readonly dir: string,
+    private readonly done: Set<string>,
+  ) {}
+
+  /** The journal directory inside a staging directory. */
+  static dirOf(staging: string): string {
+    return path.join(staging, '.holdfast');
+  }
+
+  /** Opens (creating when absent) the journal of `staging`. */
+  static open(staging: string): BatchJournal {
+    const dir = BatchJournal.dirOf(staging);
+    fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+    return new BatchJournal(dir, new Set(readLines(path.join(dir, 'batches'))));
+  }
+
+  /** True when `batchId` was completed before (by this or an earlier agent process). */
+  has(batchId: string): boolean {
+    return this.done.has(batchId);
+  }
+
+  /** Every completed batch id, oldest first. */
+  ids(): string[] {
+    return [...this.done];
+  }
+
+  /** Records files staged by a reuse request (not a batch: reuse is idempotent by itself). */
+  addStaged(files: readonly StagedFile[]): void {
+    if (files.length > 0) appendDurably(this.stagedFile, files.map(stagedLine).join(''));
+  }
+
+  /** Marks a batch complete, after recording the files it staged. */
+  complete(batchId: string, files: readonly StagedFile[]): void {
+    this.addStaged(files);
+    appendDurably(path.join(this.dir, 'batches'), `${batchId}\n`);
+    this.done.add(batchId);
+  }
+
+  /** The file listing staged files (read it with {@link readStaged}). */
+  get stagedFile(): string {
+    return path.join(this.dir, 'staged.tsv');
+  }
+}
+
+/** Every staged file listed in `file` by path; a path staged twice (a re-applied batch) keeps its last record. */
+export function readStaged(file: string): Map<string, StagedFile> {
+  const out = new Map<string, StagedFile>();
+  for (const line of readLines(file)) {
+    const f = line.split('\t');
+    if (f.length !== 6) continue;
+    const [p, size, mtimeMs, mode, sha256, chunks] = f as [string, string, string, string, string, string];
+    const ids = chunks === '' ? [] : chunks.split(',');
+    if (!isSha256Hex(sha256) || !ids.every(isSha256Hex)) continue;
+    out.set(p, { path: p, size: Number(size), mtimeMs: Number(mtimeMs), mode: Number(mode), sha256, chunks: ids });
+  }
+  return out;
+}
+
+function stagedLine(f: StagedFile): string {
+  return `${f.path}\t${f.size}\t${f.mtimeMs}\t${f.mode}\t${f.sha256}\t${f.chunks.join(',')}\n`;
+}
+
+/** Complete lines of `file`; a torn tail is truncated away so the next append starts clean. */
+function readLines(file: string): string[] {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch {
+    return [];
+  }
+  const end = text.lastIndexOf('\n') + 1;
+  if (end < text.length) fs.truncateSync(file, Buffer.byteLength(text.slice(0, end)));
+  return text
+    .slice(0, end)
+    .split('\n')
+    .filter((line) => line !== '');
+}
+
+function appendDurably(file: string, text: string): void {
+  const fd = fs.openSync(file, 'a', 0o600);
+  try {
+    fs.writeSync(fd, text);
+    fs.fsyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+}

@@ -1,0 +1,168 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { type ExcludeOptions, ExcludeRules } from '../../core/excludes.js';
+import { isSha256Hex } from '../../core/hash.js';
+import { splitRelativePath } from '../../core/paths.js';
+import { InputError } from '../../errors.js';
+import { listFiles, type ScanLimits, scanWorkspace, unchangedSince } from '../../snapshot/scan.js';
+import { StatCache, StatCacheBuilder } from '../../snapshot/stat-cache.js';
+import type { HandlerReply, OpHandler, RequestContext } from './agent-server.js';
+import type { AgentState } from './agent-state.js';
+import { type CachedIds, LIST_BATCH_MAX_ITEMS, type ProbeResult, SCAN_PART_BYTES, type ScanWire } from './protocol.js';
+import { Fields } from './request-fields.js';
+
+/** `probe {root?}`: what the engine needs to know before it relies on this sandbox. */
+export function probe(state: AgentState): OpHandler {
+  return ({ fields }) => {
+    const root = fields.optionalAbsolutePath('root');
+    let rootInfo: ProbeResult['root'] = null;
+    if (root !== undefined) {
+      const st = fs.statSync(root, { throwIfNoEntry: false });
+      rootInfo = { exists: st !== undefined, isDirectory: st?.isDirectory() === true, writable: st !== undefined && canWrite(root) };
+    }
+    const result: ProbeResult = {
+      root: rootInfo,
+      freeBytes: freeBytes(root ?? state.stateDir),
+      uid: process.getuid?.() ?? null,
+      gid: process.getgid?.() ?? null,
+      node: process.version,
+      platform: process.platform,
+      stateDir: state.stateDir,
+    };
+    return { result };
+  };
+}
+
+function canWrite(p: string): boolean {
+  try {
+    fs.accessSync(p, fs.constants.W_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Free bytes on the filesystem holding `p` (or its nearest existing ancestor); null before Node 18.15. */
+function freeBytes(p: string): number | null {
+  if (typeof fs.statfsSync !== 'function') return null;
+  for (let dir = p; ; dir = path.dirname(dir)) {
+    try {
+      const s = fs.statfsSync(dir);
+      return s.bavail * s.bsize;
+    } catch {
+      if (dir === path.dirname(dir)) return null;
+    }
+  }
+}
+
+/**
+ * `scan {root, excludes, limits, cacheKey?, base?}`: the engine's own `scanWorkspace` run in
+ * the sandbox, plus the ids the agent's stat cache vouches for. The result is JSON text sent
+ * as parts of at most {@link SCAN_PART_BYTES}; the final frame says how many bytes it had.
+ */
+export function scan(state: AgentState): OpHandler {
+  return async (ctx: RequestContext): Promise<HandlerReply> => {
+    const { fields } = ctx;
+    const root = fields.absolutePath('root');
+    const rules = ExcludeRules.create(excludeOptions(fields.raw('excludes')));
+    const limitFields = Fields.of(fields.raw('limits'), 'scan limits');
+    const limits: ScanLimits = { maxFileBytes: limitFields.int('maxFileBytes', 0), maxEntries: limitFields.int('maxEntries', 1) };
+    const cacheKey = fields.optionalToken('cacheKey');
+    const base = fields.optionalString('base');
+    const result = scanWorkspace(root, rules, limits);
+    const cache = cacheKey === undefined ? StatCache.empty() : StatCache.load(state.statCacheFile(cacheKey));
+    const cached: Array<CachedIds & { path: string }> = [];
+    if (cache.base !== undefined && (base === undefined || base === cache.base)) {
+      for (const file of listFiles(result.root)) {
+        const hit = cache.lookup(file.path, file, result.startedAtMs);
+        if (hit !== undefined) cached.push({ path: file.path, sha256: hit.sha256, chunks: hit.chunks });
+      }
+    }
+    const wire: ScanWire = {
+      ...result,
+      scanId: state.rememberScan({ root, scan: result, cached: new Set(cached.map((c) => c.path)) }),
+      base: cache.base ?? null,
+      cached,
+      allowances: rules.allowances,
+    };
+    const json = Buffer.from(JSON.stringify(wire), 'utf8');
+    for (let at = 0; at < json.length; at += SCAN_PART_BYTES) {
+      await ctx.part({ at }, json.subarray(at, at + SCAN_PART_BYTES));
+    }
+    return { result: { scanId: wire.scanId, bytes: json.length } };
+  };
+}
+
+function excludeOptions(raw: unknown): ExcludeOptions {
+  if (raw === undefined || raw === null) return {};
+  const f = Fields.of(raw, 'scan excludes');
+  const lists = ['exclude', 'include', 'allowSecretPaths'] as const;
+  const out: { -readonly [K in keyof ExcludeOptions]: ExcludeOptions[K] } = {};
+  for (const name of lists) if (f.raw(name) !== undefined) out[name] = f.strings(name, 100_000);
+  if (f.raw('cacheExcludes') !== undefined) out.cacheExcludes = f.boolean('cacheExcludes', true);
+  if (f.raw('gitignore') !== undefined) out.gitignore = f.boolean('gitignore', false);
+  return out;
+}
+
+/**
+ * `recheck {root, scanId, cachedWereUsed?}`: the second look (`unchangedSince`) against a scan
+ * this process made. With `cachedWereUsed` (the engine took every cached id the scan offered
+ * instead of reading those files) only the files it read are re-stated, as the engine does
+ * locally: a cached file's ids are exactly what its scanned stat vouches for.
+ */
+export function recheck(state: AgentState): OpHandler {
+  return ({ fields }) => {
+    const root = fields.absolutePath('root');
+    const remembered = state.recall(fields.token('scanId'));
+    // A scan from another agent process is unknown: answering "changed" makes the engine rescan.
+    if (remembered === undefined) return { result: { unchanged: false, known: false } };
+    if (remembered.root !== root) {
+      throw new InputError('INVALID_INPUT', `scan ${fields.token('scanId')} was of ${remembered.root}, not ${root}`, { data: { root } });
+    }
+    const skip = fields.boolean('cachedWereUsed', false) ? remembered.cached : new Set<string>();
+    return { result: { unchanged: unchangedSince(root, remembered.scan, (p) => !skip.has(p)), known: true } };
+  };
+}
+
+/**
+ * `cache-update {cacheKey, updateId, base, racyAfterMs, entries[], final}`: the ids the engine
+ * computed, after a successful commit, sent in parts; the final part replaces the cache file
+ * atomically. Racy entries are dropped (`StatCacheBuilder`), so the cache never vouches for a
+ * file that may still change within the same timestamp.
+ */
+export function cacheUpdate(state: AgentState): OpHandler {
+  return ({ fields }) => {
+    const cacheKey = fields.token('cacheKey');
+    const updateId = fields.token('updateId');
+    const base = fields.token('base');
+    const racyAfterMs = fields.number('racyAfterMs');
+    const entries = fields.array('entries', LIST_BATCH_MAX_ITEMS).map((raw, i) => cacheEntry(raw, i));
+    const open = state.cacheUpdate(updateId, () => ({ cacheKey, builder: new StatCacheBuilder(racyAfterMs), entries: 0 }));
+    if (open.cacheKey !== cacheKey) throw new InputError('INVALID_INPUT', `cache update ${updateId} is for another cache key`);
+    for (const e of entries) open.builder.add(e.path, e);
+    open.entries += entries.length;
+    const final = fields.boolean('final', false);
+    if (final) {
+      open.builder.save(state.statCacheFile(cacheKey), base);
+      state.closeCacheUpdate(updateId);
+    }
+    return { result: { entries: open.entries, saved: final } };
+  };
+}
+
+function cacheEntry(raw: unknown, i: number) {
+  const f = Fields.of(raw, `cache-update entries[${i}]`);
+  const sha256 = f.string('sha256');
+  const chunks = f.strings('chunks', 1_000_000);
+  if (!isSha256Hex(sha256) || !chunks.every(isSha256Hex)) throw new InputError('INVALID_INPUT', `cache-update entries[${i}] has a bad id`);
+  return {
+    path: splitRelativePath(f.string('path')).join('/'),
+    size: f.int('size'),
+    mtimeMs: f.number('mtimeMs'),
+    ctimeMs: f.number('ctimeMs'),
+    ino: f.int('ino'),
+    mode: f.int('mode', 0, 0o7777),
+    sha256,
+    chunks,
+  };
+}

@@ -1,0 +1,189 @@
+import { createHash, type Hash } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { InputError, IntegrityError } from '../../errors.js';
+import type { OpHandler } from './agent-server.js';
+import { type AgentState, faultPoint } from './agent-state.js';
+import type { StagedFile } from './batch-journal.js';
+import { WRITE_BATCH_MAX_BYTES, WRITE_BATCH_MAX_OPS, type WriteOp } from './protocol.js';
+import { NoFollowResolver, toSeconds } from './safe-fs.js';
+import { openStaging } from './staging-registry.js';
+import { parseWriteOp } from './write-ops.js';
+
+const { O_RDWR, O_CREAT, O_EXCL, O_NOFOLLOW } = fs.constants;
+const VERIFY_BLOCK_BYTES = 4 * 1024 * 1024;
+type FileOp = Extract<WriteOp, { op: 'file' }>;
+
+/**
+ * `write {stagingId, batchId, ops[]}` + payload: applies one batch to a staging directory.
+ *
+ * Three phases: validate every op (pure), plan against the filesystem (parents are real
+ * directories or made earlier in the batch; continued files exist with enough bytes), then
+ * apply. A batch refused in the first two phases has changed nothing. Every op is idempotent
+ * on its own: a new file replaces whatever an interrupted attempt left at its name (never
+ * writing through it, so a hard link from `stage-reuse` is never modified), a continued piece
+ * is written at its absolute position and the file cut right after it. So a batch killed
+ * half-way is simply applied again. Its id is journaled (fsynced) only once every op is done;
+ * a journaled id is acknowledged without being applied again, which is what keeps an old
+ * batch re-sent late from cutting a file that later batches have extended.
+ */
+export function write(state: AgentState): OpHandler {
+  return ({ fields, payload }) => {
+    const stagingId = fields.token('stagingId');
+    const batchId = fields.token('batchId');
+    const rawOps = fields.array('ops', WRITE_BATCH_MAX_OPS);
+    if (payload.length > WRITE_BATCH_MAX_BYTES) {
+      throw new InputError('LIMIT_EXCEEDED', `write batch payload of ${payload.length} bytes is over ${WRITE_BATCH_MAX_BYTES}; split it`, {
+        data: { payloadBytes: payload.length, limit: WRITE_BATCH_MAX_BYTES },
+      });
+    }
+    const ops = rawOps.map((raw, i) => parseWriteOp(raw, i, payload.length));
+    const { staging, journal } = openStaging(state, stagingId);
+    if (journal.has(batchId)) return { result: { applied: false, ops: ops.length } };
+    const resolver = new NoFollowResolver(staging);
+    plan(resolver, ops);
+    const staged: StagedFile[] = [];
+    for (const op of ops) {
+      applyOp(resolver, op, payload, staged);
+      faultPoint();
+    }
+    journal.complete(batchId, staged);
+    faultPoint();
+    return { result: { applied: true, ops: ops.length } };
+  };
+}
+
+function plan(resolver: NoFollowResolver, ops: readonly WriteOp[]): void {
+  const madeDirs = new Set<string>();
+  const sizes = new Map<string, number>();
+  for (const op of ops) {
+    if (op.path === '') continue;
+    const st = fs.lstatSync(resolver.resolve(op.path, madeDirs), { throwIfNoEntry: false });
+    const refuse = (why: string): never => {
+      throw new InputError('INVALID_INPUT', `${op.op} ${op.path}: ${why}`, { data: { path: op.path, op: op.op } });
+    };
+    if (op.op === 'mkdir') {
+      if (st !== undefined && !st.isDirectory()) refuse('something other than a directory is there');
+      madeDirs.add(op.path);
+    } else if (op.op === 'dir') {
+      if (!madeDirs.has(op.path) && st?.isDirectory() !== true) refuse('no such directory in staging');
+    } else if (st?.isDirectory() === true || madeDirs.has(op.path)) {
+      refuse('a directory is there');
+    } else if (op.op === 'file' && op.at > 0) {
+      const have = sizes.get(op.path) ?? (st?.isFile() === true && st.nlink === 1 ? st.size : -1);
+      if (have < op.at) refuse(`piece at ${op.at} but ${Math.max(have, 0)} bytes are staged; send the earlier pieces first`);
+    }
+    if (op.op === 'file') sizes.set(op.path, op.at + op.length);
+  }
+}
+
+function applyOp(resolver: NoFollowResolver, op: WriteOp, payload: Buffer, staged: StagedFile[]): void {
+  const abs = op.path === '' ? resolver.base : resolver.resolve(op.path);
+  if (op.op !== 'dir') ensureWritable(path.dirname(abs));
+  switch (op.op) {
+    case 'mkdir':
+      try {
+        fs.mkdirSync(abs, { mode: 0o700 });
+      } catch (error) {
+        if ((error as { code?: unknown }).code !== 'EEXIST' || !fs.lstatSync(abs).isDirectory()) throw error;
+      }
+      resolver.markDir(op.path);
+      return;
+    case 'file':
+      writePiece(abs, op, payload.subarray(op.offset, op.offset + op.length), staged);
+      return;
+    case 'symlink':
+      removeNonDirectory(abs);
+      fs.symlinkSync(op.target, abs);
+      fs.lutimesSync(abs, toSeconds(op.mtimeMs), toSeconds(op.mtimeMs));
+      return;
+    case 'dir':
+      // Plan checked it is a real directory; the root's mtime is not kept (publish changes it).
+      fs.chmodSync(abs, op.mode);
+      if (op.path !== '') fs.utimesSync(abs, toSeconds(op.mtimeMs), toSeconds(op.mtimeMs));
+      return;
+  }
+}
+
+/**
+ * Gives the owner write access to a staging directory before an op changes it. A directory's
+ * final mode comes with its `dir` op, after its content; only a batch applied again after a
+ * kill can find a read-only directory here, and its own `dir` op sets the mode again.
+ */
+function ensureWritable(dir: string): void {
+  const mode = fs.lstatSync(dir).mode & 0o7777;
+  if ((mode & 0o300) !== 0o300) fs.chmodSync(dir, mode | 0o700);
+}
+
+function removeNonDirectory(abs: string): void {
+  const st = fs.lstatSync(abs, { throwIfNoEntry: false });
+  if (st !== undefined && !st.isDirectory()) fs.unlinkSync(abs);
+}
+
+function writePiece(abs: string, op: FileOp, piece: Buffer, staged: StagedFile[]): void {
+  let fd: number;
+  if (op.at === 0) {
+    removeNonDirectory(abs);
+    fd = fs.openSync(abs, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+  } else {
+    fd = fs.openSync(abs, O_RDWR | O_NOFOLLOW);
+  }
+  try {
+    const st = fs.fstatSync(fd);
+    if (!st.isFile() || st.nlink !== 1 || st.size < op.at) {
+      throw new InputError('INVALID_INPUT', `file ${op.path}: cannot continue at ${op.at} (staged file is not ours or too short)`, {
+        data: { path: op.path },
+      });
+    }
+    for (let done = 0; done < piece.length; ) done += fs.writeSync(fd, piece, done, piece.length - done, op.at + done);
+    fs.ftruncateSync(fd, op.at + op.length);
+    const running = hashAlong(abs, op, piece);
+    if (op.at + op.length < op.size) return;
+    const digest = running ?? hashFd(fd, op.size);
+    if (digest !== op.sha256) {
+      throw new IntegrityError('INTEGRITY', `staged ${op.path} does not match its recorded hash`, {
+        data: { path: op.path, expected: op.sha256, actual: digest },
+      });
+    }
+    fs.fchmodSync(fd, op.mode);
+    fs.futimesSync(fd, toSeconds(op.mtimeMs), toSeconds(op.mtimeMs));
+    if (op.chunks !== undefined) {
+      staged.push({ path: op.path, size: op.size, mtimeMs: op.mtimeMs, mode: op.mode, sha256: op.sha256, chunks: op.chunks });
+    }
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+/**
+ * Hashes of files being assembled from pieces in order by this process, so a big file is
+ * verified without reading it back. Only an unbroken run from byte 0 counts; anything else (a
+ * piece re-applied after a failure, pieces written by an earlier process) forgets the entry
+ * and the file is read back instead.
+ */
+const assembling = new Map<string, { next: number; hash: Hash }>();
+
+/** Feeds `piece` to the file's running hash; returns the digest once the file is complete. */
+function hashAlong(abs: string, op: FileOp, piece: Buffer): string | undefined {
+  const current = op.at === 0 ? { next: 0, hash: createHash('sha256') } : assembling.get(abs);
+  assembling.delete(abs);
+  if (current === undefined || current.next !== op.at) return undefined;
+  current.hash.update(piece);
+  current.next += piece.length;
+  if (current.next === op.size) return current.hash.digest('hex');
+  assembling.set(abs, current);
+  return undefined;
+}
+
+/** Hashes a file assembled from several pieces by reading it back (pieces may come from several agent processes). */
+function hashFd(fd: number, size: number): string {
+  const hash = createHash('sha256');
+  const block = Buffer.allocUnsafe(Math.min(VERIFY_BLOCK_BYTES, Math.max(size, 1)));
+  for (let pos = 0; pos < size; ) {
+    const n = fs.readSync(fd, block, 0, Math.min(block.length, size - pos), pos);
+    if (n === 0) break;
+    hash.update(block.subarray(0, n));
+    pos += n;
+  }
+  return hash.digest('hex');
+}

@@ -1,0 +1,163 @@
+import { createHash, randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { splitRelativePath } from '../../core/paths.js';
+import { type ErrorCode, HoldfastError, InputError, NotFoundError } from '../../errors.js';
+
+const { O_RDONLY, O_NOFOLLOW } = fs.constants;
+const HASH_BLOCK_BYTES = 4 * 1024 * 1024;
+
+/**
+ * Resolves workspace-relative paths under `base` without ever following a symlink: every
+ * parent segment must be a real directory (checked with `lstat`), and callers open the last
+ * segment with `O_NOFOLLOW`. Directories verified once are remembered for the resolver's life,
+ * which is one request: long enough to save repeated `lstat`s, short enough that a directory
+ * replaced between requests is seen.
+ */
+export class NoFollowResolver {
+  private readonly dirs = new Set<string>(['']);
+
+  constructor(readonly base: string) {}
+
+  /** Records a directory this request created itself. */
+  markDir(rel: string): void {
+    this.dirs.add(rel);
+  }
+
+  /**
+   * The absolute path of the validated root-relative `rel` (`INVALID_PATH` / `NOT_FOUND`).
+   * Parents in `planned` are taken as directories a batch will create before using them.
+   */
+  resolve(rel: string, planned?: ReadonlySet<string>): string {
+    return this.walk(rel, planned, false);
+  }
+
+  /** Like `resolve`, but creates missing parents (mode 0700, one segment at a time). */
+  resolveCreatingParents(rel: string): string {
+    return this.walk(rel, undefined, true);
+  }
+
+  private walk(rel: string, planned: ReadonlySet<string> | undefined, create: boolean): string {
+    const segments = splitRelativePath(rel);
+    let prefix = '';
+    for (let i = 0; i < segments.length - 1; i += 1) {
+      prefix = prefix === '' ? (segments[i] as string) : `${prefix}/${segments[i]}`;
+      if (this.dirs.has(prefix) || planned?.has(prefix) === true) continue;
+      const abs = path.join(this.base, prefix);
+      let st = fs.lstatSync(abs, { throwIfNoEntry: false });
+      if (st === undefined && create) {
+        fs.mkdirSync(abs, { mode: 0o700 });
+        st = fs.lstatSync(abs);
+      }
+      if (st === undefined) {
+        throw new NotFoundError(`parent directory "${prefix}" of "${rel}" does not exist`, { data: { path: rel, parent: prefix } });
+      }
+      if (!st.isDirectory()) {
+        throw new InputError('INVALID_PATH', `"${rel}" leads through "${prefix}", which is not a directory (symlinks are never followed)`, {
+          data: { path: rel, parent: prefix },
+        });
+      }
+      this.dirs.add(prefix);
+    }
+    return path.join(this.base, ...segments);
+  }
+}
+
+/** Seconds for `utimes` from milliseconds; the half microsecond keeps whole milliseconds exact (see restore.ts). */
+export function toSeconds(mtimeMs: number): number {
+  return (mtimeMs + 0.0005) / 1000;
+}
+
+/** SHA-256 of a regular file read block by block, never following a symlink at `abs`. */
+export function hashFile(abs: string): string {
+  const fd = fs.openSync(abs, O_RDONLY | O_NOFOLLOW);
+  try {
+    const hash = createHash('sha256');
+    const block = Buffer.allocUnsafe(HASH_BLOCK_BYTES);
+    for (;;) {
+      const n = fs.readSync(fd, block, 0, HASH_BLOCK_BYTES, null);
+      if (n === 0) return hash.digest('hex');
+      hash.update(block.subarray(0, n));
+    }
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+/**
+ * Removes a tree, read-only directories included (a restored workspace may hold `0555`
+ * directories, whose entries not even their owner may unlink): on `EACCES`/`EPERM` every
+ * directory is given owner rwx and the removal is tried again. Symlinks are never followed.
+ */
+export function removeTree(p: string): void {
+  try {
+    fs.rmSync(p, { recursive: true, force: true });
+  } catch (error) {
+    const code = (error as { code?: unknown }).code;
+    if (code !== 'EACCES' && code !== 'EPERM') throw error;
+    const open = (dir: string): void => {
+      fs.chmodSync(dir, 0o700);
+      for (const e of fs.readdirSync(dir, { withFileTypes: true })) if (e.isDirectory()) open(path.join(dir, e.name));
+    };
+    open(p);
+    fs.rmSync(p, { recursive: true, force: true });
+  }
+}
+
+/** fsync a directory so a rename or a new entry in it survives a crash; best effort where unsupported. */
+export function fsyncDir(dir: string): void {
+  let fd: number | undefined;
+  try {
+    fd = fs.openSync(dir, O_RDONLY);
+    fs.fsyncSync(fd);
+  } catch {
+    // Some filesystems refuse fsync on directories; the rename itself has still happened.
+  } finally {
+    if (fd !== undefined) fs.closeSync(fd);
+  }
+}
+
+/** Replaces `file` with `text` atomically: temp file, fsync, rename, fsync the directory. */
+export function writeFileAtomic(file: string, text: string): void {
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  const temp = `${file}.${randomBytes(6).toString('hex')}.tmp`;
+  const fd = fs.openSync(temp, 'w', 0o600);
+  try {
+    fs.writeSync(fd, text);
+    fs.fsyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+  fs.renameSync(temp, file);
+  fsyncDir(path.dirname(file));
+}
+
+const ERRNO_CODES: Readonly<Record<string, ErrorCode>> = {
+  ENOENT: 'NOT_FOUND',
+  EEXIST: 'ALREADY_EXISTS',
+  ENOTEMPTY: 'CONFLICT',
+  ELOOP: 'INVALID_PATH',
+  ENOTDIR: 'INVALID_PATH',
+  EISDIR: 'INVALID_PATH',
+  ENAMETOOLONG: 'INVALID_PATH',
+  ENOSPC: 'LIMIT_EXCEEDED',
+  EDQUOT: 'LIMIT_EXCEEDED',
+  EFBIG: 'LIMIT_EXCEEDED',
+  EACCES: 'FORBIDDEN',
+  EPERM: 'FORBIDDEN',
+  EROFS: 'FORBIDDEN',
+};
+
+/** Any thrown value as a `HoldfastError`: filesystem errnos get their closest code, the rest `INTERNAL`. */
+export function toHoldfastError(error: unknown, op: string): HoldfastError {
+  if (error instanceof HoldfastError) return error;
+  const errno = (error as { code?: unknown }).code;
+  const message = error instanceof Error ? error.message : String(error);
+  if (typeof errno === 'string') {
+    const code = ERRNO_CODES[errno] ?? 'INTERNAL';
+    return new HoldfastError(code, `[agent] ${op}: ${message}`, {
+      data: { errno, syscall: (error as { syscall?: unknown }).syscall ?? null },
+    });
+  }
+  return new HoldfastError('INTERNAL', `[agent] ${op} failed: ${message}`);
+}

@@ -1,0 +1,136 @@
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { HoldfastError, NotFoundError, StoreError } from '../../errors.js';
+import { AgentClient, type AgentClientOptions } from './agent-client.js';
+import type { AgentExecFn } from './agent-connection.js';
+
+const BUNDLE_NAME = 'holdfast-agent.mjs';
+/** One staging exec (check or upload) may take this long. */
+const STAGE_TIMEOUT_MS = 60_000;
+
+// Both scripts run under `node -e` in the sandbox (CommonJS, Node >= 10), so staging needs
+// nothing there but the Node that will run the agent anyway: no sha256sum, no shell quoting.
+const CHECK_JS =
+  "const fs=require('fs'),c=require('crypto');let h='missing';" +
+  "try{h=c.createHash('sha256').update(fs.readFileSync(process.argv[1])).digest('hex')}catch{}" +
+  "process.stdout.write(h+' '+process.version)";
+const UPLOAD_JS =
+  "const fs=require('fs'),c=require('crypto'),p=require('path');const [f,want]=process.argv.slice(1);const parts=[];" +
+  "process.stdin.on('data',d=>parts.push(d));process.stdin.on('end',()=>{const b=Buffer.concat(parts);" +
+  "const h=c.createHash('sha256').update(b).digest('hex');" +
+  "if(h!==want){process.stderr.write('received '+b.length+' bytes hashing to '+h+'\\n');process.exit(3)}" +
+  "fs.mkdirSync(p.dirname(f),{recursive:true,mode:0o700});const t=f+'.'+process.pid+'.tmp';" +
+  "const fd=fs.openSync(t,'w',0o644);fs.writeSync(fd,b);fs.fsyncSync(fd);fs.closeSync(fd);fs.renameSync(t,f)})";
+
+/** The agent bundle on the host. */
+export interface AgentBundle {
+  readonly path: string;
+  readonly hash: string;
+  readonly bytes: Buffer;
+}
+
+/** The agent as staged in a sandbox. */
+export interface StagedAgent {
+  /** `<agentHome>/.holdfast/agent-<hash>.mjs` inside the sandbox. */
+  readonly path: string;
+  readonly hash: string;
+  /** False when the right file was already there. */
+  readonly uploaded: boolean;
+  /** The sandbox's Node version. */
+  readonly node: string;
+  /** The argv that runs it. */
+  readonly command: readonly string[];
+}
+
+/**
+ * Finds `holdfast-agent.mjs` built by `scripts/bundle-agent.mjs`: beside the compiled package
+ * (`dist/agent/`), from the bundled CLI (`dist/bin/` -> `dist/agent/`) or from the sources
+ * (`src/...` -> `dist/agent/`). `NOT_FOUND` says to build it.
+ */
+export function locateAgentBundle(bundlePath?: string): AgentBundle {
+  const candidates: string[] = bundlePath === undefined ? [] : [bundlePath];
+  for (let dir = path.dirname(fileURLToPath(import.meta.url)); ; dir = path.dirname(dir)) {
+    candidates.push(path.join(dir, 'agent', BUNDLE_NAME), path.join(dir, 'dist', 'agent', BUNDLE_NAME));
+    if (dir === path.dirname(dir)) break;
+  }
+  const found = candidates.find((c) => fs.existsSync(c));
+  if (found === undefined) throw new NotFoundError(`the Holdfast agent bundle is missing: run npm run build (scripts/bundle-agent.mjs)`);
+  const bytes = fs.readFileSync(found);
+  return { path: found, hash: createHash('sha256').update(bytes).digest('hex'), bytes };
+}
+
+/** The argv that runs a staged agent with its state under `agentHome`. */
+export function agentCommand(agentPath: string, agentHome: string): string[] {
+  return ['node', agentPath, '--home', agentHome];
+}
+
+/**
+ * Makes sure the sandbox has this Holdfast's agent at `<agentHome>/.holdfast/agent-<hash>.mjs`:
+ * one exec checks the file's hash; only when it is missing or different is the bundle sent
+ * through stdin, checked against its hash in the sandbox, and renamed into place (so a
+ * concurrent or interrupted upload never leaves a half file under the final name).
+ */
+export async function ensureAgent(exec: AgentExecFn, agentHome: string, options: { bundlePath?: string } = {}): Promise<StagedAgent> {
+  const bundle = locateAgentBundle(options.bundlePath);
+  const target = path.posix.join(agentHome, '.holdfast', `agent-${bundle.hash}.mjs`);
+  const check = await run(exec, ['node', '-e', CHECK_JS, target]);
+  const [found = '', node = ''] = check.stdout.trim().split(' ');
+  if (check.code !== 0 || !node.startsWith('v')) {
+    throw new StoreError(`[agent] cannot run node in the sandbox (exit ${check.code}): ${check.stderr.trim() || check.stdout.trim()}`, {
+      data: { exitCode: check.code },
+    });
+  }
+  const done = (uploaded: boolean): StagedAgent => ({
+    path: target,
+    hash: bundle.hash,
+    uploaded,
+    node,
+    command: agentCommand(target, agentHome),
+  });
+  if (found === bundle.hash) return done(false);
+  const upload = await run(exec, ['node', '-e', UPLOAD_JS, target, bundle.hash], bundle.bytes);
+  if (upload.code !== 0) {
+    throw new StoreError(`[agent] uploading the agent to ${target} failed (exit ${upload.code}): ${upload.stderr.trim()}`, {
+      transient: true,
+      data: { exitCode: upload.code, target },
+    });
+  }
+  return done(true);
+}
+
+/** Stages the agent when needed, starts it, and shakes hands. */
+export async function connectAgent(
+  exec: AgentExecFn,
+  agentHome: string,
+  options: AgentClientOptions & { bundlePath?: string } = {},
+): Promise<{ staged: StagedAgent; client: AgentClient }> {
+  const staged = await ensureAgent(exec, agentHome, options.bundlePath === undefined ? {} : { bundlePath: options.bundlePath });
+  return { staged, client: await AgentClient.connect(await exec(staged.command, { stdin: 'pipe' }), options) };
+}
+
+async function run(exec: AgentExecFn, argv: string[], stdin?: Buffer): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const channel = await exec(argv, { stdin: 'pipe' });
+  const out: Buffer[] = [];
+  const err: Buffer[] = [];
+  const stdoutDone = new Promise<void>((resolve) => {
+    channel.stdout.on('data', (c: Buffer) => out.push(c));
+    channel.stdout.on('end', resolve);
+    channel.stdout.on('close', resolve);
+    channel.stdout.on('error', () => resolve());
+  });
+  channel.stderr?.on('data', (c: Buffer) => err.push(c));
+  channel.stdin?.on('error', () => undefined);
+  channel.stdin?.end(stdin);
+  const timer = setTimeout(() => channel.kill(), STAGE_TIMEOUT_MS);
+  try {
+    const exit = await channel.exit;
+    // Output normally ends with the process; a provider that keeps the stream open gets a moment, not forever.
+    await Promise.race([stdoutDone, new Promise((resolve) => setTimeout(resolve, 1000).unref())]);
+    if (exit.timedOut === true) throw new HoldfastError('TIMEOUT', `[agent] staging exec ${argv[0]} timed out`);
+    return { code: exit.code ?? null, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') };
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,61 @@
+import { isSha256Hex } from '../../core/hash.js';
+import { splitRelativePath, symlinkStaysInside } from '../../core/paths.js';
+import { InputError } from '../../errors.js';
+import type { WriteOp } from './protocol.js';
+import { Fields } from './request-fields.js';
+
+/**
+ * Validates one operation of a write batch against the batch's payload, without touching the
+ * filesystem: path rules (`INVALID_PATH`), field types, payload ranges and, for symlinks, a
+ * target that stays inside the workspace. The whole batch is validated before any of it runs.
+ */
+export function parseWriteOp(raw: unknown, index: number, payloadBytes: number): WriteOp {
+  const where = `write ops[${index}]`;
+  const f = Fields.of(raw, where);
+  const kind = f.string('op');
+  const rawPath = f.string('path');
+  // Only a `dir` op may name the staging root itself (to set its mode).
+  const path = kind === 'dir' && rawPath === '' ? '' : splitRelativePath(rawPath).join('/');
+  switch (kind) {
+    case 'mkdir':
+      return { op: 'mkdir', path };
+    case 'file':
+      return parseFileOp(f, where, path, payloadBytes);
+    case 'symlink': {
+      const target = f.string('target');
+      if (!symlinkStaysInside(path, target) || target.includes('\0')) {
+        throw new InputError('INVALID_PATH', `${where}: symlink ${path} -> ${target} would point outside the workspace`, {
+          data: { path, target },
+        });
+      }
+      return { op: 'symlink', path, target, mtimeMs: f.number('mtimeMs') };
+    }
+    case 'dir':
+      return { op: 'dir', path, mode: f.int('mode', 0, 0o7777), mtimeMs: f.number('mtimeMs') };
+    default:
+      throw new InputError('INVALID_INPUT', `${where}: unknown op "${kind}" (mkdir, file, symlink or dir)`, { data: { op: kind } });
+  }
+}
+
+function parseFileOp(f: Fields, where: string, path: string, payloadBytes: number): WriteOp {
+  const size = f.int('size');
+  const sha256 = f.string('sha256');
+  const at = f.int('at');
+  const offset = f.int('offset');
+  const length = f.int('length');
+  if (!isSha256Hex(sha256)) throw new InputError('INVALID_INPUT', `${where}: sha256 must be 64 lowercase hex digits`);
+  if (offset + length > payloadBytes) {
+    throw new InputError('INVALID_INPUT', `${where}: bytes ${offset}..${offset + length} are past the ${payloadBytes}-byte payload`, {
+      data: { offset, length, payloadBytes },
+    });
+  }
+  if (at + length > size) {
+    throw new InputError('INVALID_INPUT', `${where}: piece at ${at} of ${length} bytes runs past the file size ${size}`, {
+      data: { at, length, size },
+    });
+  }
+  const chunks = f.raw('chunks') === undefined ? undefined : f.strings('chunks', 1_000_000);
+  if (chunks !== undefined && !chunks.every(isSha256Hex)) throw new InputError('INVALID_INPUT', `${where}: chunks must be SHA-256 ids`);
+  const op = { op: 'file' as const, path, size, sha256, at, offset, length, mode: f.int('mode', 0, 0o7777), mtimeMs: f.number('mtimeMs') };
+  return chunks === undefined ? op : { ...op, chunks };
+}
