@@ -85,4 +85,35 @@ describe('holdfast sandbox (compiled bin)', () => {
     expect((await holdfast(['sandbox', 'create', '--provider', 'nope'])).code).toBe(2);
     expect((await holdfast(['sandbox', 'create', '--label', 'no-equals-sign'])).code).toBe(2);
   }, 60_000);
+
+  it('checkpoint --sandbox and restore --sandbox move a workspace into a new sandbox', async () => {
+    const store = path.join(dir, 'store');
+    const cacheEnv = ['--store', store];
+    const first = JSON.parse((await holdfast(['--json', 'sandbox', 'create'])).stdout) as { id: string };
+    const write = await holdfast([
+      'sandbox',
+      'exec',
+      first.id,
+      '--',
+      'sh',
+      '-c',
+      'mkdir -p a/b && echo one > a/b/f.txt && chmod 751 a/b/f.txt && ln -s a/b/f.txt link',
+    ]);
+    expect(write.code).toBe(0);
+    const saved = await holdfast([...cacheEnv, '--json', 'checkpoint', '--sandbox', first.id, '-w', 'moved']);
+    expect(saved.code).toBe(0);
+    expect((JSON.parse(saved.stdout) as { stats: { files: number; symlinks: number } }).stats).toMatchObject({ files: 1, symlinks: 1 });
+    expect((await holdfast(['sandbox', 'destroy', first.id])).code).toBe(0);
+
+    const second = JSON.parse((await holdfast(['--json', 'sandbox', 'create'])).stdout) as { id: string };
+    const restored = await holdfast([...cacheEnv, '--json', 'restore', '--sandbox', second.id, '-w', 'moved']);
+    expect(restored.code).toBe(0);
+    expect(JSON.parse(restored.stdout)).toMatchObject({ files: 1, symlinks: 1, verified: true });
+    const check = await holdfast(['sandbox', 'exec', second.id, '--', 'sh', '-c', 'cat a/b/f.txt; stat -c %a a/b/f.txt; readlink link']);
+    expect(check).toMatchObject({ code: 0, stdout: 'one\n751\na/b/f.txt\n' });
+    // Both a directory and --sandbox, or neither, is a usage error.
+    expect((await holdfast([...cacheEnv, 'checkpoint', '-w', 'moved'])).code).toBe(2);
+    expect((await holdfast([...cacheEnv, 'restore', dir, '--sandbox', second.id, '-w', 'moved'])).code).toBe(2);
+    expect((await holdfast(['sandbox', 'destroy', second.id])).code).toBe(0);
+  }, 120_000);
 });

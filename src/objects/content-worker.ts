@@ -4,7 +4,8 @@
  * (not just compression) keeps the main thread free to scan, deduplicate and pack, and means
  * a file's bytes are scanned for secrets before they leave the thread that read them.
  *
- * Messages: `{ seq, op: 'paths', items: [{ path }] }` -> `{ seq, results: DigestReply[] }`;
+ * Messages: `{ seq, op: 'paths', items: [{ path }] }` or `{ seq, op: 'buffers', items: Uint8Array[] }`
+ * (bytes read elsewhere, e.g. from a sandbox) -> `{ seq, results: DigestReply[] }`;
  * `{ seq, op: 'compress', items: Uint8Array[] }` -> `{ seq, results: Array<Uint8Array | null> }`.
  */
 import { createHash } from 'node:crypto';
@@ -59,7 +60,7 @@ function pack(raw: Uint8Array, transfer: ArrayBuffer[]): Uint8Array | null {
   return copy;
 }
 
-function digest(path: string, transfer: ArrayBuffer[]): DigestReply {
+function digestPath(path: string, transfer: ArrayBuffer[]): DigestReply {
   let raw: Buffer;
   try {
     raw = fs.readFileSync(path);
@@ -67,6 +68,10 @@ function digest(path: string, transfer: ArrayBuffer[]): DigestReply {
     const e = error as NodeJS.ErrnoException;
     return { kind: 'error', errno: e.code ?? 'EIO', message: e.message };
   }
+  return digest(raw, transfer);
+}
+
+function digest(raw: Buffer, transfer: ArrayBuffer[]): DigestReply {
   const secret = findSecret(raw);
   if (secret !== undefined) return { kind: 'secret', rule: secret.rule };
   const sha256 = sha(raw);
@@ -87,11 +92,13 @@ function digest(path: string, transfer: ArrayBuffer[]): DigestReply {
   return { kind: 'ok', sha256, raw: owned, chunks };
 }
 
-parentPort?.on('message', (msg: { seq: number; op: 'paths' | 'compress'; items: unknown[] }) => {
+parentPort?.on('message', (msg: { seq: number; op: 'paths' | 'buffers' | 'compress'; items: unknown[] }) => {
   const transfer: ArrayBuffer[] = [];
   const results =
     msg.op === 'paths'
-      ? (msg.items as Array<{ path: string }>).map((item) => digest(item.path, transfer))
-      : (msg.items as Uint8Array[]).map((item) => pack(item, transfer));
+      ? (msg.items as Array<{ path: string }>).map((item) => digestPath(item.path, transfer))
+      : msg.op === 'buffers'
+        ? (msg.items as Uint8Array[]).map((item) => digest(Buffer.from(item.buffer, item.byteOffset, item.byteLength), transfer))
+        : (msg.items as Uint8Array[]).map((item) => pack(item, transfer));
   parentPort?.postMessage({ seq: msg.seq, results }, transfer);
 });

@@ -86,10 +86,30 @@ export class ContentWorkers {
    * per path, in order; a file that cannot be read reports its errno.
    */
   async digestPaths(paths: readonly string[]): Promise<DigestOutcome[]> {
-    const replies = (await this.send(
-      'paths',
-      paths.map((path) => ({ path })),
-    )) as DigestReply[];
+    return this.outcomes(
+      (await this.send(
+        'paths',
+        paths.map((path) => ({ path })),
+      )) as DigestReply[],
+    );
+  }
+
+  /**
+   * Like {@link ContentWorkers.digestPaths} for bytes read elsewhere (a sandbox's files). The
+   * buffers are moved to the worker when they own their memory, else copied.
+   */
+  async digestBuffers(buffers: readonly Uint8Array[]): Promise<DigestOutcome[]> {
+    const transfer: ArrayBuffer[] = [];
+    const items = buffers.map((b) => {
+      const owned =
+        b.byteOffset === 0 && b.byteLength === b.buffer.byteLength && !(b.buffer instanceof SharedArrayBuffer) ? b : Uint8Array.from(b);
+      transfer.push(owned.buffer as ArrayBuffer);
+      return owned;
+    });
+    return this.outcomes((await this.send('buffers', items, transfer)) as DigestReply[]);
+  }
+
+  private outcomes(replies: DigestReply[]): DigestOutcome[] {
     return replies.map((r): DigestOutcome => {
       if (r.kind !== 'ok') return r;
       const raw = Buffer.from(r.raw.buffer, r.raw.byteOffset, r.raw.byteLength);
@@ -129,7 +149,7 @@ export class ContentWorkers {
     this.fail(new Error('content workers closed'));
   }
 
-  private send(op: 'paths' | 'compress', items: readonly unknown[], transfer: ArrayBuffer[] = []): Promise<unknown[]> {
+  private send(op: 'paths' | 'buffers' | 'compress', items: readonly unknown[], transfer: ArrayBuffer[] = []): Promise<unknown[]> {
     if (this.failure !== undefined) return Promise.reject(this.failure);
     if (this.workers.length === 0) this.start();
     const seq = this.seq++;

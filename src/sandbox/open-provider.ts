@@ -1,9 +1,9 @@
 import os from 'node:os';
 import path from 'node:path';
-import { InputError } from '../errors.js';
+import { InputError, NotFoundError } from '../errors.js';
 import { BwrapSandboxProvider } from './providers/bwrap.js';
 import { LocalSandboxProvider } from './providers/local.js';
-import type { SandboxProvider } from './sandbox-provider.js';
+import type { SandboxHandle, SandboxProvider } from './sandbox-provider.js';
 
 /** Names of the providers Holdfast ships. */
 export const SANDBOX_PROVIDER_NAMES = ['bwrap', 'local'] as const;
@@ -53,4 +53,16 @@ function isProviderName(name: string): name is SandboxProviderName {
 
 function nonEmpty(value: string | undefined): string | undefined {
   return value === undefined || value === '' ? undefined : value;
+}
+
+/**
+ * The sandbox `id` of the named provider, or of whichever provider has it. `NOT_FOUND` when
+ * no provider knows it (destroyed, or never created on this machine).
+ */
+export async function findSandbox(id: string, providerName?: string): Promise<SandboxHandle> {
+  for (const name of providerName === undefined ? SANDBOX_PROVIDER_NAMES : [providerName]) {
+    const handle = await openSandboxProvider(name).get(id);
+    if (handle !== undefined) return handle;
+  }
+  throw new NotFoundError(`sandbox ${id} not found: list sandboxes with holdfast sandbox ls`, { data: { id } });
 }

@@ -1,5 +1,5 @@
 import type { BlobStore } from '../blob-store/blob-store.js';
-import { type ExcludeOptions, ExcludeRules, type Exclusion } from '../core/excludes.js';
+import type { ExcludeOptions, Exclusion } from '../core/excludes.js';
 import type { Sha256Hex } from '../core/hash.js';
 import { ConflictError, HoldfastError, isHoldfastError, StoreError } from '../errors.js';
 import type { Checkpoint, CheckpointReason, MetadataStore, MetadataTransaction, Workspace } from '../metadata/metadata-store.js';
@@ -7,9 +7,10 @@ import type { ContentWorkers } from '../objects/content-workers.js';
 import { ObjectWriter, type WriteStats } from '../objects/object-writer.js';
 import { ContentSink } from './content-sink.js';
 import { readFiles } from './read-files.js';
-import { DEFAULT_MAX_ENTRIES, DEFAULT_MAX_FILE_BYTES, listFiles, type ScanLimits, scanWorkspace, unchangedSince } from './scan.js';
-import { StatCache, type StatCacheBuilder, statCacheFile } from './stat-cache.js';
-import { buildTrees } from './tree-builder.js';
+import { DEFAULT_MAX_ENTRIES, DEFAULT_MAX_FILE_BYTES, listFiles, type ScanLimits } from './scan.js';
+import type { StatCacheBuilder } from './stat-cache.js';
+import { buildTrees, type FileIds } from './tree-builder.js';
+import type { SourceScan, WorkspaceSource } from './workspace-source.js';
 
 /** Scans a checkpoint makes before giving up on a workspace that keeps changing. */
 export const DEFAULT_MAX_ATTEMPTS = 3;
@@ -39,7 +40,8 @@ export interface CheckpointProgress {
 
 /** Options of one checkpoint. */
 export interface CheckpointOptions {
-  readonly dir: string;
+  /** Where the workspace is read from (a host directory, or a sandbox through its agent). */
+  readonly source: WorkspaceSource;
   readonly workspace: Workspace;
   readonly reason?: CheckpointReason;
   readonly excludes?: ExcludeOptions;
@@ -72,7 +74,7 @@ export interface CheckpointResult {
 }
 
 /**
- * Captures `dir` as a new checkpoint of `workspace` (DESIGN section 4): a pending row first,
+ * Captures the workspace `source` reads as a new checkpoint of `workspace` (DESIGN section 4): a pending row first,
  * then scan, hash what the stat cache cannot vouch for, upload missing objects in packs,
  * re-scan to prove nothing moved, and in one transaction register the packs, mark the
  * checkpoint ready and move the head by compare-and-swap. On any failure the checkpoint is
@@ -91,7 +93,7 @@ export async function createCheckpoint(deps: SnapshotDeps, options: CheckpointOp
   try {
     const captured = await capture(deps, options);
     if (performance.now() - started > MAX_CHECKPOINT_MS) {
-      throw new HoldfastError('TIMEOUT', `checkpoint of ${options.dir} took longer than ${MAX_CHECKPOINT_MS / 60_000} minutes`);
+      throw new HoldfastError('TIMEOUT', `checkpoint of ${options.source.label} took longer than ${MAX_CHECKPOINT_MS / 60_000} minutes`);
     }
     options.onProgress?.({
       phase: 'commit',
@@ -111,7 +113,7 @@ export async function createCheckpoint(deps: SnapshotDeps, options: CheckpointOp
       await tx.workspaces.casHead(workspace.id, workspace.headVersion, pending.id);
       return ready;
     });
-    captured.cache.save(statCacheFile(deps.cacheDir, workspace.id, options.dir), checkpoint.id);
+    await options.source.saveCache(captured.scan, captured.cache, captured.ids, checkpoint.id).catch(() => undefined);
     return { checkpoint, stats, excluded: captured.excluded, allowed: captured.allowed };
   } catch (error) {
     const reported = isHoldfastError(error, 'CONFLICT')
@@ -165,18 +167,16 @@ interface Captured {
   readonly excluded: Exclusion[];
   readonly allowed: readonly Exclusion[];
   readonly cache: StatCacheBuilder;
+  readonly scan: SourceScan;
+  readonly ids: ReadonlyMap<string, FileIds>;
 }
 
 async function capture(deps: SnapshotDeps, options: CheckpointOptions): Promise<Captured> {
-  const { dir, workspace, signal, onProgress } = options;
-  const rules = ExcludeRules.create(options.excludes);
+  const { source, workspace, signal, onProgress } = options;
   const limits: ScanLimits = {
     maxFileBytes: options.limits?.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES,
     maxEntries: options.limits?.maxEntries ?? DEFAULT_MAX_ENTRIES,
   };
-  const loaded = StatCache.load(statCacheFile(deps.cacheDir, workspace.id, dir));
-  // Cached ids are trusted only when they came from the current head, whose objects GC keeps.
-  const cache = loaded.base !== undefined && loaded.base === workspace.headCheckpointId ? loaded : StatCache.empty();
   const writer = new ObjectWriter(deps.blobs, deps.workers, signal);
   const sink = new ContentSink(deps.meta, writer);
   const maxAttempts = options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
@@ -185,22 +185,22 @@ async function capture(deps: SnapshotDeps, options: CheckpointOptions): Promise<
   for (let attempt = 1; attempt <= maxAttempts; attempt += 1) {
     signal?.throwIfAborted();
     onProgress?.({ phase: 'scan', files: 0, filesTotal: 0, bytes: 0, bytesTotal: 0 });
-    const scan = scanWorkspace(dir, rules, limits);
+    const sourceScan = await source.scan(options.excludes, limits, workspace.headCheckpointId);
+    const { scan } = sourceScan;
     const read = await readFiles({
       deps,
-      dir,
-      scan,
-      cache,
+      source,
+      sourceScan,
       sink,
       totals,
       ...(signal === undefined ? {} : { signal }),
       ...(onProgress === undefined ? {} : { onProgress }),
     });
     await sink.flush();
-    const { rootId, trees } = buildTrees(scan.root, read.ids, { cache, hits: read.hits, next: read.cache });
+    const { rootId, trees } = buildTrees(scan.root, read.ids, { cache: sourceScan.trees, hits: read.hits, next: read.cache });
     await sink.addTrees(trees);
     onProgress?.({ phase: 'upload', files: scan.files, filesTotal: scan.files, bytes: scan.bytes, bytesTotal: scan.bytes });
-    if (read.changedWhileReading || !unchangedSince(dir, scan, (p) => !read.hits.has(p))) continue;
+    if (read.changedWhileReading || !(await source.unchanged(sourceScan, (p) => !read.hits.has(p)))) continue;
     const written = await writer.finish();
     const included = listFiles(scan.root).filter((f) => read.ids.has(f.path));
     const excluded = [...scan.excluded, ...read.excluded];
@@ -214,10 +214,10 @@ async function capture(deps: SnapshotDeps, options: CheckpointOptions): Promise<
       excludedCount: excluded.length,
       ...written.stats,
     };
-    return { rootId, written, stats, excluded, allowed: rules.allowances, cache: read.cache };
+    return { rootId, written, stats, excluded, allowed: sourceScan.allowances, cache: read.cache, scan: sourceScan, ids: read.ids };
   }
   // Packs already uploaded stay unreferenced until GC removes them.
-  throw new ConflictError('WORKSPACE_CHANGED', `${dir} kept changing during ${maxAttempts} scans; checkpoint when it is quiet`, {
+  throw new ConflictError('WORKSPACE_CHANGED', `${source.label} kept changing during ${maxAttempts} scans; checkpoint when it is quiet`, {
     data: { attempts: maxAttempts },
   });
 }

@@ -1,13 +1,13 @@
-import path from 'node:path';
 import type { Exclusion } from '../core/excludes.js';
 import type { Sha256Hex } from '../core/hash.js';
 import type { DigestOutcome } from '../objects/content-workers.js';
 import type { CheckpointProgress, SnapshotDeps } from './checkpoint.js';
 import type { ContentSink } from './content-sink.js';
-import { readLargeFile, WHOLE_READ_BYTES } from './file-reader.js';
-import { listFiles, type ScannedFile, type ScanResult } from './scan.js';
-import { type StatCache, StatCacheBuilder } from './stat-cache.js';
+import { WHOLE_READ_BYTES } from './file-reader.js';
+import { listFiles, type ScannedFile } from './scan.js';
+import { StatCacheBuilder, type StatCacheHit, type StatIdentity } from './stat-cache.js';
 import type { FileIds } from './tree-builder.js';
+import type { SourceScan, WorkspaceSource } from './workspace-source.js';
 
 /** Files are handed to the content workers in batches of about this many bytes… */
 const DIGEST_BATCH_BYTES = 4 * 1024 * 1024;
@@ -17,9 +17,8 @@ const DIGEST_BATCH_FILES = 256;
 /** Inputs of {@link readFiles}. */
 export interface ReadFilesInput {
   readonly deps: SnapshotDeps;
-  readonly dir: string;
-  readonly scan: ScanResult;
-  readonly cache: StatCache;
+  readonly source: WorkspaceSource;
+  readonly sourceScan: SourceScan;
   readonly sink: ContentSink;
   /** Running totals across attempts. */
   readonly totals: { filesHashed: number; bytesHashed: number };
@@ -53,7 +52,8 @@ type Done = { files: ScannedFile[]; outcomes: DigestOutcome[] };
  * consumed in order, one batch at a time, so the sink sees no overlapping calls.
  */
 export async function readFiles(input: ReadFilesInput): Promise<ReadFilesResult> {
-  const { deps, dir, scan, cache, sink, totals, signal, onProgress } = input;
+  const { deps, source, sourceScan, sink, totals, signal, onProgress } = input;
+  const { scan } = sourceScan;
   const ids = new Map<string, FileIds>();
   const hits = new Set<string>();
   const excluded: Exclusion[] = [];
@@ -66,7 +66,7 @@ export async function readFiles(input: ReadFilesInput): Promise<ReadFilesResult>
   const record = (file: ScannedFile, sha256: Sha256Hex, chunks: Sha256Hex[], size: number): void => {
     if (size !== file.size) changedWhileReading = true;
     ids.set(file.path, { sha256, chunks });
-    next.add(file.path, { sha256, chunks, size: file.size, mtimeMs: file.mtimeMs, ctimeMs: file.ctimeMs, ino: file.ino, mode: file.mode });
+    next.add(file.path, { ...identityOf(file), sha256, chunks });
     totals.filesHashed += 1;
     totals.bytesHashed += file.size;
   };
@@ -92,7 +92,7 @@ export async function readFiles(input: ReadFilesInput): Promise<ReadFilesResult>
     if (batch.files.length === 0) return;
     const { files } = batch;
     batch = { files: [], bytes: 0 };
-    const job = deps.workers.digestPaths(files.map((f) => path.join(dir, f.path))).then((outcomes) => ({ files, outcomes }));
+    const job = source.digest(files).then((outcomes) => ({ files, outcomes }));
     // Awaited in order below; this only keeps an early failure from counting as unhandled.
     job.catch(() => undefined);
     inFlight.push(job);
@@ -103,17 +103,17 @@ export async function readFiles(input: ReadFilesInput): Promise<ReadFilesResult>
   let bytesDone = 0;
   for (const file of listFiles(scan.root)) {
     signal?.throwIfAborted();
-    const hit = cache.lookup(file.path, file, scan.startedAtMs);
+    const hit = sourceScan.lookup(file);
     if (hit !== undefined) {
       ids.set(file.path, hit);
       hits.add(file.path);
-      next.add(file.path, hit);
+      next.add(file.path, 'line' in hit ? (hit as StatCacheHit) : { ...identityOf(file), sha256: hit.sha256, chunks: hit.chunks });
     } else if (file.size <= WHOLE_READ_BYTES) {
       batch.files.push(file);
       batch.bytes += file.size;
       if (batch.bytes >= DIGEST_BATCH_BYTES || batch.files.length >= DIGEST_BATCH_FILES) await dispatch();
     } else {
-      const content = await readLargeFile(path.join(dir, file.path), (chunk) => sink.offerRaw(chunk.id, chunk.bytes));
+      const content = await source.readLarge(file, (chunk) => sink.offerRaw(chunk.id, chunk.bytes));
       if (content.kind === 'secret') excluded.push({ path: file.path, reason: 'secret-content', rule: content.finding.rule });
       else record(file, content.sha256, content.chunkIds, content.size);
     }
@@ -125,4 +125,8 @@ export async function readFiles(input: ReadFilesInput): Promise<ReadFilesResult>
   await dispatch();
   while (inFlight.length > 0) await consume(await (inFlight.shift() as Promise<Done>));
   return { ids, hits, excluded, cache: next, changedWhileReading };
+}
+
+function identityOf(file: ScannedFile): StatIdentity {
+  return { size: file.size, mtimeMs: file.mtimeMs, ctimeMs: file.ctimeMs, ino: file.ino, mode: file.mode };
 }

@@ -11,6 +11,7 @@ import { collectGarbage, type GcOptions, type GcReport } from './gc.js';
 import { type RestoreProgress, type RestoreReceipt, restoreCheckpoint } from './restore.js';
 import type { ScanLimits } from './scan.js';
 import { type VerifyOptions, type VerifyReport, verifyStore } from './verify.js';
+import { LocalWorkspaceSource, type WorkspaceSource } from './workspace-source.js';
 
 /** Tenant used when none is named (single-user CLI and embedded use). */
 export const DEFAULT_TENANT = 'default';
@@ -34,9 +35,13 @@ export class Snapshots {
     this.reader = new ObjectReader(deps.blobs, deps.meta);
   }
 
-  /** Captures `dir` as a new checkpoint of workspace `workspace` (created on first use). */
+  /**
+   * Captures a new checkpoint of workspace `workspace` (created on first use) from a host
+   * directory (`dir`) or from any other source (`source`, e.g. a sandbox through its agent).
+   */
   async checkpoint(options: {
-    dir: string;
+    dir?: string;
+    source?: (workspace: Workspace) => WorkspaceSource;
     workspace: string;
     reason?: CheckpointReason;
     excludes?: ExcludeOptions;
@@ -44,8 +49,23 @@ export class Snapshots {
     signal?: AbortSignal;
     onProgress?: (progress: CheckpointProgress) => void;
   }): Promise<CheckpointResult> {
+    const { dir, source, ...rest } = options;
+    if ((dir === undefined) === (source === undefined))
+      throw new InputError('INVALID_INPUT', 'checkpoint needs exactly one of dir and source');
     const workspace = await this.workspace(options.workspace, true);
-    return createCheckpoint(this.deps, { ...options, workspace });
+    const from = source?.(workspace) ?? new LocalWorkspaceSource(dir as string, workspace.id, this.deps.cacheDir, this.deps.workers);
+    return createCheckpoint(this.deps, { ...rest, source: from, workspace });
+  }
+
+  /** The workspace and the ready checkpoint (default: its head) a restore would use. */
+  async restorePoint(workspace: string, checkpoint?: string): Promise<{ workspace: Workspace; checkpoint: Checkpoint }> {
+    const ws = await this.workspace(workspace, false);
+    return { workspace: ws, checkpoint: await this.resolveCheckpoint(ws, checkpoint) };
+  }
+
+  /** The stores and workers this service runs on, for transports that restore elsewhere. */
+  get services(): SnapshotDeps {
+    return this.deps;
   }
 
   /** Restores a checkpoint (default: the head) of `workspace` into `dir`. */
@@ -57,8 +77,7 @@ export class Snapshots {
     signal?: AbortSignal;
     onProgress?: (progress: RestoreProgress) => void;
   }): Promise<RestoreReceipt> {
-    const workspace = await this.workspace(options.workspace, false);
-    const checkpoint = await this.resolveCheckpoint(workspace, options.checkpoint);
+    const { workspace, checkpoint } = await this.restorePoint(options.workspace, options.checkpoint);
     return restoreCheckpoint(this.deps, { ...options, workspace, checkpoint });
   }
 

@@ -1,10 +1,13 @@
 import type { Command } from 'commander';
-import type { CheckpointResult } from '../../index.js';
+import { InputError } from '../../errors.js';
+import type { CheckpointProgress, CheckpointResult } from '../../index.js';
 import { collect, positiveInt, withHoldfast } from '../program.js';
 import { formatBytes, startProgress } from '../progress.js';
 
 interface CheckpointFlags {
   workspace: string;
+  sandbox?: string;
+  provider?: string;
   reason?: 'manual' | 'turn' | 'periodic' | 'final' | 'upgrade' | 'shutdown';
   exclude?: string[];
   include?: string[];
@@ -19,8 +22,10 @@ interface CheckpointFlags {
 export function registerCheckpoint(program: Command): void {
   program
     .command('checkpoint')
-    .description('capture a directory as a new checkpoint of a workspace')
-    .argument('<dir>', 'directory to capture')
+    .description('capture a directory, or a sandbox\u2019s workspace, as a new checkpoint of a workspace')
+    .argument('[dir]', 'directory to capture (or use --sandbox)')
+    .option('-s, --sandbox <id>', 'capture the workspace of this sandbox (through its agent unless the provider exposes a host path)')
+    .option('-p, --provider <name>', 'provider of the sandbox (default: look in each)')
     .requiredOption('-w, --workspace <name>', 'workspace name (created on first checkpoint)')
     .option('--reason <reason>', 'manual | turn | periodic | final | upgrade | shutdown', 'manual')
     .option('--exclude <pattern>', 'also leave out paths matching this gitignore-style pattern (repeatable)', collect)
@@ -30,13 +35,17 @@ export function registerCheckpoint(program: Command): void {
     .option('--allow-secret-path <path>', 'capture this exact path although a secret rule matches it (repeatable)', collect)
     .option('--max-entries <n>', 'most files and symlinks to accept', positiveInt('--max-entries'))
     .option('--max-file-bytes <n>', 'largest file to capture', positiveInt('--max-file-bytes'))
-    .action(async (dir: string, flags: CheckpointFlags, command: Command) => {
+    .action(async (dir: string | undefined, flags: CheckpointFlags, command: Command) => {
+      if ((dir === undefined) === (flags.sandbox === undefined)) {
+        throw new InputError('INVALID_INPUT', 'checkpoint takes a directory or --sandbox <id> (exactly one)', {
+          data: { flag: '--sandbox' },
+        });
+      }
       await withHoldfast(command, async (hf, { output }) => {
         const progress = await startProgress(output, 'checkpoint');
         let result: CheckpointResult;
         try {
-          result = await hf.snapshots.checkpoint({
-            dir,
+          const input = {
             workspace: flags.workspace,
             ...(flags.reason === undefined ? {} : { reason: flags.reason }),
             excludes: {
@@ -50,8 +59,16 @@ export function registerCheckpoint(program: Command): void {
               ...(flags.maxEntries === undefined ? {} : { maxEntries: flags.maxEntries }),
               ...(flags.maxFileBytes === undefined ? {} : { maxFileBytes: flags.maxFileBytes }),
             },
-            onProgress: (p) => progress.update(p.bytes, p.bytesTotal, p.phase),
-          });
+            onProgress: (p: CheckpointProgress) => progress.update(p.bytes, p.bytesTotal, p.phase),
+          };
+          result =
+            flags.sandbox === undefined
+              ? await hf.snapshots.checkpoint({ ...input, dir: dir as string })
+              : await (await import('../../sandbox/transport/sandbox-snapshots.js')).checkpointSandbox(hf.snapshots, {
+                  ...input,
+                  sandbox: flags.sandbox,
+                  ...(flags.provider === undefined ? {} : { provider: flags.provider }),
+                });
         } finally {
           progress.stop();
         }

@@ -1,8 +1,8 @@
 import { constants as osConstants } from 'node:os';
 import type { Command } from 'commander';
 import { InputError, NotFoundError } from '../../errors.js';
-import { openSandboxProvider, SANDBOX_PROVIDER_NAMES } from '../../sandbox/open-provider.js';
-import type { ExecExit, SandboxHandle, SandboxInfo } from '../../sandbox/sandbox-provider.js';
+import { findSandbox, openSandboxProvider, SANDBOX_PROVIDER_NAMES } from '../../sandbox/open-provider.js';
+import type { ExecExit, SandboxInfo } from '../../sandbox/sandbox-provider.js';
 import { Output, requestExitCode } from '../output.js';
 import { collect, type GlobalOptions, positiveInt } from '../program.js';
 
@@ -107,14 +107,6 @@ function outputOf(command: Command): Output {
 }
 
 /** The sandbox with `id` in `providerName`, or in whichever shipped provider holds it. */
-async function findSandbox(id: string, providerName: string | undefined): Promise<SandboxHandle> {
-  for (const name of providerName === undefined ? SANDBOX_PROVIDER_NAMES : [providerName]) {
-    const handle = await openSandboxProvider(name).get(id);
-    if (handle !== undefined) return handle;
-  }
-  throw new NotFoundError(`sandbox ${id} not found: list sandboxes with holdfast sandbox ls`, { data: { id } });
-}
-
 /** Parses repeated `key=value` flags. */
 function pairs(values: readonly string[], flag: string): Record<string, string> {
   const out: Record<string, string> = {};

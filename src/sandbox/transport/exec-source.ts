@@ -1,0 +1,125 @@
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { ExcludeOptions } from '../../core/excludes.js';
+import { findSecret } from '../../core/secrets.js';
+import type { ContentWorkers, DigestOutcome } from '../../objects/content-workers.js';
+import { type FileChunk, type FileContent, readLargeFile } from '../../snapshot/file-reader.js';
+import { listFiles, type ScanLimits, type ScannedFile } from '../../snapshot/scan.js';
+import { StatCache, type StatCacheBuilder } from '../../snapshot/stat-cache.js';
+import type { FileIds } from '../../snapshot/tree-builder.js';
+import type { SourceScan, WorkspaceSource } from '../../snapshot/workspace-source.js';
+import { type AgentClient, type AgentScan, agentCacheKey } from '../agent/agent-client.js';
+
+/** A source scan that remembers the agent's scan id for the second look. */
+interface ExecScan extends SourceScan {
+  readonly agentScan: AgentScan;
+}
+
+/**
+ * A workspace inside a sandbox, reached through the in-sandbox agent over exec. The agent
+ * walks the tree and keeps its own stat cache (under its home, outside the workspace); file
+ * bytes come over in protocol-sized batches and are secret-checked, hashed, chunked and
+ * compressed on this side, exactly as for a local directory.
+ */
+export class ExecWorkspaceSource implements WorkspaceSource {
+  readonly label: string;
+  private readonly cacheKey: string;
+
+  constructor(
+    private readonly client: AgentClient,
+    private readonly root: string,
+    workspaceId: string,
+    private readonly workers: ContentWorkers,
+    sandboxId: string,
+  ) {
+    this.label = `sandbox ${sandboxId}:${root}`;
+    this.cacheKey = agentCacheKey(workspaceId, root);
+  }
+
+  async scan(excludes: ExcludeOptions | undefined, limits: ScanLimits, base: string | null): Promise<SourceScan> {
+    const agentScan = await this.client.scan({
+      root: this.root,
+      limits,
+      cacheKey: this.cacheKey,
+      ...(excludes === undefined ? {} : { excludes }),
+      ...(base === null ? {} : { base }),
+    });
+    const cached = base !== null && agentScan.base === base ? agentScan.cached : new Map<string, FileIds>();
+    const scan: ExecScan = {
+      scan: agentScan.scan,
+      lookup: (file) => cached.get(file.path),
+      trees: StatCache.empty(),
+      allowances: agentScan.allowances,
+      agentScan,
+    };
+    return scan;
+  }
+
+  async digest(files: readonly ScannedFile[]): Promise<DigestOutcome[]> {
+    const outcomes = new Map<string, DigestOutcome>();
+    const buffers: Uint8Array[] = [];
+    const order: string[] = [];
+    for await (const got of this.client.readFiles(
+      this.root,
+      files.map((f) => ({ path: f.path, size: f.size })),
+    )) {
+      if (got.bytes === undefined) {
+        outcomes.set(got.path, { kind: 'error', errno: 'ENOENT', message: `${got.path} changed or vanished since the scan` });
+        continue;
+      }
+      // Secrets are checked before the bytes go anywhere else, as for a local file.
+      const secret = findSecret(got.bytes);
+      if (secret !== undefined) outcomes.set(got.path, { kind: 'secret', rule: secret.rule });
+      else {
+        buffers.push(got.bytes);
+        order.push(got.path);
+      }
+    }
+    const digested = await this.workers.digestBuffers(buffers);
+    for (const [i, p] of order.entries()) outcomes.set(p, digested[i] as DigestOutcome);
+    return files.map((f) => outcomes.get(f.path) ?? { kind: 'error', errno: 'ENOENT', message: `${f.path} was not returned by the agent` });
+  }
+
+  async readLarge(file: ScannedFile, onChunk: (chunk: FileChunk) => Promise<void>): Promise<FileContent> {
+    // Spooled to a private host file, so the secret scan sees it whole before any chunk leaves.
+    const spool = path.join(os.tmpdir(), `holdfast-spool-${randomBytes(8).toString('hex')}`);
+    const fd = fs.openSync(spool, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL, 0o600);
+    try {
+      try {
+        for await (const piece of this.client.readStream(this.root, file.path)) fs.writeSync(fd, piece);
+      } finally {
+        fs.closeSync(fd);
+      }
+      return await readLargeFile(spool, onChunk);
+    } finally {
+      fs.rmSync(spool, { force: true });
+    }
+  }
+
+  async unchanged(scan: SourceScan, _wasRead: (path: string) => boolean): Promise<boolean> {
+    return this.client.recheck((scan as ExecScan).agentScan, { cachedWereUsed: true });
+  }
+
+  async saveCache(scan: SourceScan, _next: StatCacheBuilder, ids: ReadonlyMap<string, FileIds>, base: string): Promise<void> {
+    const entries = listFiles(scan.scan.root).flatMap((f) => {
+      const got = ids.get(f.path);
+      return got === undefined
+        ? []
+        : [
+            {
+              path: f.path,
+              size: f.size,
+              mtimeMs: f.mtimeMs,
+              ctimeMs: f.ctimeMs,
+              ino: f.ino,
+              mode: f.mode,
+              sha256: got.sha256,
+              chunks: got.chunks,
+            },
+          ];
+    });
+    await this.client.cacheUpdate({ cacheKey: this.cacheKey, base, racyAfterMs: scan.scan.startedAtMs, entries });
+  }
+}

@@ -1,0 +1,77 @@
+import path from 'node:path';
+import { type ExcludeOptions, ExcludeRules, type Exclusion } from '../core/excludes.js';
+import type { ContentWorkers, DigestOutcome } from '../objects/content-workers.js';
+import { type FileChunk, type FileContent, readLargeFile } from './file-reader.js';
+import { type ScanLimits, type ScannedFile, type ScanResult, scanWorkspace, unchangedSince } from './scan.js';
+import { type StatCache, type StatCacheBuilder, StatCache as StatCacheClass, statCacheFile } from './stat-cache.js';
+import type { FileIds } from './tree-builder.js';
+
+/** What one scan of a workspace gives a checkpoint. */
+export interface SourceScan {
+  readonly scan: ScanResult;
+  /** Content ids the source can vouch for without reading the file (its stat cache). */
+  lookup(file: ScannedFile): FileIds | undefined;
+  /** Tree ids of unchanged directories (an empty cache when the source keeps none). */
+  readonly trees: StatCache;
+  /** Secret paths let through by `allowSecretPaths`, reported with the checkpoint. */
+  readonly allowances: readonly Exclusion[];
+}
+
+/**
+ * Where a checkpoint reads a workspace from: the host filesystem, or a sandbox reached through
+ * its agent (`src/sandbox/transport/`). The engine's guarantees (secrets never stored,
+ * verification, the second look, the stat cache) hold for every source.
+ */
+export interface WorkspaceSource {
+  /** Shown in messages: a directory, or `sandbox <id>:<root>`. */
+  readonly label: string;
+  /** Walks the workspace; `base` is the head the cached ids must come from. */
+  scan(excludes: ExcludeOptions | undefined, limits: ScanLimits, base: string | null): Promise<SourceScan>;
+  /** Reads, secret-checks, hashes, chunks and compresses files small enough to hold whole. */
+  digest(files: readonly ScannedFile[]): Promise<DigestOutcome[]>;
+  /** Reads one large file as a stream: secret scan first, then chunks to `onChunk`. */
+  readLarge(file: ScannedFile, onChunk: (chunk: FileChunk) => Promise<void>): Promise<FileContent>;
+  /** The second look: true when nothing the checkpoint relied on has moved since `scan`. */
+  unchanged(scan: SourceScan, wasRead: (path: string) => boolean): Promise<boolean>;
+  /** After the commit: remembers the ids of this checkpoint for the next one. */
+  saveCache(scan: SourceScan, next: StatCacheBuilder, ids: ReadonlyMap<string, FileIds>, base: string): Promise<void>;
+}
+
+/** A workspace that is a directory on this host. */
+export class LocalWorkspaceSource implements WorkspaceSource {
+  readonly label: string;
+
+  constructor(
+    private readonly dir: string,
+    private readonly workspaceId: string,
+    private readonly cacheDir: string,
+    private readonly workers: ContentWorkers,
+  ) {
+    this.label = dir;
+  }
+
+  async scan(excludes: ExcludeOptions | undefined, limits: ScanLimits, base: string | null): Promise<SourceScan> {
+    const rules = ExcludeRules.create(excludes);
+    const loaded = StatCacheClass.load(statCacheFile(this.cacheDir, this.workspaceId, this.dir));
+    // Cached ids are trusted only when they came from the current head, whose objects GC keeps.
+    const cache = loaded.base !== undefined && loaded.base === base ? loaded : StatCacheClass.empty();
+    const scan = scanWorkspace(this.dir, rules, limits);
+    return { scan, lookup: (file) => cache.lookup(file.path, file, scan.startedAtMs), trees: cache, allowances: rules.allowances };
+  }
+
+  digest(files: readonly ScannedFile[]): Promise<DigestOutcome[]> {
+    return this.workers.digestPaths(files.map((f) => path.join(this.dir, f.path)));
+  }
+
+  readLarge(file: ScannedFile, onChunk: (chunk: FileChunk) => Promise<void>): Promise<FileContent> {
+    return readLargeFile(path.join(this.dir, file.path), onChunk);
+  }
+
+  async unchanged(scan: SourceScan, wasRead: (path: string) => boolean): Promise<boolean> {
+    return unchangedSince(this.dir, scan.scan, wasRead);
+  }
+
+  async saveCache(_scan: SourceScan, next: StatCacheBuilder, _ids: ReadonlyMap<string, FileIds>, base: string): Promise<void> {
+    next.save(statCacheFile(this.cacheDir, this.workspaceId, this.dir), base);
+  }
+}
