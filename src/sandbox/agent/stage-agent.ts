@@ -100,12 +100,28 @@ export async function ensureAgent(exec: AgentExecFn, agentHome: string, options:
   return done(true);
 }
 
-/** Stages the agent when needed, starts it, and shakes hands. */
+/**
+ * Starts the agent and shakes hands, staging it first only when needed. The common case costs
+ * one exec: the agent is started straight away under its content-addressed name and reports
+ * the hash of its own file in the handshake; only if it is missing, fails to start or reports
+ * another hash is it uploaded (see {@link ensureAgent}) and started again.
+ */
 export async function connectAgent(
   exec: AgentExecFn,
   agentHome: string,
   options: AgentClientOptions & { bundlePath?: string } = {},
 ): Promise<{ staged: StagedAgent; client: AgentClient }> {
+  const bundle = locateAgentBundle(options.bundlePath);
+  const target = path.posix.join(agentHome, '.holdfast', `agent-${bundle.hash}.mjs`);
+  const command = agentCommand(target, agentHome);
+  try {
+    const client = await AgentClient.connect(await exec(command, { stdin: 'pipe' }), options);
+    if (client.agent.agentHash === bundle.hash)
+      return { staged: { path: target, hash: bundle.hash, uploaded: false, node: client.agent.node, command }, client };
+    await client.close().catch(() => undefined);
+  } catch {
+    // Missing or unusable: stage it below, which reports precisely what is wrong.
+  }
   const staged = await ensureAgent(exec, agentHome, options.bundlePath === undefined ? {} : { bundlePath: options.bundlePath });
   return { staged, client: await AgentClient.connect(await exec(staged.command, { stdin: 'pipe' }), options) };
 }
