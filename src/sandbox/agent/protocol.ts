@@ -24,6 +24,7 @@ import type { ExcludeOptions, Exclusion } from '../../core/excludes.js';
 import type { Sha256Hex } from '../../core/hash.js';
 import type { ErrorCode, ErrorData } from '../../errors.js';
 import type { ScanLimits, ScanResult } from '../../snapshot/scan.js';
+import type { StatCacheEntry } from '../../snapshot/stat-cache.js';
 
 /** Bumped on any incompatible change; the handshake refuses a mismatch. */
 export const PROTOCOL_VERSION = 1;
@@ -154,16 +155,9 @@ export interface ReadFileHeader {
   readonly status?: 'missing' | 'not-file' | 'too-large';
 }
 
-/** One file of a `cache-update`: stat identity and content ids. */
-export interface CacheUpdateEntry {
+/** One file of a `cache-update`: its path, stat identity and content ids. */
+export interface CacheUpdateEntry extends StatCacheEntry {
   readonly path: string;
-  readonly size: number;
-  readonly mtimeMs: number;
-  readonly ctimeMs: number;
-  readonly ino: number;
-  readonly mode: number;
-  readonly sha256: Sha256Hex;
-  readonly chunks: readonly Sha256Hex[];
 }
 
 /** `stage-begin` result. */
