@@ -63,14 +63,36 @@ export class PackWriter {
   seal(): SealedPack {
     const trailer = encodeTrailer({ v: 1, kind: this.kind, objects: this.entries });
     this.parts.push(trailer);
+    const parts = coalesce(this.parts);
     const hash = createHash('sha256');
-    for (const part of this.parts) hash.update(part);
-    return {
-      id: hash.digest('hex'),
-      kind: this.kind,
-      parts: [...this.parts],
-      size: this.offset + trailer.length,
-      objects: [...this.entries],
-    };
+    for (const part of parts) hash.update(part);
+    return { id: hash.digest('hex'), kind: this.kind, parts, size: this.offset + trailer.length, objects: [...this.entries] };
   }
+}
+
+/** Parts below this are gathered into blocks, so a pack of many tiny objects is a few writes, not thousands. */
+const COALESCE_BYTES = 1024 * 1024;
+
+/** Joins runs of small parts into ~1 MiB blocks; large parts pass through uncopied. */
+function coalesce(parts: readonly Uint8Array[]): Uint8Array[] {
+  const out: Uint8Array[] = [];
+  let run: Uint8Array[] = [];
+  let runBytes = 0;
+  const flush = (): void => {
+    if (run.length > 0) out.push(run.length === 1 ? (run[0] as Uint8Array) : Buffer.concat(run, runBytes));
+    run = [];
+    runBytes = 0;
+  };
+  for (const part of parts) {
+    if (part.byteLength >= COALESCE_BYTES) {
+      flush();
+      out.push(part);
+      continue;
+    }
+    run.push(part);
+    runBytes += part.byteLength;
+    if (runBytes >= COALESCE_BYTES) flush();
+  }
+  flush();
+  return out;
 }
