@@ -9,8 +9,6 @@ export interface BlobStoreContractOptions {
   readonly name: string;
   /** Opens a fresh, empty store; `cleanup` removes whatever it created. */
   readonly create: () => Promise<{ store: BlobStore; cleanup(): Promise<void> }>;
-  /** Declared gaps: each names a test title and why this driver cannot pass it. */
-  readonly skip?: ReadonlyArray<{ readonly test: string; readonly reason: string }>;
 }
 
 const MiB = 1024 * 1024;
@@ -59,19 +57,13 @@ async function collect(iterable: AsyncIterable<{ key: string; size: number }>): 
 }
 
 /**
- * The BlobStore contract: every driver runs these cases against a real backend. Gaps are
- * declared through `skip` with a reason and show up as skipped, never silently.
+ * The BlobStore contract: every driver runs every case against a real backend; there is no
+ * way to skip one.
  */
 export function describeBlobStoreContract(options: BlobStoreContractOptions): void {
   describe(`BlobStore contract: ${options.name}`, () => {
     let store: BlobStore;
     let cleanup: () => Promise<void> = async () => undefined;
-    const skipped = new Map((options.skip ?? []).map((s) => [s.test, s.reason]));
-    const test = (title: string, fn: () => Promise<void>, timeoutMs?: number): void => {
-      const reason = skipped.get(title);
-      if (reason === undefined) it(title, fn, timeoutMs);
-      else it.skip(`${title} (skipped: ${reason})`, fn);
-    };
 
     beforeAll(async () => {
       const opened = await options.create();
@@ -83,14 +75,14 @@ export function describeBlobStoreContract(options: BlobStoreContractOptions): vo
       await cleanup();
     });
 
-    test('put then get returns the same bytes', async () => {
+    it('put then get returns the same bytes', async () => {
       const bytes = randomBytes(100_000);
       expect(await store.put('basic/one', bytes)).toEqual({ created: true, size: 100_000 });
       expect(sha256(await store.get('basic/one'))).toBe(sha256(bytes));
       expect(await store.stat('basic/one')).toEqual({ key: 'basic/one', size: 100_000 });
     });
 
-    test('put of an existing key is a no-op that keeps the first bytes', async () => {
+    it('put of an existing key is a no-op that keeps the first bytes', async () => {
       const first = Buffer.from('first version');
       await store.put('idem/k', first);
       expect(await store.put('idem/k', Buffer.from('second, different'))).toEqual({ created: false, size: 0 });
@@ -99,7 +91,7 @@ export function describeBlobStoreContract(options: BlobStoreContractOptions): vo
       expect(Buffer.from(await store.get('idem/k')).equals(first)).toBe(true);
     });
 
-    test('concurrent puts of one key all resolve and leave one object', async () => {
+    it('concurrent puts of one key all resolve and leave one object', async () => {
       const bytes = randomBytes(64 * 1024);
       const results = await Promise.all(Array.from({ length: 8 }, () => store.put('race/k', bytes)));
       expect(results.some((r) => r.created)).toBe(true);
@@ -107,14 +99,14 @@ export function describeBlobStoreContract(options: BlobStoreContractOptions): vo
       expect(await collect(store.list('race/'))).toEqual([{ key: 'race/k', size: bytes.length }]);
     });
 
-    test('empty objects', async () => {
+    it('empty objects', async () => {
       expect(await store.put('empty/zero', new Uint8Array(0))).toEqual({ created: true, size: 0 });
       expect((await store.get('empty/zero')).length).toBe(0);
       expect(await store.stat('empty/zero')).toEqual({ key: 'empty/zero', size: 0 });
       expect((await store.get('empty/zero', { offset: 0, length: 10 })).length).toBe(0);
     });
 
-    test('streamed put of a Readable larger than a multipart part', async () => {
+    it('streamed put of a Readable larger than a multipart part', async () => {
       const { stream, digest } = generatedStream(20 * MiB);
       expect(await store.put('stream/big', stream, { expectedSize: 20 * MiB })).toEqual({ created: true, size: 20 * MiB });
       const back = await readAll(await store.getStream('stream/big'));
@@ -123,7 +115,7 @@ export function describeBlobStoreContract(options: BlobStoreContractOptions): vo
       expect((await store.stat('stream/big'))?.size).toBe(20 * MiB);
     }, 120_000);
 
-    test('streamed put of an async iterable', async () => {
+    it('streamed put of an async iterable', async () => {
       const parts = [randomBytes(1000), randomBytes(1), randomBytes(70_000)];
       async function* gen(): AsyncGenerator<Uint8Array> {
         yield* parts;
@@ -132,14 +124,14 @@ export function describeBlobStoreContract(options: BlobStoreContractOptions): vo
       expect(sha256(await store.get('stream/iter'))).toBe(sha256(Buffer.concat(parts)));
     });
 
-    test('missing keys: get and getStream reject NOT_FOUND, stat is undefined', async () => {
+    it('missing keys: get and getStream reject NOT_FOUND, stat is undefined', async () => {
       expect(await codeOf(store.get('missing/nothing'))).toBe('NOT_FOUND');
       expect(await codeOf(store.getStream('missing/nothing'))).toBe('NOT_FOUND');
       expect(await codeOf(store.get('missing/nothing', { offset: 0, length: 0 }))).toBe('NOT_FOUND');
       expect(await store.stat('missing/nothing')).toBeUndefined();
     });
 
-    test('byte ranges', async () => {
+    it('byte ranges', async () => {
       const bytes = randomBytes(10_000);
       await store.put('range/obj', bytes);
       const slice = async (offset: number, length: number) => Buffer.from(await store.get('range/obj', { offset, length }));
@@ -154,7 +146,7 @@ export function describeBlobStoreContract(options: BlobStoreContractOptions): vo
       expect(streamed.equals(bytes.subarray(4096, 8192))).toBe(true);
     });
 
-    test('list by prefix in ascending key order', async () => {
+    it('list by prefix in ascending key order', async () => {
       const keys = ['ls/a', 'ls/a.x', 'ls/a/b', 'ls/a/c/d', 'ls/ab', 'ls/b-1', 'ls/B', 'ls/_u'];
       await Promise.all(keys.map((k, i) => store.put(k, randomBytes(i + 1))));
       const sorted = [...keys].sort((x, y) => Buffer.compare(Buffer.from(x), Buffer.from(y)));
@@ -169,7 +161,7 @@ export function describeBlobStoreContract(options: BlobStoreContractOptions): vo
       });
     });
 
-    test('list pages through more than 1000 keys and can stop early', async () => {
+    it('list pages through more than 1000 keys and can stop early', async () => {
       const keys = Array.from({ length: 1205 }, (_, i) => `many/${String(i).padStart(5, '0')}`);
       for (let i = 0; i < keys.length; i += 50) {
         await Promise.all(keys.slice(i, i + 50).map((k) => store.put(k, Buffer.from(k))));
@@ -183,7 +175,7 @@ export function describeBlobStoreContract(options: BlobStoreContractOptions): vo
       expect(seen).toBe(3);
     }, 120_000);
 
-    test('delete is idempotent and a key can be written again afterwards', async () => {
+    it('delete is idempotent and a key can be written again afterwards', async () => {
       await store.put('del/k', Buffer.from('one'));
       await store.delete('del/k');
       expect(await store.stat('del/k')).toBeUndefined();
@@ -193,7 +185,7 @@ export function describeBlobStoreContract(options: BlobStoreContractOptions): vo
       expect(Buffer.from(await store.get('del/k')).toString()).toBe('two');
     });
 
-    test('invalid keys and prefixes are rejected with INVALID_INPUT', async () => {
+    it('invalid keys and prefixes are rejected with INVALID_INPUT', async () => {
       const bad = ['', '/abs', 'a//b', '../x', 'a/../b', 'a/./b', '.hidden', 'a/.tmp/x', 'sp ace', 'new\nline', 'a/', 'x'.repeat(1025)];
       for (const key of bad) {
         expect(await codeOf(store.put(key, Buffer.from('x'))), key).toBe('INVALID_INPUT');
@@ -206,7 +198,7 @@ export function describeBlobStoreContract(options: BlobStoreContractOptions): vo
       }
     });
 
-    test('a size mismatch rejects with INTEGRITY and stores nothing', async () => {
+    it('a size mismatch rejects with INTEGRITY and stores nothing', async () => {
       expect(await codeOf(store.put('size/buf', randomBytes(100), { expectedSize: 99 }))).toBe('INTEGRITY');
       expect(await store.stat('size/buf')).toBeUndefined();
       const { stream } = generatedStream(MiB + 17);
@@ -214,7 +206,7 @@ export function describeBlobStoreContract(options: BlobStoreContractOptions): vo
       expect(await store.stat('size/stream')).toBeUndefined();
     });
 
-    test('a body that fails mid-stream rejects and stores nothing', async () => {
+    it('a body that fails mid-stream rejects and stores nothing', async () => {
       async function* failing(): AsyncGenerator<Uint8Array> {
         yield randomBytes(300_000);
         throw Object.assign(new Error('source went away'), { code: 'EPIPE' });
@@ -224,7 +216,7 @@ export function describeBlobStoreContract(options: BlobStoreContractOptions): vo
       expect(await collect(store.list('fail/'))).toEqual([]);
     });
 
-    test('an aborted put rejects with CANCELLED and stores nothing', async () => {
+    it('an aborted put rejects with CANCELLED and stores nothing', async () => {
       const controller = new AbortController();
       controller.abort();
       expect(await codeOf(store.put('abort/k', randomBytes(10), { signal: controller.signal }))).toBe('CANCELLED');

@@ -10,8 +10,6 @@ export interface SandboxProviderContractOptions {
   readonly name: string;
   /** Opens a provider over fresh, empty state; `cleanup` destroys whatever it created. */
   readonly create: () => Promise<{ provider: SandboxProvider; cleanup(): Promise<void> }>;
-  /** Declared gaps: each names a test title and why this provider cannot pass it. */
-  readonly skip?: ReadonlyArray<{ readonly test: string; readonly reason: string }>;
 }
 
 const MiB = 1024 * 1024;
@@ -52,20 +50,14 @@ async function expectHeartbeatStopped(sandbox: SandboxHandle, file: string): Pro
 }
 
 /**
- * The SandboxProvider contract: every provider runs these cases against real sandboxes. Gaps
- * are declared through `skip` with a reason and show up as skipped, never silently.
+ * The SandboxProvider contract: every provider runs every case against real sandboxes; there is
+ * no way to skip one.
  */
 export function describeSandboxProviderContract(options: SandboxProviderContractOptions): void {
   describe(`SandboxProvider contract: ${options.name}`, () => {
     let provider: SandboxProvider;
     let sandbox: SandboxHandle;
     let cleanup: () => Promise<void> = async () => undefined;
-    const skipped = new Map((options.skip ?? []).map((s) => [s.test, s.reason]));
-    const test = (title: string, fn: () => Promise<void>, timeoutMs?: number): void => {
-      const reason = skipped.get(title);
-      if (reason === undefined) it(title, fn, timeoutMs);
-      else it.skip(`${title} (skipped: ${reason})`, fn);
-    };
 
     beforeAll(async () => {
       const opened = await options.create();
@@ -77,7 +69,7 @@ export function describeSandboxProviderContract(options: SandboxProviderContract
       await cleanup();
     });
 
-    test('declares its capabilities as booleans, with exec', async () => {
+    it('declares its capabilities as booleans, with exec', async () => {
       for (const key of ['exec', 'stdin', 'resume', 'localPath', 'nativeSnapshots', 'durableFilesystem'] as const) {
         expect(typeof provider.capabilities[key]).toBe('boolean');
       }
@@ -86,7 +78,7 @@ export function describeSandboxProviderContract(options: SandboxProviderContract
       expect(sandbox.localPath === undefined).toBe(!provider.capabilities.localPath);
     });
 
-    test('create, get, list and destroy; destroy is idempotent and get is undefined afterwards', async () => {
+    it('create, get, list and destroy; destroy is idempotent and get is undefined afterwards', async () => {
       const made = await provider.create({ labels: { role: 'lifecycle' } });
       expect((await provider.get(made.id))?.id).toBe(made.id);
       const listed = (await provider.list()).find((info) => info.id === made.id);
@@ -101,20 +93,20 @@ export function describeSandboxProviderContract(options: SandboxProviderContract
       expect(await provider.get('../../etc')).toBeUndefined();
     });
 
-    test('rejects bad input with codes: empty argv, bad env names, bad labels', async () => {
+    it('rejects bad input with codes: empty argv, bad env names, bad labels', async () => {
       expect(await codeOf(() => sandbox.exec([]))).toBe('INVALID_INPUT');
       expect(await codeOf(() => sandbox.exec(['true'], { env: { 'BAD=NAME': 'x' } }))).toBe('INVALID_INPUT');
       expect(await codeOf(() => provider.create({ labels: { 'bad label': 'x' } }))).toBe('INVALID_INPUT');
     });
 
-    test('passes argv without shell interpretation', async () => {
+    it('passes argv without shell interpretation', async () => {
       const args = ['$HOME', '*', 'two words', '$(id)', "'quoted'", '; echo no', ''];
       const result = await sandbox.run(['printf', '%s\\n', ...args]);
       expect(result.code).toBe(0);
       expect(result.stdout.toString()).toBe(args.map((a) => `${a}\n`).join(''));
     });
 
-    test('reports exit codes; a missing command exits non-zero without throwing', async () => {
+    it('reports exit codes; a missing command exits non-zero without throwing', async () => {
       expect((await sandbox.run(['true'])).code).toBe(0);
       expect((await sandbox.run(['sh', '-c', 'exit 7'])).code).toBe(7);
       const missing = await sandbox.run(['holdfast-no-such-command']);
@@ -122,7 +114,7 @@ export function describeSandboxProviderContract(options: SandboxProviderContract
       expect(missing.timedOut).toBe(false);
     });
 
-    test('streams stdout and stderr separately, before the command exits', async () => {
+    it('streams stdout and stderr separately, before the command exits', async () => {
       const proc = sandbox.exec(['sh', '-c', 'echo first; echo oops >&2; read line; echo "got $line"'], { stdin: 'pipe' });
       const first = await new Promise<string>((resolve) => proc.stdout.once('data', (chunk: Buffer) => resolve(chunk.toString())));
       expect(first).toBe('first\n');
@@ -134,7 +126,7 @@ export function describeSandboxProviderContract(options: SandboxProviderContract
       expect(await proc.exit).toEqual({ code: 0, signal: null, timedOut: false });
     });
 
-    test('moves 50 MB through cat byte-equal, from a buffer and from a stream', async () => {
+    it('moves 50 MB through cat byte-equal, from a buffer and from a stream', async () => {
       const bytes = randomBytes(BIG_BYTES);
       const fromBuffer = sandbox.exec(['cat'], { stdin: bytes });
       const [out, exit] = await Promise.all([readAll(fromBuffer.stdout), fromBuffer.exit, fromBuffer.stderr.resume()]);
@@ -148,7 +140,7 @@ export function describeSandboxProviderContract(options: SandboxProviderContract
       expect(digest.toString().split(' ')[0]).toBe(sha256(bytes));
     }, 120_000);
 
-    test('sets env (allowlist + spec + exec), HOME and cwd; host variables do not leak', async () => {
+    it('sets env (allowlist + spec + exec), HOME and cwd; host variables do not leak', async () => {
       process.env.HOLDFAST_TEST_LEAK = 'leaked';
       try {
         const result = await sandbox.run(['sh', '-c', 'echo "$SPEC_VAR|$EXEC_VAR|$HOME|$PATH|$HOLDFAST_TEST_LEAK"; pwd -P'], {
@@ -177,7 +169,7 @@ export function describeSandboxProviderContract(options: SandboxProviderContract
       expect((await sandbox.run(['true'], { cwd: 'no/such/dir' })).code).not.toBe(0);
     });
 
-    test('keeps files between execs, in the workspace and the agent home, also through get()', async () => {
+    it('keeps files between execs, in the workspace and the agent home, also through get()', async () => {
       expect((await sandbox.run(['sh', '-c', 'echo kept > kept.txt && echo home > "$HOME/home.txt"'])).code).toBe(0);
       const again = await provider.get(sandbox.id);
       expect(again).toBeDefined();
@@ -185,19 +177,19 @@ export function describeSandboxProviderContract(options: SandboxProviderContract
       expect(result?.stdout.toString()).toBe('kept\nhome\n');
     });
 
-    test('runs node', async () => {
+    it('runs node', async () => {
       const result = await sandbox.run(['node', '-e', 'process.stdout.write(String(6 * 7))']);
       expect({ code: result.code, out: result.stdout.toString() }).toEqual({ code: 0, out: '42' });
     });
 
-    test('a timeout kills the whole process tree', async () => {
+    it('a timeout kills the whole process tree', async () => {
       const result = await sandbox.run(heartbeat('beat-timeout'), { timeoutMs: 500 });
       expect(result.timedOut).toBe(true);
       expect(result.code === 0).toBe(false);
       await expectHeartbeatStopped(sandbox, 'beat-timeout');
     }, 30_000);
 
-    test('an abort signal kills the whole process tree, also when aborted before exec', async () => {
+    it('an abort signal kills the whole process tree, also when aborted before exec', async () => {
       const controller = new AbortController();
       const proc = sandbox.exec(heartbeat('beat-abort'), { signal: controller.signal });
       proc.stdout.resume();
@@ -211,7 +203,7 @@ export function describeSandboxProviderContract(options: SandboxProviderContract
       expect(early.code === 0).toBe(false);
     }, 30_000);
 
-    test('kill() kills the whole process tree', async () => {
+    it('kill() kills the whole process tree', async () => {
       const proc = sandbox.exec(heartbeat('beat-kill'));
       proc.stdout.resume();
       proc.stderr.resume();
@@ -222,7 +214,7 @@ export function describeSandboxProviderContract(options: SandboxProviderContract
       await expectHeartbeatStopped(sandbox, 'beat-kill');
     }, 30_000);
 
-    test('destroy kills running execs', async () => {
+    it('destroy kills running execs', async () => {
       const doomed = await provider.create();
       const proc = doomed.exec(heartbeat('beat'));
       proc.stdout.resume();
@@ -233,7 +225,7 @@ export function describeSandboxProviderContract(options: SandboxProviderContract
       expect(await provider.get(doomed.id)).toBeUndefined();
     }, 30_000);
 
-    test('run() bounds buffered output with LIMIT_EXCEEDED', async () => {
+    it('run() bounds buffered output with LIMIT_EXCEEDED', async () => {
       const small = await sandbox.run(['head', '-c', '1000', '/dev/zero'], { maxOutputBytes: 1000 });
       expect(small.stdout.length).toBe(1000);
       const big = () => sandbox.run(['head', '-c', String(4 * MiB), '/dev/zero'], { maxOutputBytes: MiB });
