@@ -2,12 +2,11 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { sha256Hex } from '../src/core/hash.js';
-import { ContentWorkers } from '../src/objects/content-workers.js';
 import { packKey } from '../src/objects/pack-format.js';
 import { uploadPack } from '../src/objects/pack-uploader.js';
 import { PackWriter, type SealedPack } from '../src/objects/pack-writer.js';
 import { collectGarbage, type GcOptions } from '../src/snapshot/gc.js';
-import { Snapshots } from '../src/snapshot/snapshots.js';
+import type { Snapshots } from '../src/snapshot/snapshots.js';
 import { verifyStore } from '../src/snapshot/verify.js';
 import { BACKENDS, type OpenedBackends } from './support/backends.js';
 import { describeTree, seededBytes, writeFile } from './support/trees.js';
@@ -19,20 +18,17 @@ const OLD = Date.UTC(2024, 0, 1);
 
 describe.each(BACKENDS)('gc on $name', (backend) => {
   let b: OpenedBackends;
-  let workers: ContentWorkers;
   let snapshots: Snapshots;
 
   beforeEach(async () => {
     b = await backend.open();
-    workers = new ContentWorkers();
-    snapshots = new Snapshots({ blobs: b.blobs, meta: b.meta, workers, cacheDir: path.join(b.dir, 'cache') });
+    ({ snapshots } = b);
   }, 60_000);
   afterEach(async () => {
-    await workers?.close();
     await b?.cleanup();
   });
 
-  const gc = (options: GcOptions) => collectGarbage({ blobs: b.blobs, meta: b.meta, workers }, options);
+  const gc = (options: GcOptions) => collectGarbage(b, options);
 
   /** Five versions of one workspace: a shared 200 KB file, and a 50 KB file unique to each version. */
   async function fiveVersions(): Promise<Array<{ id: string; dir: string }>> {

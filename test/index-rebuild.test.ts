@@ -1,30 +1,26 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ContentWorkers } from '../src/objects/content-workers.js';
 import { rebuildIndex } from '../src/objects/index-rebuild.js';
 import { packKey } from '../src/objects/pack-format.js';
-import { Snapshots } from '../src/snapshot/snapshots.js';
+import type { Snapshots } from '../src/snapshot/snapshots.js';
 import { verifyStore } from '../src/snapshot/verify.js';
 import { BACKENDS, type OpenedBackends } from './support/backends.js';
 import { describeTree, makeMixedTree } from './support/trees.js';
 
 describe.each(BACKENDS)('index rebuild on $name', (backend) => {
   let b: OpenedBackends;
-  let workers: ContentWorkers;
   let snapshots: Snapshots;
   let source: string;
 
   beforeAll(async () => {
     b = await backend.open();
-    workers = new ContentWorkers();
-    snapshots = new Snapshots({ blobs: b.blobs, meta: b.meta, workers, cacheDir: path.join(b.dir, 'cache') });
+    ({ snapshots } = b);
     source = path.join(b.dir, 'source');
     makeMixedTree(source, 6 * 1024 * 1024);
     await snapshots.checkpoint({ dir: source, workspace: 'ws' });
   }, 120_000);
   afterAll(async () => {
-    await workers?.close();
     await b?.cleanup();
   });
 

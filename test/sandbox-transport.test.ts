@@ -1,10 +1,9 @@
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ContentWorkers } from '../src/objects/content-workers.js';
 import { BwrapSandboxProvider } from '../src/sandbox/providers/bwrap.js';
 import type { SandboxHandle } from '../src/sandbox/sandbox-provider.js';
 import { checkpointSandbox, restoreSandbox } from '../src/sandbox/transport/sandbox-snapshots.js';
-import { Snapshots } from '../src/snapshot/snapshots.js';
+import type { Snapshots } from '../src/snapshot/snapshots.js';
 import { BACKENDS, type OpenedBackends } from './support/backends.js';
 import { expectBwrapInstalled } from './support/sandbox-processes.js';
 
@@ -51,7 +50,6 @@ async function runNode(handle: SandboxHandle, script: string): Promise<string> {
 
 describe('checkpoint and restore through the in-sandbox agent (bwrap)', () => {
   let b: OpenedBackends;
-  let workers: ContentWorkers;
   let snapshots: Snapshots;
   let provider: BwrapSandboxProvider;
 
@@ -62,11 +60,9 @@ describe('checkpoint and restore through the in-sandbox agent (bwrap)', () => {
     // checkpointSandbox / restoreSandbox find sandboxes the way the CLI does.
     process.env.HOLDFAST_SANDBOX_DIR = sandboxes;
     provider = new BwrapSandboxProvider({ root: path.join(sandboxes, 'bwrap') });
-    workers = new ContentWorkers();
-    snapshots = new Snapshots({ blobs: b.blobs, meta: b.meta, workers, cacheDir: path.join(b.dir, 'cache') });
+    ({ snapshots } = b);
   }, 60_000);
   afterAll(async () => {
-    await workers?.close();
     await b?.cleanup();
   });
 

@@ -1,9 +1,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ContentWorkers, decompress } from '../src/objects/content-workers.js';
+import { decompress } from '../src/objects/content-workers.js';
 import { decodeFooter, decodeTrailer, PACK_FOOTER_BYTES, packIdFromKey } from '../src/objects/pack-format.js';
-import { Snapshots } from '../src/snapshot/snapshots.js';
+import type { Snapshots } from '../src/snapshot/snapshots.js';
 import { BACKENDS, type OpenedBackends } from './support/backends.js';
 import { describeTree, makeMixedTree, seededBytes, settleDirMtimes, writeFile } from './support/trees.js';
 
@@ -18,20 +18,17 @@ async function codeOf(promise: Promise<unknown>): Promise<string> {
 
 describe.each(BACKENDS)('snapshot engine on $name', (backend) => {
   let b: OpenedBackends;
-  let workers: ContentWorkers;
   let snapshots: Snapshots;
   let source: string;
 
   beforeAll(async () => {
     b = await backend.open();
-    workers = new ContentWorkers();
-    snapshots = new Snapshots({ blobs: b.blobs, meta: b.meta, workers, cacheDir: path.join(b.dir, 'cache') });
+    ({ snapshots } = b);
     source = path.join(b.dir, 'source');
     fs.mkdirSync(source);
     makeMixedTree(source);
   }, 120_000);
   afterAll(async () => {
-    await workers?.close();
     await b?.cleanup();
   });
 

@@ -4,12 +4,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BlobStore } from '../src/blob-store/blob-store.js';
 import { sha256Hex } from '../src/core/hash.js';
 import type { PackInfo } from '../src/metadata/metadata-store.js';
-import { ContentWorkers } from '../src/objects/content-workers.js';
 import { packKey } from '../src/objects/pack-format.js';
 import { readPackTrailer } from '../src/objects/pack-inspector.js';
 import { uploadPack } from '../src/objects/pack-uploader.js';
 import { PackWriter } from '../src/objects/pack-writer.js';
-import { Snapshots } from '../src/snapshot/snapshots.js';
+import type { Snapshots } from '../src/snapshot/snapshots.js';
 import { verifyStore } from '../src/snapshot/verify.js';
 import { BACKENDS, type OpenedBackends } from './support/backends.js';
 import { describeTree, seededBytes, writeFile } from './support/trees.js';
@@ -35,15 +34,13 @@ async function outcome(promise: Promise<unknown>): Promise<string> {
 
 describe.each(BACKENDS)('verify on $name', (backend) => {
   let b: OpenedBackends;
-  let workers: ContentWorkers;
   let snapshots: Snapshots;
   let source: string;
   let packs: PackInfo[];
 
   beforeAll(async () => {
     b = await backend.open();
-    workers = new ContentWorkers();
-    snapshots = new Snapshots({ blobs: b.blobs, meta: b.meta, workers, cacheDir: path.join(b.dir, 'cache') });
+    ({ snapshots } = b);
     source = path.join(b.dir, 'source');
     const old = Date.UTC(2024, 0, 1);
     writeFile(source, 'a.bin', seededBytes(300, 'verify-a'), 0o644, old);
@@ -54,7 +51,6 @@ describe.each(BACKENDS)('verify on $name', (backend) => {
     packs = await b.meta.objects.listPacks();
   }, 120_000);
   afterAll(async () => {
-    await workers?.close();
     await b?.cleanup();
   });
 

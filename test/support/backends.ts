@@ -5,16 +5,21 @@ import type { BlobStore } from '../../src/blob-store/blob-store.js';
 import { LocalDiskBlobStore } from '../../src/blob-store/drivers/local-disk.js';
 import { createS3BlobStore } from '../../src/blob-store/drivers/s3.js';
 import { type MetadataStore, openMetadataStore } from '../../src/metadata/metadata-store.js';
+import { ContentWorkers } from '../../src/objects/content-workers.js';
+import { Snapshots } from '../../src/snapshot/snapshots.js';
 import { createTestDatabase } from './postgres.js';
 import { startS3Target } from './s3-server.js';
 
-/** One opened pair of storage backends for an end-to-end test. */
+/** One opened pair of storage backends for an end-to-end test, with the engine on top. */
 export interface OpenedBackends {
   readonly blobs: BlobStore;
   readonly meta: MetadataStore;
   /** A fresh temp directory for workspaces, restores and caches. */
   readonly dir: string;
-  /** Closes the stores and removes everything the backends created. */
+  readonly workers: ContentWorkers;
+  /** The snapshot service over these stores (stat caches under `dir/cache`). */
+  readonly snapshots: Snapshots;
+  /** Stops the workers, closes the stores and removes everything the backends created. */
   cleanup(): Promise<void>;
 }
 
@@ -22,6 +27,26 @@ export interface OpenedBackends {
 export interface BackendCase {
   readonly name: string;
   open(): Promise<OpenedBackends>;
+}
+
+/** Puts the engine on opened stores; `release` undoes what the backend itself set up. */
+function withEngine(dir: string, blobs: BlobStore, meta: MetadataStore, release: () => Promise<void>): OpenedBackends {
+  const workers = new ContentWorkers();
+  const snapshots = new Snapshots({ blobs, meta, workers, cacheDir: path.join(dir, 'cache') });
+  return {
+    blobs,
+    meta,
+    dir,
+    workers,
+    snapshots,
+    async cleanup() {
+      await workers.close();
+      await meta.close();
+      await blobs.close();
+      await release();
+      await fs.rm(dir, { recursive: true, force: true });
+    },
+  };
 }
 
 /** The embedded pair (local disk + SQLite) and the scaled-out pair (S3 + PostgreSQL). */
@@ -32,16 +57,7 @@ export const BACKENDS: readonly BackendCase[] = [
       const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'hf-e2e-'));
       const blobs = await LocalDiskBlobStore.open({ path: path.join(dir, 'store', 'blobs') });
       const meta = await openMetadataStore({ kind: 'sqlite', path: path.join(dir, 'store', 'meta.db') });
-      return {
-        blobs,
-        meta,
-        dir,
-        async cleanup() {
-          await meta.close();
-          await blobs.close();
-          await fs.rm(dir, { recursive: true, force: true });
-        },
-      };
+      return withEngine(dir, blobs, meta, async () => undefined);
     },
   },
   {
@@ -60,18 +76,10 @@ export const BACKENDS: readonly BackendCase[] = [
         credentials: { ...s3.credentials },
       });
       const meta = await openMetadataStore({ kind: 'postgres', url: db.url });
-      return {
-        blobs,
-        meta,
-        dir,
-        async cleanup() {
-          await meta.close();
-          await blobs.close();
-          await s3.close();
-          await db.drop();
-          await fs.rm(dir, { recursive: true, force: true });
-        },
-      };
+      return withEngine(dir, blobs, meta, async () => {
+        await s3.close();
+        await db.drop();
+      });
     },
   },
 ];
