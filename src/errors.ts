@@ -20,6 +20,7 @@ export type ErrorCode =
   | 'STORE_UNAVAILABLE'
   | 'UNAUTHORIZED'
   | 'FORBIDDEN'
+  | 'SETUP_FAILED'
   | 'TIMEOUT'
   | 'CANCELLED'
   | 'INTERNAL';
@@ -40,6 +41,7 @@ export const ERROR_CODES: readonly ErrorCode[] = Object.freeze([
   'STORE_UNAVAILABLE',
   'UNAUTHORIZED',
   'FORBIDDEN',
+  'SETUP_FAILED',
   'TIMEOUT',
   'CANCELLED',
   'INTERNAL',

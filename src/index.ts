@@ -5,7 +5,13 @@ import { type HoldfastConfig, loadConfig } from './config.js';
 import { IntegrityError } from './errors.js';
 import { type MetadataStore, openMetadataStore } from './metadata/metadata-store.js';
 import { ContentWorkers } from './objects/content-workers.js';
-import { Snapshots } from './snapshot/snapshots.js';
+import { Checkpoints } from './runs/checkpoints.js';
+import type { Deployments, TenantScope } from './runs/deployments.js';
+import { type ShutdownReport, shutdownRuns } from './runs/drain.js';
+import { RunHost, type RunLogEvent, type RunSettings } from './runs/run-host.js';
+import { Runs } from './runs/runs.js';
+import type { SandboxProvider } from './sandbox/sandbox-provider.js';
+import { DEFAULT_TENANT, type Snapshots } from './snapshot/snapshots.js';
 import { defaultCacheDir } from './snapshot/stat-cache.js';
 
 export type { BlobBody, BlobStat, BlobStore, ByteRange, PutOptions, PutResult } from './blob-store/blob-store.js';
@@ -13,9 +19,16 @@ export { LocalDiskBlobStore } from './blob-store/drivers/local-disk.js';
 export { openBlobStore } from './blob-store/open-blob-store.js';
 export * from './config.js';
 export * from './errors.js';
-export type { MetadataStore } from './metadata/metadata-store.js';
+export type { Channel, Lease, MetadataStore, Run, RunEvent, Turn } from './metadata/metadata-store.js';
 export { openMetadataStore } from './metadata/metadata-store.js';
 export type { RebuildOptions, RebuildReport } from './objects/index-rebuild.js';
+export { Checkpoints } from './runs/checkpoints.js';
+export type { DeploymentSpec, DeploymentSpecInput, WorkspaceUpgradePolicy } from './runs/deployment-spec.js';
+export type { Deployment, Deployments, TenantScope } from './runs/deployments.js';
+export type { ShutdownReport } from './runs/drain.js';
+export { DEFAULT_RUN_SETTINGS, type RunLogEvent, type RunSettings } from './runs/run-host.js';
+export { type CreateRunInput, Runs, type TurnBody, type TurnContext, type TurnOptions, type TurnOutcome } from './runs/runs.js';
+export type { SandboxHandle, SandboxProvider } from './sandbox/sandbox-provider.js';
 export type { CheckpointProgress, CheckpointResult, CheckpointStats } from './snapshot/checkpoint.js';
 export type { DiffEntry } from './snapshot/diff.js';
 export type { GcOptions, GcReport } from './snapshot/gc.js';
@@ -36,6 +49,23 @@ export interface OpenHoldfastOptions {
   readonly cacheDir?: string;
   /** Tenant the snapshot service works in; default `default`. */
   readonly tenant?: string;
+  /** Sandbox providers by name for deployments; default: the shipped `bwrap` and `local`. */
+  readonly providers?: (name: string) => SandboxProvider;
+  /** Lease, checkpoint-interval and shutdown timings of runs. */
+  readonly runSettings?: Partial<RunSettings>;
+  /** This process's lease owner id (default `host:pid:random`). */
+  readonly owner?: string;
+  /** Receives what the runs layer does (turns, recoveries, upgrades, lease changes). */
+  readonly onRunEvent?: (event: RunLogEvent) => void;
+}
+
+/** The services of one tenant. */
+export interface TenantServices {
+  readonly tenant: TenantScope;
+  readonly snapshots: Snapshots;
+  readonly deployments: Deployments;
+  readonly runs: Runs;
+  readonly checkpoints: Checkpoints;
 }
 
 /** Result of {@link Holdfast.selfCheck}. */
@@ -52,6 +82,25 @@ export interface Holdfast {
   readonly meta: MetadataStore;
   /** Checkpoints, restores and browsing by workspace name. */
   readonly snapshots: Snapshots;
+  /** The tenant this instance was opened for. */
+  readonly tenant: TenantScope;
+  /** Deployments and channels of the tenant. */
+  readonly deployments: Deployments;
+  /** Durable runs and their turns. */
+  readonly runs: Runs;
+  /** Checkpoints by run, and browsing inside them. */
+  readonly checkpoints: Checkpoints;
+  /** The services of another tenant (created on first use), sharing this instance's stores and leases. */
+  forTenant(name: string): Promise<TenantServices>;
+  /**
+   * Graceful shutdown of runs: no new turns; idle sandboxes this process used are checkpointed
+   * with bounded concurrency inside the deadline (default 30 s); what did not finish is reported.
+   */
+  shutdown(options?: { deadlineMs?: number; concurrency?: number }): Promise<ShutdownReport>;
+  /** Subscribes to what the runs layer does; returns the unsubscribe function. */
+  onRunEvent(listener: (event: RunLogEvent) => void): () => void;
+  /** Turns running in this process now. */
+  activeTurns(): number;
   /** Writes, reads back and deletes a probe blob and reads the schema version. */
   selfCheck(): Promise<SelfCheck>;
   /** Closes what this instance opened (injected instances are left open). */
@@ -75,12 +124,47 @@ export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<H
     throw error;
   }
   const workers = new ContentWorkers();
-  const snapshots = new Snapshots({ blobs, meta, workers, cacheDir: options.cacheDir ?? defaultCacheDir() }, options.tenant);
+  const deps = { blobs, meta, workers, cacheDir: options.cacheDir ?? defaultCacheDir() };
+  const host = new RunHost({
+    meta,
+    deps,
+    ...(options.providers === undefined ? {} : { providers: options.providers }),
+    ...(options.runSettings === undefined ? {} : { settings: options.runSettings }),
+    ...(options.owner === undefined ? {} : { owner: options.owner }),
+    ...(options.onRunEvent === undefined ? {} : { onEvent: options.onRunEvent }),
+  });
+  const tenants = new Map<string, Promise<TenantServices>>();
+  const forTenant = (name: string): Promise<TenantServices> => {
+    let services = tenants.get(name);
+    if (services === undefined) {
+      services = openTenant(host, name);
+      services.catch(() => tenants.delete(name));
+      tenants.set(name, services);
+    }
+    return services;
+  };
+  let own: TenantServices;
+  try {
+    own = await forTenant(options.tenant ?? DEFAULT_TENANT);
+  } catch (error) {
+    await workers.close();
+    if (options.blobs === undefined) await blobs.close();
+    if (options.meta === undefined) await meta.close();
+    throw error;
+  }
   return {
     config,
     blobs,
     meta,
-    snapshots,
+    snapshots: own.snapshots,
+    tenant: own.tenant,
+    deployments: own.deployments,
+    runs: own.runs,
+    checkpoints: own.checkpoints,
+    forTenant,
+    shutdown: (shutdownOptions) => shutdownRuns(host, shutdownOptions),
+    onRunEvent: (listener) => host.subscribe(listener),
+    activeTurns: () => host.active.size,
     async selfCheck() {
       const started = performance.now();
       const probe = randomBytes(PROBE_BYTES);
@@ -105,4 +189,12 @@ export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<H
       if (options.meta === undefined) await meta.close();
     },
   };
+}
+
+/** Finds (or creates) tenant `name` and builds its services. */
+async function openTenant(host: RunHost, name: string): Promise<TenantServices> {
+  const snapshots = host.snapshotsFor(name);
+  const tenant = await snapshots.tenant(true);
+  const runs = new Runs(host, tenant);
+  return { tenant, snapshots, deployments: runs.deployments, runs, checkpoints: new Checkpoints(runs, snapshots) };
 }

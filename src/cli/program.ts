@@ -5,9 +5,13 @@ import type { Holdfast } from '../index.js';
 import { registerBrowse } from './commands/browse.js';
 import { registerCheckpoint } from './commands/checkpoint.js';
 import { registerInit } from './commands/init.js';
+import { registerLease } from './commands/lease.js';
 import { registerMaintenance } from './commands/maintenance.js';
 import { registerRestore } from './commands/restore.js';
+import { registerRun } from './commands/run.js';
 import { registerSandbox } from './commands/sandbox.js';
+import { registerServe } from './commands/serve.js';
+import { registerToken } from './commands/token.js';
 import { Output } from './output.js';
 
 /** Options every command inherits from the program. */
@@ -88,5 +92,9 @@ Exit codes: 0 ok, 1 error, 2 usage.`,
   registerBrowse(program);
   registerMaintenance(program);
   registerSandbox(program);
+  registerServe(program);
+  registerToken(program);
+  registerRun(program);
+  registerLease(program);
   return program;
 }

@@ -2,10 +2,14 @@ import type { Kysely, Transaction } from 'kysely';
 import type { MetaConfig } from '../config.js';
 import type { MigratedDatabase } from './migrator.js';
 import { type CheckpointsRepo, createCheckpointsRepo } from './repos/checkpoints-repo.js';
+import { createDeploymentsRepo, type DeploymentsRepo } from './repos/deployments-repo.js';
 import { createGcRepo, type GcRepo } from './repos/gc-repo.js';
 import { createObjectIndexRepo, type ObjectIndexRepo } from './repos/objects-repo.js';
 import type { RepoContext } from './repos/repo-context.js';
+import { createRunsRepo, type RunsRepo } from './repos/runs-repo.js';
 import { createTenantsRepo, type TenantsRepo } from './repos/tenants-repo.js';
+import { createTokensRepo, type TokensRepo } from './repos/tokens-repo.js';
+import { createTurnsRepo, type TurnsRepo } from './repos/turns-repo.js';
 import { createWorkspacesRepo, type WorkspacesRepo } from './repos/workspaces-repo.js';
 import type { Database } from './schema.js';
 
@@ -16,12 +20,16 @@ export type {
   ListCheckpointsOptions,
   ReadyCheckpointInput,
 } from './repos/checkpoints-repo.js';
+export type { Channel, DeploymentRecord } from './repos/deployments-repo.js';
 export type { DeletionRecord, QueuedOrphan } from './repos/gc-repo.js';
 export type { ObjectLocation, ObjectRecord, PackInfo, PackRecord } from './repos/objects-repo.js';
+export type { CreateRunInput, Lease, Run } from './repos/runs-repo.js';
 export type { CreateTenantInput, Tenant } from './repos/tenants-repo.js';
+export type { TokenRecord } from './repos/tokens-repo.js';
+export type { RunEvent, RunEventInput, Turn } from './repos/turns-repo.js';
 export type { CreateWorkspaceInput, Workspace } from './repos/workspaces-repo.js';
-export type { CheckpointReason, CheckpointStatus, Database, ObjectCodec, ObjectKind } from './schema.js';
-export type { CheckpointsRepo, GcRepo, ObjectIndexRepo, TenantsRepo, WorkspacesRepo };
+export type { CheckpointReason, CheckpointStatus, Database, LeaseState, ObjectCodec, ObjectKind, TurnStatus } from './schema.js';
+export type { CheckpointsRepo, DeploymentsRepo, GcRepo, ObjectIndexRepo, RunsRepo, TenantsRepo, TokensRepo, TurnsRepo, WorkspacesRepo };
 
 /** Which SQL engine a store runs on. */
 export type MetadataDialect = 'sqlite' | 'postgres';
@@ -39,6 +47,14 @@ export interface MetadataRepositories {
   readonly checkpoints: CheckpointsRepo;
   /** GC bookkeeping: the orphan-pack queue and the deletion journal. */
   readonly gc: GcRepo;
+  /** Deployments and channels. */
+  readonly deployments: DeploymentsRepo;
+  /** Runs and their leases. */
+  readonly runs: RunsRepo;
+  /** Turns and run events. */
+  readonly turns: TurnsRepo;
+  /** API tokens (hashed). */
+  readonly tokens: TokensRepo;
 }
 
 /** The repositories bound to one open transaction, plus its raw Kysely handle. */
@@ -100,6 +116,10 @@ function repositories(context: RepoContext): MetadataRepositories {
     workspaces: createWorkspacesRepo(context),
     checkpoints: createCheckpointsRepo(context),
     gc: createGcRepo(context),
+    deployments: createDeploymentsRepo(context),
+    runs: createRunsRepo(context),
+    turns: createTurnsRepo(context),
+    tokens: createTokensRepo(context),
   };
 }
 

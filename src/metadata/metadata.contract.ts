@@ -12,6 +12,7 @@ import {
 import type { MetadataStore } from './metadata-store.js';
 import { LATEST_SCHEMA_VERSION, MIGRATIONS } from './migrations.js';
 import { describeObjectIndexCases } from './object-index.contract.js';
+import { describeRunsCases } from './runs.contract.js';
 
 export type { MetadataContractOptions, MetadataTestDatabase } from './metadata-contract-support.contract.js';
 
@@ -29,6 +30,7 @@ export function describeMetadataContract(options: MetadataContractOptions): void
     describeSnapshotCases(ctx);
     describeObjectIndexCases(ctx);
     describeGcCases(ctx);
+    describeRunsCases(ctx);
   });
 }
 

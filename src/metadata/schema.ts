@@ -1,4 +1,4 @@
-import type { ColumnType } from 'kysely';
+import type { ColumnType, Generated } from 'kysely';
 
 /**
  * The Kysely view of Holdfast's metadata tables. Column names are the SQL names
@@ -106,6 +106,93 @@ export interface DeletionJournalTable {
   finished_at: number | null;
 }
 
+/** `deployments` (migration 3): an immutable deployment; `id` is the SHA-256 of its canonical `spec` JSON. */
+export interface DeploymentsTable {
+  tenant_id: string;
+  id: string;
+  spec: string;
+  created_at: number;
+}
+
+/** `channels` (migration 3): a name pointing at the active deployment; `version` counts publishes. */
+export interface ChannelsTable {
+  tenant_id: string;
+  name: string;
+  deployment_id: string;
+  version: number;
+  updated_at: number;
+}
+
+/** Who may act for a run: nobody, one owner until `lease_expires_at`, or nobody until a person resolves an uncertain stop. */
+export type LeaseState = 'free' | 'held' | 'release_recovery_required';
+
+/** `runs` (migration 3): one durable run, its workspace, its current sandbox and its lease. */
+export interface RunsTable {
+  id: string;
+  tenant_id: string;
+  workspace_id: string;
+  channel: string | null;
+  deployment_id: string;
+  sandbox_provider: string | null;
+  sandbox_id: string | null;
+  lease_state: ColumnType<LeaseState, LeaseState | undefined, LeaseState>;
+  lease_epoch: ColumnType<number, number | undefined, number>;
+  lease_owner: string | null;
+  lease_expires_at: number | null;
+  /** Set by a claim that took over an expired lease: the owner it was taken from. */
+  lease_taken_from: string | null;
+  /** JSON: why the lease needs recovery. */
+  lease_error: string | null;
+  turn_count: ColumnType<number, number | undefined, number>;
+  created_at: number;
+  updated_at: number;
+}
+
+/** Lifecycle of a turn. */
+export type TurnStatus = 'running' | 'completed' | 'failed';
+
+/** `turns` (migration 3): one turn of a run; completed exactly when its checkpoint is the head. */
+export interface TurnsTable {
+  id: string;
+  run_id: string;
+  seq: number;
+  epoch: number;
+  owner: string;
+  status: TurnStatus;
+  checkpoint_id: string | null;
+  /** JSON. */
+  error: string | null;
+  /** JSON: what the turn's body returned (exit code, output sizes). */
+  result: string | null;
+  started_at: number;
+  finished_at: number | null;
+}
+
+/** `run_events` (migration 3): the recorded steps of recoveries, upgrades and lease changes, with timings. */
+export interface RunEventsTable {
+  id: Generated<number>;
+  run_id: string;
+  at: number;
+  kind: string;
+  step: string;
+  status: 'ok' | 'failed';
+  duration_ms: number | null;
+  /** JSON. */
+  data: string | null;
+}
+
+/** `tokens` (migration 3): API bearer tokens, by SHA-256 hash only. */
+export interface TokensTable {
+  id: string;
+  tenant_id: string;
+  hash: string;
+  name: string;
+  /** 1 for admin tokens (may create tenants and tokens), else 0. */
+  admin: number;
+  created_at: number;
+  revoked_at: number | null;
+}
+
 /** `holdfast_schema_migrations`: one row per applied migration, written by the migrator only. */
 export interface SchemaMigrationsTable {
   version: number;
@@ -122,5 +209,11 @@ export interface Database {
   checkpoints: CheckpointsTable;
   gc_queue: GcQueueTable;
   deletion_journal: DeletionJournalTable;
+  deployments: DeploymentsTable;
+  channels: ChannelsTable;
+  runs: RunsTable;
+  turns: TurnsTable;
+  run_events: RunEventsTable;
+  tokens: TokensTable;
   holdfast_schema_migrations: SchemaMigrationsTable;
 }

@@ -49,6 +49,13 @@ export interface CheckpointOptions {
   readonly maxAttempts?: number;
   readonly signal?: AbortSignal;
   readonly onProgress?: (progress: CheckpointProgress) => void;
+  /**
+   * Runs inside the commit transaction, with the checkpoint marked ready and just before the
+   * head moves: a rejection rolls everything back and fails the checkpoint. The runs layer
+   * fences the head move with its lease epoch here (so a stale owner hears `STALE_LEASE`, not
+   * `CONFLICT`) and completes the turn atomically with it.
+   */
+  readonly onCommit?: (tx: MetadataTransaction, checkpoint: Checkpoint) => Promise<void>;
 }
 
 /** Figures reported by a checkpoint. */
@@ -110,6 +117,7 @@ export async function createCheckpoint(deps: SnapshotDeps, options: CheckpointOp
         rootTree: captured.rootId,
         stats: { ...stats, excluded: captured.excluded.slice(0, STORED_EXCLUSIONS), allowed: captured.allowed },
       });
+      await options.onCommit?.(tx, ready);
       await tx.workspaces.casHead(workspace.id, workspace.headVersion, pending.id);
       return ready;
     });

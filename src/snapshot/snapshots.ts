@@ -1,11 +1,17 @@
 import type { ExcludeOptions } from '../core/excludes.js';
 import type { TreeEntry } from '../core/tree.js';
 import { InputError, isHoldfastError, NotFoundError } from '../errors.js';
-import type { Checkpoint, CheckpointReason, Workspace } from '../metadata/metadata-store.js';
+import type { Checkpoint, CheckpointReason, Tenant, Workspace } from '../metadata/metadata-store.js';
 import { type RebuildOptions, type RebuildReport, rebuildIndex as rebuildObjectIndex } from '../objects/index-rebuild.js';
 import { ObjectReader } from '../objects/object-reader.js';
 import { type Lookup, lookupPath, readFileFromTree } from './browse.js';
-import { type CheckpointProgress, type CheckpointResult, createCheckpoint, type SnapshotDeps } from './checkpoint.js';
+import {
+  type CheckpointOptions,
+  type CheckpointProgress,
+  type CheckpointResult,
+  createCheckpoint,
+  type SnapshotDeps,
+} from './checkpoint.js';
 import { type DiffEntry, diffTrees } from './diff.js';
 import { collectGarbage, type GcOptions, type GcReport } from './gc.js';
 import { type RestoreProgress, type RestoreReceipt, restoreCheckpoint } from './restore.js';
@@ -48,6 +54,7 @@ export class Snapshots {
     limits?: Partial<ScanLimits>;
     signal?: AbortSignal;
     onProgress?: (progress: CheckpointProgress) => void;
+    onCommit?: NonNullable<CheckpointOptions['onCommit']>;
   }): Promise<CheckpointResult> {
     const { dir, source, ...rest } = options;
     if ((dir === undefined) === (source === undefined))
@@ -128,21 +135,28 @@ export class Snapshots {
       );
     }
     const { meta } = this.deps;
-    let tenant = await meta.tenants.findByName(this.tenantName);
-    if (tenant === undefined) {
-      if (!create) throw new NotFoundError(`no workspace ${name}`, { data: { workspace: name } });
-      tenant = await meta.tenants.create({ name: this.tenantName }).catch(async (error: unknown) => {
-        const raced = isHoldfastError(error, 'ALREADY_EXISTS') ? await meta.tenants.findByName(this.tenantName) : undefined;
-        if (raced === undefined) throw error;
-        return raced;
-      });
-    }
+    const tenant = await this.tenant(create);
+    if (tenant === undefined) throw new NotFoundError(`no workspace ${name}`, { data: { workspace: name } });
     const found = await meta.workspaces.findByName(tenant.id, name);
     if (found !== undefined) return found;
     if (!create) throw new NotFoundError(`no workspace ${name}`, { data: { workspace: name } });
     const tenantId = tenant.id;
     return meta.workspaces.create({ tenantId, name }).catch(async (error: unknown) => {
       const raced = isHoldfastError(error, 'ALREADY_EXISTS') ? await meta.workspaces.findByName(tenantId, name) : undefined;
+      if (raced === undefined) throw error;
+      return raced;
+    });
+  }
+
+  /** This service's tenant row; with `create`, created on first use (safe against racing creators). */
+  async tenant(create: true): Promise<Tenant>;
+  async tenant(create: boolean): Promise<Tenant | undefined>;
+  async tenant(create: boolean): Promise<Tenant | undefined> {
+    const { meta } = this.deps;
+    const tenant = await meta.tenants.findByName(this.tenantName);
+    if (tenant !== undefined || !create) return tenant;
+    return meta.tenants.create({ name: this.tenantName }).catch(async (error: unknown) => {
+      const raced = isHoldfastError(error, 'ALREADY_EXISTS') ? await meta.tenants.findByName(this.tenantName) : undefined;
       if (raced === undefined) throw error;
       return raced;
     });

@@ -2,6 +2,7 @@ import type { CheckpointResult } from '../../snapshot/checkpoint.js';
 import type { RestoreReceipt } from '../../snapshot/restore.js';
 import type { Snapshots } from '../../snapshot/snapshots.js';
 import { findSandbox } from '../open-provider.js';
+import type { SandboxHandle } from '../sandbox-provider.js';
 import { withAgent } from './agent-session.js';
 import { restoreIntoSandbox } from './exec-restore.js';
 import { ExecWorkspaceSource } from './exec-source.js';
@@ -21,7 +22,11 @@ export interface SandboxRef {
  */
 export async function checkpointSandbox(snapshots: Snapshots, options: CheckpointInput & SandboxRef): Promise<CheckpointResult> {
   const { sandbox, provider, ...rest } = options;
-  const handle = await findSandbox(sandbox, provider);
+  return checkpointHandle(snapshots, await findSandbox(sandbox, provider), rest);
+}
+
+/** {@link checkpointSandbox} for a sandbox already in hand. */
+export async function checkpointHandle(snapshots: Snapshots, handle: SandboxHandle, rest: CheckpointInput): Promise<CheckpointResult> {
   if (handle.localPath !== undefined) return snapshots.checkpoint({ ...rest, dir: handle.localPath });
   return withAgent(handle, (client) =>
     snapshots.checkpoint({
@@ -34,7 +39,11 @@ export async function checkpointSandbox(snapshots: Snapshots, options: Checkpoin
 /** Restores a checkpoint (default: the head) into a sandbox's workspace, the same two ways. */
 export async function restoreSandbox(snapshots: Snapshots, options: RestoreInput & SandboxRef): Promise<RestoreReceipt> {
   const { sandbox, provider, ...rest } = options;
-  const handle = await findSandbox(sandbox, provider);
+  return restoreHandle(snapshots, await findSandbox(sandbox, provider), rest);
+}
+
+/** {@link restoreSandbox} for a sandbox already in hand. */
+export async function restoreHandle(snapshots: Snapshots, handle: SandboxHandle, rest: RestoreInput): Promise<RestoreReceipt> {
   if (handle.localPath !== undefined) return snapshots.restore({ ...rest, dir: handle.localPath });
   const { workspace, checkpoint } = await snapshots.restorePoint(rest.workspace, rest.checkpoint);
   return withAgent(handle, (client) =>

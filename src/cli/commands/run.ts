@@ -1,0 +1,150 @@
+import type { Command } from 'commander';
+import { NotFoundError } from '../../errors.js';
+import type { Holdfast, Run, RunEvent, TenantServices, Turn } from '../../index.js';
+import { positiveInt, withHoldfast } from '../program.js';
+
+/** Runs `run ls` lists when no `--limit` is given (the library's own page size). */
+const DEFAULT_LIST_LIMIT = 100;
+/** Most recent turns `run show` prints. */
+const SHOWN_TURNS = 10;
+/** Most recent events `run show` prints, oldest first: enough for several recoveries. */
+const SHOWN_EVENTS = 200;
+
+/** A run found by id alone, with the services of the tenant that owns it. */
+export interface LocatedRun {
+  readonly run: Run;
+  readonly services: TenantServices;
+}
+
+/**
+ * Finds run `runId` in whichever tenant holds it: an operator with direct store access names
+ * runs by id. `NOT_FOUND` when no tenant has it.
+ */
+export async function locateRun(hf: Holdfast, runId: string): Promise<LocatedRun> {
+  const run = await hf.meta.runs.get(runId);
+  const tenant = await hf.meta.tenants.get(run.tenantId);
+  return { run, services: await hf.forTenant(tenant.name) };
+}
+
+/** Renders rows under `header` as left-aligned columns two spaces apart. */
+export function renderTable(header: readonly string[], rows: readonly (readonly string[])[]): string {
+  const widths = header.map((h, col) => Math.max(h.length, ...rows.map((r) => (r[col] ?? '').length)));
+  return [header, ...rows]
+    .map((row) =>
+      row
+        .map((cell, col) => cell.padEnd(widths[col] ?? 0))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
+}
+
+/** An epoch-milliseconds time as ISO 8601, or `-` when absent. */
+export function isoTime(ms: number | null): string {
+  return ms === null ? '-' : new Date(ms).toISOString();
+}
+
+/** `holdfast run ls | show`: read runs, their turns and their recorded steps from the store. */
+export function registerRun(program: Command): void {
+  // Subcommands copy this when created; runCli overrides only the first level, and a usage
+  // error in `run <sub>` must still reach it to exit 2.
+  const run = program.command('run').exitOverride().description('inspect durable runs: their lease, turns and recovery timeline');
+
+  run
+    .command('ls')
+    .description('list runs, newest first (all tenants unless --tenant)')
+    .option('-t, --tenant <name>', 'only this tenant')
+    .option('--limit <n>', `most runs to list (default ${DEFAULT_LIST_LIMIT})`, positiveInt('--limit'))
+    .action(async (flags: { tenant?: string; limit?: number }, command: Command) => {
+      await withHoldfast(command, async (hf, { output }) => {
+        const limit = flags.limit ?? DEFAULT_LIST_LIMIT;
+        const tenants = flags.tenant === undefined ? await hf.meta.tenants.list() : [await tenantNamed(hf, flags.tenant)];
+        const names = new Map(tenants.map((t) => [t.id, t.name]));
+        const runs: Run[] = [];
+        for (const tenant of tenants) runs.push(...(await (await hf.forTenant(tenant.name)).runs.list(limit)));
+        runs.sort((a, b) => b.createdAt - a.createdAt || a.id.localeCompare(b.id));
+        const shown = runs.slice(0, limit).map((r) => ({ ...r, tenant: names.get(r.tenantId) ?? r.tenantId }));
+        output.result(shown, () =>
+          shown.length === 0
+            ? 'no runs'
+            : renderTable(
+                ['ID', 'TENANT', 'LEASE', 'EPOCH', 'TURNS', 'DEPLOYMENT', 'SANDBOX', 'UPDATED'],
+                shown.map((r) => [
+                  r.id,
+                  r.tenant,
+                  r.lease.state,
+                  String(r.lease.epoch),
+                  String(r.turnCount),
+                  r.deploymentId,
+                  r.sandbox === null ? '-' : `${r.sandbox.provider}/${r.sandbox.id}`,
+                  isoTime(r.updatedAt),
+                ]),
+              ),
+        );
+      });
+    });
+
+  run
+    .command('show')
+    .description('show a run of any tenant: deployment, sandbox, lease, its last turns and its recorded steps')
+    .argument('<runId>', 'run id')
+    .action(async (runId: string, _flags: unknown, command: Command) => {
+      await withHoldfast(command, async (hf, { output }) => {
+        const { services } = await locateRun(hf, runId);
+        const current = await services.runs.get(runId);
+        const turns = await services.runs.turns(runId, SHOWN_TURNS);
+        const events = await services.runs.events(runId, SHOWN_EVENTS);
+        output.result({ run: current, tenant: services.tenant.name, turns, events }, () =>
+          renderShow(current, services.tenant.name, turns, events),
+        );
+      });
+    });
+}
+
+/** The tenant named `name`; `NOT_FOUND` rather than creating it, since listing must not write. */
+async function tenantNamed(hf: Holdfast, name: string): Promise<{ id: string; name: string }> {
+  const tenant = await hf.meta.tenants.findByName(name);
+  if (tenant === undefined) throw new NotFoundError(`tenant ${name} not found: holdfast run ls without --tenant lists every tenant's runs`);
+  return tenant;
+}
+
+function renderShow(run: Run, tenant: string, turns: readonly Turn[], events: readonly RunEvent[]): string {
+  const { lease } = run;
+  const lines = [
+    `run ${run.id} (tenant ${tenant})`,
+    `  deployment  ${run.deploymentId}${run.channel === null ? ' (pinned)' : ` (channel ${run.channel})`}`,
+    `  sandbox     ${run.sandbox === null ? 'none' : `${run.sandbox.provider}/${run.sandbox.id}`}`,
+    `  lease       ${lease.state}, epoch ${lease.epoch}, owner ${lease.owner ?? '-'}, expires ${isoTime(lease.expiresAt)}`,
+    ...(lease.takenFrom === null ? [] : [`  taken from  ${lease.takenFrom}`]),
+    ...(lease.error === null ? [] : [`  lease error ${JSON.stringify(lease.error)}`]),
+    ...(lease.state === 'release_recovery_required' ? [`  resolve it with: holdfast lease resolve ${run.id}`] : []),
+    `  turns       ${run.turnCount}, created ${isoTime(run.createdAt)}, updated ${isoTime(run.updatedAt)}`,
+    '',
+    turns.length === 0 ? 'no turns' : `last ${turns.length} turns:`,
+  ];
+  if (turns.length > 0) {
+    const rows = turns.map((t) => [
+      String(t.seq),
+      t.status,
+      String(t.epoch),
+      isoTime(t.startedAt),
+      t.finishedAt === null ? '-' : String(t.finishedAt - t.startedAt),
+      t.checkpointId ?? '-',
+      t.error === null ? '' : JSON.stringify(t.error),
+    ]);
+    lines.push(renderTable(['SEQ', 'STATUS', 'EPOCH', 'STARTED', 'DURATION_MS', 'CHECKPOINT', 'ERROR'], rows));
+  }
+  lines.push('', events.length === 0 ? 'no recorded steps' : `steps (oldest first, last ${events.length}):`);
+  if (events.length > 0) {
+    const rows = events.map((e) => [
+      isoTime(e.at),
+      e.kind,
+      e.step,
+      e.status,
+      e.durationMs === null ? '-' : String(e.durationMs),
+      e.data === null ? '' : JSON.stringify(e.data),
+    ]);
+    lines.push(renderTable(['AT', 'KIND', 'STEP', 'STATUS', 'DURATION_MS', 'DATA'], rows));
+  }
+  return lines.join('\n');
+}

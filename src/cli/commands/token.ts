@@ -1,0 +1,103 @@
+import type { Command } from 'commander';
+import { NotFoundError } from '../../errors.js';
+import type { Holdfast } from '../../index.js';
+import { generateToken, hashToken } from '../../server/auth.js';
+import { withHoldfast } from '../program.js';
+import { isoTime, renderTable } from './run.js';
+
+/** Label of a token created without `--name`. */
+const DEFAULT_TOKEN_NAME = 'cli';
+/** Tenant of a token created without `--tenant`. */
+const DEFAULT_TOKEN_TENANT = 'default';
+
+/** A token just created: the only moment its secret exists outside the caller's hands. */
+export interface CreatedToken {
+  readonly id: string;
+  readonly tenant: string;
+  readonly name: string;
+  readonly admin: boolean;
+  /** The bearer token itself; only its hash is stored. */
+  readonly token: string;
+}
+
+/** Creates an API token for tenant `tenant` (creating the tenant if it is missing). */
+export async function createToken(hf: Holdfast, input: { tenant: string; name: string; admin: boolean }): Promise<CreatedToken> {
+  const { tenant } = await hf.forTenant(input.tenant);
+  const token = generateToken();
+  const record = await hf.meta.tokens.create({ tenantId: tenant.id, name: input.name, hash: hashToken(token), admin: input.admin });
+  return { id: record.id, tenant: tenant.name, name: record.name, admin: record.admin, token };
+}
+
+/** `holdfast token create | list | revoke`: API tokens of the HTTP server, managed in the store. */
+export function registerToken(program: Command): void {
+  // Subcommands copy this when created; runCli overrides only the first level, and a usage
+  // error in `token <sub>` must still reach it to exit 2.
+  const token = program
+    .command('token')
+    .exitOverride()
+    .description('create, list and revoke API tokens (stored hashed; a token is shown once)');
+
+  token
+    .command('create')
+    .description('create a token and print it once (stdout holds the token alone unless --json)')
+    .option('-t, --tenant <name>', 'tenant the token acts for (created if missing)', DEFAULT_TOKEN_TENANT)
+    .option('-n, --name <label>', 'label to recognise the token by in lists and logs', DEFAULT_TOKEN_NAME)
+    .option('--admin', 'may also manage tenants and tokens')
+    .action(async (flags: { tenant: string; name: string; admin?: boolean }, command: Command) => {
+      await withHoldfast(command, async (hf, { output }) => {
+        const created = await createToken(hf, { tenant: flags.tenant, name: flags.name, admin: flags.admin === true });
+        output.note(
+          `token ${created.id} (${created.name}) for tenant ${created.tenant}${created.admin ? ', admin' : ''}: shown only once, store it now`,
+        );
+        output.result(created, () => created.token);
+      });
+    });
+
+  token
+    .command('list')
+    .description('list tokens, live and revoked, newest first (never their secrets)')
+    .action(async (_flags: unknown, command: Command) => {
+      await withHoldfast(command, async (hf, { output }) => {
+        const tenants = new Map((await hf.meta.tenants.list()).map((t) => [t.id, t.name]));
+        const tokens = (await hf.meta.tokens.list()).map((t) => ({
+          id: t.id,
+          tenantId: t.tenantId,
+          tenant: tenants.get(t.tenantId) ?? null,
+          name: t.name,
+          admin: t.admin,
+          createdAt: t.createdAt,
+          revokedAt: t.revokedAt,
+        }));
+        output.result(tokens, () =>
+          tokens.length === 0
+            ? 'no tokens (holdfast token create --admin makes one)'
+            : renderTable(
+                ['ID', 'TENANT', 'NAME', 'ADMIN', 'CREATED', 'REVOKED'],
+                tokens.map((t) => [
+                  t.id,
+                  t.tenant ?? t.tenantId,
+                  t.name,
+                  t.admin ? 'yes' : 'no',
+                  isoTime(t.createdAt),
+                  isoTime(t.revokedAt),
+                ]),
+              ),
+        );
+      });
+    });
+
+  token
+    .command('revoke')
+    .description('revoke a token: requests carrying it are refused from now on')
+    .argument('<id>', 'token id (from holdfast token list)')
+    .action(async (id: string, _flags: unknown, command: Command) => {
+      await withHoldfast(command, async (hf, { output }) => {
+        if (!(await hf.meta.tokens.revoke(id))) {
+          throw new NotFoundError(`no live token with id ${id}: holdfast token list shows the ids (a revoked token stays revoked)`, {
+            data: { tokenId: id },
+          });
+        }
+        output.result({ id, revoked: true }, () => `token ${id} revoked`);
+      });
+    });
+}

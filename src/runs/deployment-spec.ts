@@ -1,0 +1,120 @@
+import { sha256Hex } from '../core/hash.js';
+import { findSecret } from '../core/secrets.js';
+import { HoldfastError, InputError } from '../errors.js';
+import { checkedEnv } from '../sandbox/sandbox-spec.js';
+
+/** How a run on an older deployment reaches a newly published one. */
+export type WorkspaceUpgradePolicy = 'automatic' | 'manual';
+
+/**
+ * An immutable deployment: what a run's sandbox is made from. Its id is the SHA-256 of the
+ * canonical JSON of these fields, so the same spec always has the same id.
+ */
+export interface DeploymentSpec {
+  /** Sandbox provider name (`bwrap`, `local`, or one registered by the embedding platform). */
+  readonly provider: string;
+  /** Provider-specific base image; `null` for providers without images. */
+  readonly image: string | null;
+  /** Commands (argv, no shell) run in order in the workspace of every new sandbox, after the restore. */
+  readonly setup: readonly (readonly string[])[];
+  /** Variables of every command in the sandbox. Never credentials: values that look like secrets are refused. */
+  readonly env: Readonly<Record<string, string>>;
+  /** Workspace directory inside the sandbox; `null` means the provider's own workspace root. */
+  readonly workspaceRoot: string | null;
+  /** `automatic`: runs on the channel move to this deployment before their next turn; `manual`: only when asked. */
+  readonly workspaceUpgradePolicy: WorkspaceUpgradePolicy;
+  /** Runtime check (argv) run after setup; it must exit 0. `null`: the workspace root must exist and be writable. */
+  readonly validate: readonly string[] | null;
+}
+
+/** What callers pass: every field but `provider` has a default. */
+export type DeploymentSpecInput = { readonly provider: string } & {
+  readonly [K in Exclude<keyof DeploymentSpec, 'provider'>]?: DeploymentSpec[K] | undefined;
+};
+
+/** Bounds that keep a deployment record small. */
+export const MAX_SETUP_COMMANDS = 32;
+export const MAX_ARGV_ITEMS = 256;
+export const MAX_ARG_CHARS = 8192;
+const MAX_IMAGE_CHARS = 512;
+const MAX_ROOT_CHARS = 1024;
+const PROVIDER_PATTERN = /^[a-z][a-z0-9-]{0,63}$/;
+
+/** Checks and completes a spec; throws `INVALID_INPUT`, `LIMIT_EXCEEDED` or `SECRET_EXCLUDED`. */
+export function normalizeDeploymentSpec(input: DeploymentSpecInput): DeploymentSpec {
+  if (typeof input !== 'object' || input === null) throw invalid('a deployment spec must be an object', 'spec');
+  if (typeof input.provider !== 'string' || !PROVIDER_PATTERN.test(input.provider)) {
+    throw invalid(`provider must match ${PROVIDER_PATTERN}`, 'provider');
+  }
+  const image = input.image ?? null;
+  if (image !== null && (typeof image !== 'string' || image === '' || image.length > MAX_IMAGE_CHARS)) {
+    throw invalid(`image must be a non-empty string of at most ${MAX_IMAGE_CHARS} characters`, 'image');
+  }
+  const setup = input.setup ?? [];
+  if (!Array.isArray(setup)) throw invalid('setup must be a list of argv lists', 'setup');
+  if (setup.length > MAX_SETUP_COMMANDS) {
+    throw new InputError('LIMIT_EXCEEDED', `at most ${MAX_SETUP_COMMANDS} setup commands`, { data: { field: 'setup' } });
+  }
+  const env = checkedEnv(input.env);
+  for (const [name, value] of Object.entries(env)) {
+    const finding = findSecret(Buffer.from(value));
+    if (finding !== undefined) {
+      throw new HoldfastError(
+        'SECRET_EXCLUDED',
+        `deployment variable ${name} looks like a credential (${finding.rule}); Holdfast never stores credentials: inject them into the sandbox at run time instead`,
+        { data: { field: 'env', name, rule: finding.rule } },
+      );
+    }
+  }
+  const workspaceRoot = input.workspaceRoot ?? null;
+  if (
+    workspaceRoot !== null &&
+    (typeof workspaceRoot !== 'string' ||
+      !workspaceRoot.startsWith('/') ||
+      workspaceRoot.length > MAX_ROOT_CHARS ||
+      workspaceRoot.split('/').some((part) => part === '..' || part === '.') ||
+      workspaceRoot.includes('\0'))
+  ) {
+    throw invalid('workspaceRoot must be an absolute path without . or .. components', 'workspaceRoot');
+  }
+  const policy = input.workspaceUpgradePolicy ?? 'automatic';
+  if (policy !== 'automatic' && policy !== 'manual')
+    throw invalid('workspaceUpgradePolicy must be automatic or manual', 'workspaceUpgradePolicy');
+  return {
+    provider: input.provider,
+    image,
+    setup: setup.map((argv, i) => checkedArgv(argv, `setup[${i}]`)),
+    env: Object.fromEntries(Object.entries(env).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))),
+    workspaceRoot: workspaceRoot === null ? null : workspaceRoot.replace(/\/+$/, '') || '/',
+    workspaceUpgradePolicy: policy,
+    validate: input.validate === undefined || input.validate === null ? null : checkedArgv(input.validate, 'validate'),
+  };
+}
+
+/** Canonical JSON of a normalized spec: fixed key order, sorted env. */
+export function canonicalSpecJson(spec: DeploymentSpec): string {
+  const { provider, image, setup, env, workspaceRoot, workspaceUpgradePolicy, validate } = spec;
+  return JSON.stringify({ provider, image, setup, env, workspaceRoot, workspaceUpgradePolicy, validate });
+}
+
+/** The deployment id: SHA-256 (hex) of the canonical JSON. */
+export function deploymentId(spec: DeploymentSpec): string {
+  return sha256Hex(canonicalSpecJson(spec));
+}
+
+/** Checks an argv list; returns a plain copy. */
+export function checkedArgv(argv: unknown, field: string): string[] {
+  if (!Array.isArray(argv) || argv.length === 0) throw invalid(`${field} must be a non-empty list of strings`, field);
+  if (argv.length > MAX_ARGV_ITEMS)
+    throw new InputError('LIMIT_EXCEEDED', `${field} has more than ${MAX_ARGV_ITEMS} items`, { data: { field } });
+  for (const arg of argv) {
+    if (typeof arg !== 'string' || arg.length > MAX_ARG_CHARS || arg.includes('\0')) {
+      throw invalid(`${field} items must be strings without NUL of at most ${MAX_ARG_CHARS} characters`, field);
+    }
+  }
+  return [...(argv as string[])];
+}
+
+function invalid(message: string, field: string): InputError {
+  return new InputError('INVALID_INPUT', message, { data: { field } });
+}

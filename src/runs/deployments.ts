@@ -1,0 +1,85 @@
+import { InputError, NotFoundError } from '../errors.js';
+import type { Channel, MetadataStore } from '../metadata/metadata-store.js';
+import {
+  canonicalSpecJson,
+  type DeploymentSpec,
+  type DeploymentSpecInput,
+  deploymentId,
+  normalizeDeploymentSpec,
+} from './deployment-spec.js';
+
+/** A deployment as the API returns it. */
+export interface Deployment {
+  readonly id: string;
+  readonly spec: DeploymentSpec;
+  readonly createdAt: number;
+}
+
+/** A tenant, as services scoped to one see it. */
+export interface TenantScope {
+  readonly id: string;
+  readonly name: string;
+}
+
+const CHANNEL_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+
+/**
+ * Deployments and channels of one tenant. Deployments are immutable and content-addressed:
+ * creating the same spec twice returns the same deployment. Publishing moves a channel.
+ */
+export class Deployments {
+  constructor(
+    private readonly meta: MetadataStore,
+    readonly tenant: TenantScope,
+  ) {}
+
+  /** Stores a deployment (idempotent). `INVALID_INPUT`/`LIMIT_EXCEEDED`/`SECRET_EXCLUDED` for a bad spec. */
+  async create(input: DeploymentSpecInput): Promise<Deployment & { readonly created: boolean }> {
+    const spec = normalizeDeploymentSpec(input);
+    const id = deploymentId(spec);
+    const existing = await this.meta.deployments.find(this.tenant.id, id);
+    const record = existing ?? (await this.meta.deployments.put({ tenantId: this.tenant.id, id, spec: canonicalSpecJson(spec) }));
+    return { id, spec, createdAt: record.createdAt, created: existing === undefined };
+  }
+
+  /** The deployment `id`; `NOT_FOUND` when this tenant has none. */
+  async get(id: string): Promise<Deployment> {
+    const record = await this.meta.deployments.find(this.tenant.id, id);
+    if (record === undefined) throw new NotFoundError(`deployment ${id} not found`, { data: { deploymentId: id } });
+    return { id: record.id, spec: JSON.parse(record.spec) as DeploymentSpec, createdAt: record.createdAt };
+  }
+
+  /** The tenant's deployments, newest first. */
+  async list(): Promise<Deployment[]> {
+    const records = await this.meta.deployments.list(this.tenant.id);
+    return records.map((r) => ({ id: r.id, spec: JSON.parse(r.spec) as DeploymentSpec, createdAt: r.createdAt }));
+  }
+
+  /** Makes `deploymentId` the active deployment of channel `name` (created on first publish). */
+  async publish(name: string, deploymentId: string): Promise<Channel> {
+    checkChannelName(name);
+    await this.get(deploymentId);
+    return this.meta.deployments.publish(this.tenant.id, name, deploymentId);
+  }
+
+  /** Channel `name`; `NOT_FOUND` when it was never published. */
+  async channel(name: string): Promise<Channel> {
+    checkChannelName(name);
+    const channel = await this.meta.deployments.findChannel(this.tenant.id, name);
+    if (channel === undefined) throw new NotFoundError(`channel ${name} not found`, { data: { channel: name } });
+    return channel;
+  }
+
+  /** The tenant's channels by name. */
+  channels(): Promise<Channel[]> {
+    return this.meta.deployments.listChannels(this.tenant.id);
+  }
+}
+
+function checkChannelName(name: string): void {
+  if (typeof name !== 'string' || !CHANNEL_PATTERN.test(name)) {
+    throw new InputError('INVALID_INPUT', `invalid channel name ${JSON.stringify(name)}: 1-64 of A-Z a-z 0-9 . _ -`, {
+      data: { channel: name },
+    });
+  }
+}

@@ -1,0 +1,141 @@
+import { randomBytes } from 'node:crypto';
+import os from 'node:os';
+import type { MetadataStore } from '../metadata/metadata-store.js';
+import { openSandboxProvider } from '../sandbox/open-provider.js';
+import type { SandboxProvider } from '../sandbox/sandbox-provider.js';
+import type { SnapshotDeps } from '../snapshot/checkpoint.js';
+import { Snapshots } from '../snapshot/snapshots.js';
+import type { TenantScope } from './deployments.js';
+import { KeyedMutex } from './keyed-mutex.js';
+
+/** Timings and bounds of the runs layer; each can be overridden in {@link RunHostOptions}. */
+export interface RunSettings {
+  /** How long a claimed lease lives without a heartbeat. */
+  readonly leaseTtlMs: number;
+  /** Heartbeat period; default a third of the TTL. */
+  readonly heartbeatMs: number;
+  /** How long a turn waits for the previous one of the same run to release. */
+  readonly turnWaitMs: number;
+  /** Periodic checkpoint interval while a turn runs (0 disables). */
+  readonly checkpointIntervalMs: number;
+  /** Bound on each setup and validation command. */
+  readonly setupTimeoutMs: number;
+  /** Bound on stopping (destroying) a sandbox before the stop counts as uncertain. */
+  readonly stopTimeoutMs: number;
+  /** Graceful shutdown deadline. */
+  readonly shutdownDeadlineMs: number;
+  /** Idle sandboxes checkpointed at once during shutdown. */
+  readonly shutdownConcurrency: number;
+}
+
+/** Defaults of {@link RunSettings} (DESIGN section 9). */
+export const DEFAULT_RUN_SETTINGS: RunSettings = Object.freeze({
+  leaseTtlMs: 30_000,
+  heartbeatMs: 10_000,
+  turnWaitMs: 30_000,
+  checkpointIntervalMs: 180_000,
+  setupTimeoutMs: 10 * 60_000,
+  stopTimeoutMs: 30_000,
+  shutdownDeadlineMs: 30_000,
+  shutdownConcurrency: 4,
+});
+
+/** Something the runs layer did, for logs and metrics (structured; no message parsing). */
+export interface RunLogEvent {
+  readonly level: 'info' | 'warn' | 'error';
+  readonly msg: string;
+  readonly runId?: string;
+  readonly [field: string]: unknown;
+}
+
+/** Options of {@link RunHost}. */
+export interface RunHostOptions {
+  readonly meta: MetadataStore;
+  readonly deps: SnapshotDeps;
+  /** Turns a deployment's provider name into a provider; default: the shipped providers. */
+  readonly providers?: (name: string) => SandboxProvider;
+  /** This process's owner id in leases; default `host:pid:random`. */
+  readonly owner?: string;
+  readonly settings?: Partial<RunSettings>;
+  /** Receives every {@link RunLogEvent}. */
+  readonly onEvent?: (event: RunLogEvent) => void;
+}
+
+/** A turn running in this process. */
+export interface ActiveTurn {
+  readonly runId: string;
+  readonly abort: AbortController;
+  readonly done: Promise<unknown>;
+}
+
+/**
+ * What every tenant's runs service in one process shares: the stores, the providers, this
+ * process's lease owner id, the local turn queue, and what graceful shutdown needs to know
+ * (turns in flight, sandboxes this process has used).
+ */
+export class RunHost {
+  readonly meta: MetadataStore;
+  readonly deps: SnapshotDeps;
+  readonly owner: string;
+  readonly settings: RunSettings;
+  readonly mutex = new KeyedMutex();
+  readonly active = new Map<string, ActiveTurn>();
+  /** Runs whose sandbox this process has used, by run id, with their tenant. */
+  readonly touched = new Map<string, TenantScope>();
+  draining = false;
+  private readonly providers = new Map<string, SandboxProvider>();
+  private readonly resolveProvider: (name: string) => SandboxProvider;
+  private readonly snapshots = new Map<string, Snapshots>();
+  private readonly listeners = new Set<(event: RunLogEvent) => void>();
+
+  constructor(options: RunHostOptions) {
+    this.meta = options.meta;
+    this.deps = options.deps;
+    this.owner = options.owner ?? `${os.hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+    const ttl = options.settings?.leaseTtlMs ?? DEFAULT_RUN_SETTINGS.leaseTtlMs;
+    this.settings = Object.freeze({
+      ...DEFAULT_RUN_SETTINGS,
+      heartbeatMs: Math.max(1, Math.floor(ttl / 3)),
+      ...options.settings,
+    });
+    this.resolveProvider = options.providers ?? ((name) => openSandboxProvider(name));
+    if (options.onEvent !== undefined) this.listeners.add(options.onEvent);
+  }
+
+  /** The provider named `name` (opened once per process). `INVALID_INPUT` for an unknown name. */
+  provider(name: string): SandboxProvider {
+    let provider = this.providers.get(name);
+    if (provider === undefined) {
+      provider = this.resolveProvider(name);
+      this.providers.set(name, provider);
+    }
+    return provider;
+  }
+
+  /** The snapshot service of tenant `tenantName`. */
+  snapshotsFor(tenantName: string): Snapshots {
+    let snapshots = this.snapshots.get(tenantName);
+    if (snapshots === undefined) {
+      snapshots = new Snapshots(this.deps, tenantName);
+      this.snapshots.set(tenantName, snapshots);
+    }
+    return snapshots;
+  }
+
+  /** Adds a listener for every {@link RunLogEvent}; returns its removal. */
+  subscribe(listener: (event: RunLogEvent) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** Reports an event to the listeners (never throws). */
+  log(event: RunLogEvent): void {
+    for (const listener of this.listeners) {
+      try {
+        listener(event);
+      } catch {
+        // A failing listener must not fail a turn.
+      }
+    }
+  }
+}

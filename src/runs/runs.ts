@@ -1,0 +1,180 @@
+import { InputError, NotFoundError } from '../errors.js';
+import type { Checkpoint, CheckpointReason, Run, RunEvent, Turn } from '../metadata/metadata-store.js';
+import type { SandboxHandle } from '../sandbox/sandbox-provider.js';
+import type { RestoreReceipt } from '../snapshot/restore.js';
+import { type Deployment, Deployments, type TenantScope } from './deployments.js';
+import { acquireLease, type HeldLease } from './lease.js';
+import type { RunHost } from './run-host.js';
+import { runWorkspaceName } from './run-names.js';
+import { ensureSandbox, saveSandbox, upgradeSandbox } from './run-sandbox.js';
+import { prepareSandbox, StepRecorder, stopSandbox } from './sandbox-steps.js';
+import { executeTurn, type TurnBody, type TurnOptions, type TurnOutcome } from './turn.js';
+
+export type { TurnBody, TurnContext, TurnOptions, TurnOutcome } from './turn.js';
+
+/** Input of {@link Runs.create}: follow a channel (upgrades) or pin one deployment. */
+export type CreateRunInput =
+  | { readonly channel: string; readonly deploymentId?: never }
+  | { readonly deploymentId: string; readonly channel?: never };
+
+/**
+ * Durable runs of one tenant (DESIGN section 9): a run's turns execute in its sandbox and
+ * complete only once their checkpoint is the ready, fenced head; a missing sandbox is rebuilt
+ * from that head; channel upgrades move the run between deployments. Another tenant's ids
+ * answer `NOT_FOUND`.
+ */
+export class Runs {
+  readonly deployments: Deployments;
+
+  constructor(
+    private readonly host: RunHost,
+    readonly tenant: TenantScope,
+  ) {
+    this.deployments = new Deployments(host.meta, tenant);
+  }
+
+  /** Creates a run and its workspace on a channel's active deployment or on a pinned one. */
+  async create(input: CreateRunInput): Promise<Run> {
+    if (typeof input !== 'object' || input === null || (input.channel === undefined) === (input.deploymentId === undefined)) {
+      throw new InputError('INVALID_INPUT', 'a run needs exactly one of channel and deploymentId');
+    }
+    const deploymentId =
+      input.channel === undefined
+        ? (await this.deployments.get(input.deploymentId)).id
+        : (await this.deployments.channel(input.channel)).deploymentId;
+    const id = crypto.randomUUID();
+    const workspace = await this.host.snapshotsFor(this.tenant.name).workspace(runWorkspaceName(id), true);
+    return this.host.meta.runs.create({
+      id,
+      tenantId: this.tenant.id,
+      workspaceId: workspace.id,
+      channel: input.channel ?? null,
+      deploymentId,
+    });
+  }
+
+  /** The run `id` of this tenant; `NOT_FOUND` otherwise. */
+  async get(id: string): Promise<Run> {
+    const run = typeof id === 'string' ? await this.host.meta.runs.find(this.tenant.id, id) : undefined;
+    if (run === undefined) throw new NotFoundError(`run ${id} not found`, { data: { runId: id } });
+    return run;
+  }
+
+  /** The tenant's runs, newest first. */
+  list(limit?: number): Promise<Run[]> {
+    return this.host.meta.runs.list(this.tenant.id, limit);
+  }
+
+  /** A run's turns, newest first. */
+  async turns(id: string, limit?: number): Promise<Turn[]> {
+    return this.host.meta.turns.list((await this.get(id)).id, limit);
+  }
+
+  /** A run's recorded steps (recoveries, upgrades, lease changes) with timings, oldest first. */
+  async events(id: string, limit?: number): Promise<RunEvent[]> {
+    return this.host.meta.turns.listEvents((await this.get(id)).id, limit);
+  }
+
+  /** A run's checkpoints, newest first (failed ones included, with their errors). */
+  async checkpoints(id: string, limit?: number): Promise<Checkpoint[]> {
+    const run = await this.get(id);
+    return this.host.meta.checkpoints.listByWorkspace(run.workspaceId, limit === undefined ? {} : { limit });
+  }
+
+  /**
+   * Runs one turn: claims the run's lease (waiting up to 30 s for the previous turn), makes sure
+   * its sandbox exists (recovering or upgrading it first), runs `body`, and completes only when
+   * the turn's checkpoint is the ready head under this lease. A failed checkpoint fails the turn
+   * with its error and leaves the head where it was.
+   */
+  async turn<T>(id: string, body: TurnBody<T>, options: TurnOptions<T> = {}): Promise<TurnOutcome<T>> {
+    const run = await this.get(id);
+    return this.withLease(run.id, options.waitMs, (lease) => executeTurn(this.scope(), lease, body, options));
+  }
+
+  /**
+   * Moves a run to a deployment now (default: its channel's active one), whatever the policy:
+   * save, create, restore, validate, commit; the old sandbox stays authoritative until the commit.
+   */
+  async upgrade(id: string, options: { deploymentId?: string; waitMs?: number } = {}): Promise<Run> {
+    const run = await this.get(id);
+    const target = options.deploymentId ?? (run.channel === null ? undefined : (await this.deployments.channel(run.channel)).deploymentId);
+    if (target === undefined)
+      throw new InputError('INVALID_INPUT', `run ${id} follows no channel: name the deploymentId to move it to`, { data: { runId: id } });
+    const deployment = await this.deployments.get(target);
+    return this.withLease(run.id, options.waitMs, async (lease) => {
+      const current = await ensureSandbox(this.scope(), lease, { upgrade: false });
+      if (lease.run.deploymentId === deployment.id && current.run.deploymentId === deployment.id) return current.run;
+      return (await upgradeSandbox(this.scope(), lease, current.run, current.sandbox, deployment)).run;
+    });
+  }
+
+  /** Checkpoints a run's sandbox now (reason `manual`), under its lease. */
+  async checkpoint(id: string, options: { reason?: CheckpointReason; waitMs?: number } = {}): Promise<Checkpoint> {
+    const run = await this.get(id);
+    return this.withLease(run.id, options.waitMs, async (lease) => {
+      const { sandbox } = await ensureSandbox(this.scope(), lease, { upgrade: false });
+      return (await saveSandbox(this.scope(), lease, sandbox, options.reason ?? 'manual')).checkpoint;
+    });
+  }
+
+  /**
+   * Clears `release_recovery_required` after checking the provider: a sandbox that still exists
+   * is destroyed first (an error there leaves the state as it was). Then the lease is free at a
+   * new epoch and the next turn rebuilds the sandbox from the head.
+   */
+  async resolveLease(id: string): Promise<Run> {
+    const run = await this.get(id);
+    if (run.lease.state !== 'release_recovery_required') return this.host.meta.runs.resolveRecovery(run.id);
+    const recorder = new StepRecorder(this.host, run.id, 'lease');
+    if (run.sandbox !== null) {
+      const { provider, id: sandboxId } = run.sandbox;
+      await recorder.step('check_provider', async () => {
+        if ((await this.host.provider(provider).get(sandboxId)) !== undefined) await stopSandbox(this.host, provider, sandboxId);
+      });
+    }
+    return recorder.step('resolve', () => this.host.meta.runs.resolveRecovery(run.id));
+  }
+
+  /**
+   * Restores a checkpoint of the run (default: its head) into a new sandbox of the run's
+   * deployment, with setup and validation, for inspection or forking. The run is not changed;
+   * the caller owns (and destroys) the new sandbox.
+   */
+  async restore(
+    id: string,
+    options: { checkpointId?: string } = {},
+  ): Promise<{ sandbox: SandboxHandle; deployment: Deployment; receipt: Pick<RestoreReceipt, 'checkpointId'> }> {
+    const run = await this.get(id);
+    const snapshots = this.host.snapshotsFor(this.tenant.name);
+    const { checkpoint } = await snapshots.restorePoint(runWorkspaceName(run.id), options.checkpointId);
+    const deployment = await this.deployments.get(run.deploymentId);
+    const sandbox = await prepareSandbox({
+      host: this.host,
+      recorder: new StepRecorder(this.host, run.id, 'restore'),
+      tenantName: this.tenant.name,
+      runId: run.id,
+      workspaceName: runWorkspaceName(run.id),
+      deploymentId: deployment.id,
+      spec: deployment.spec,
+      checkpoint,
+    });
+    return { sandbox, deployment, receipt: { checkpointId: checkpoint.id } };
+  }
+
+  private scope() {
+    return { host: this.host, tenant: this.tenant, deployments: this.deployments };
+  }
+
+  private async withLease<T>(runId: string, waitMs: number | undefined, fn: (lease: HeldLease) => Promise<T>): Promise<T> {
+    if (this.host.draining) {
+      throw new InputError('CANCELLED', 'this server is shutting down and takes no new turns; retry on another one', { data: { runId } });
+    }
+    const lease = await acquireLease(this.host, runId, waitMs ?? this.host.settings.turnWaitMs);
+    try {
+      return await fn(lease);
+    } finally {
+      await lease.release();
+    }
+  }
+}

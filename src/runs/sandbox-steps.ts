@@ -1,0 +1,214 @@
+import path from 'node:path';
+import { describeError, HoldfastError, InputError, isHoldfastError } from '../errors.js';
+import type { Checkpoint } from '../metadata/metadata-store.js';
+import type { SandboxHandle } from '../sandbox/sandbox-provider.js';
+import { restoreHandle } from '../sandbox/transport/sandbox-snapshots.js';
+import type { DeploymentSpec } from './deployment-spec.js';
+import type { RunHost } from './run-host.js';
+
+/** Bytes of a failed command's stderr kept in its error. */
+const STDERR_TAIL_BYTES = 4096;
+/** Output a setup or validation command may print before it is stopped. */
+const SETUP_OUTPUT_BYTES = 8 * 1024 * 1024;
+
+/** One timed step as recorded on the run. */
+export interface StepTiming {
+  readonly step: string;
+  readonly status: 'ok' | 'failed';
+  readonly durationMs: number;
+}
+
+/**
+ * Times the steps of one recovery, upgrade or creation and records each as a run event
+ * (`kind`, `step`, ok|failed, duration, error), so a run's history shows where time went and
+ * where it failed.
+ */
+export class StepRecorder {
+  readonly timings: StepTiming[] = [];
+
+  constructor(
+    private readonly host: RunHost,
+    private readonly runId: string,
+    readonly kind: string,
+  ) {}
+
+  /** Runs `fn` as step `step`, recording its outcome; rethrows its error. */
+  async step<T>(step: string, fn: () => Promise<T>, data?: (value: T) => Record<string, unknown>): Promise<T> {
+    const started = performance.now();
+    try {
+      const value = await fn();
+      await this.record(step, 'ok', performance.now() - started, data?.(value));
+      return value;
+    } catch (error) {
+      const failure = isHoldfastError(error) ? error.toJSON() : { code: 'INTERNAL', message: describeError(error) };
+      await this.record(step, 'failed', performance.now() - started, { error: failure });
+      throw error;
+    }
+  }
+
+  /** Records a step measured elsewhere. */
+  async record(step: string, status: 'ok' | 'failed', durationMs: number, data?: Record<string, unknown>): Promise<void> {
+    this.timings.push({ step, status, durationMs: Math.round(durationMs) });
+    this.host.log({
+      level: status === 'ok' ? 'info' : 'warn',
+      msg: `${this.kind} ${step} ${status}`,
+      runId: this.runId,
+      durationMs: Math.round(durationMs),
+    });
+    await this.host.meta.turns
+      .addEvent({ runId: this.runId, kind: this.kind, step, status, durationMs, ...(data === undefined ? {} : { data }) })
+      .catch(() => undefined);
+  }
+}
+
+/**
+ * The sandbox as a deployment sees it: the same handle with `workspaceRoot` (and the host path)
+ * moved to the deployment's workspace root, which must lie inside the provider's.
+ */
+export function rootedHandle(handle: SandboxHandle, spec: DeploymentSpec): SandboxHandle {
+  const root = spec.workspaceRoot;
+  if (root === null || root === handle.workspaceRoot) return handle;
+  const rel = path.posix.relative(handle.workspaceRoot, root);
+  if (rel.startsWith('..') || path.posix.isAbsolute(rel)) {
+    throw new InputError(
+      'INVALID_INPUT',
+      `workspaceRoot ${root} is outside the ${handle.provider} sandbox workspace ${handle.workspaceRoot}`,
+      {
+        data: { workspaceRoot: root, providerRoot: handle.workspaceRoot },
+      },
+    );
+  }
+  return {
+    id: handle.id,
+    provider: handle.provider,
+    workspaceRoot: root,
+    agentHome: handle.agentHome,
+    ...(handle.localPath === undefined ? {} : { localPath: path.join(handle.localPath, ...rel.split('/')) }),
+    exec: (argv, options) => handle.exec(argv, options),
+    run: (argv, options) => handle.run(argv, options),
+  };
+}
+
+/** Runs `argv` in the sandbox's workspace; a non-zero exit is `SETUP_FAILED` with the exit and stderr tail. */
+export async function runChecked(
+  host: RunHost,
+  sandbox: SandboxHandle,
+  argv: readonly string[],
+  env: Record<string, string>,
+  what: string,
+): Promise<void> {
+  const result = await sandbox.run(argv, {
+    cwd: sandbox.workspaceRoot,
+    env,
+    timeoutMs: host.settings.setupTimeoutMs,
+    maxOutputBytes: SETUP_OUTPUT_BYTES,
+  });
+  if (result.code === 0) return;
+  throw new HoldfastError(
+    'SETUP_FAILED',
+    `${what} ${JSON.stringify(argv)} failed in sandbox ${sandbox.id}: exit ${result.code ?? result.signal}${result.timedOut ? ' (timed out)' : ''}`,
+    {
+      data: {
+        argv,
+        exitCode: result.code,
+        signal: result.signal,
+        timedOut: result.timedOut,
+        stderr: result.stderr.subarray(Math.max(0, result.stderr.length - STDERR_TAIL_BYTES)).toString('utf8'),
+      },
+    },
+  );
+}
+
+/** Input of {@link prepareSandbox}. */
+export interface PrepareInput {
+  readonly host: RunHost;
+  readonly recorder: StepRecorder;
+  readonly tenantName: string;
+  readonly runId: string;
+  readonly workspaceName: string;
+  readonly deploymentId: string;
+  readonly spec: DeploymentSpec;
+  /** Restored into the new sandbox; absent for a run with no checkpoint yet. */
+  readonly checkpoint: Checkpoint | undefined;
+}
+
+/**
+ * Makes a ready sandbox for a deployment: create, restore the checkpoint, run setup, validate
+ * runtime and workspace, each a recorded step. On any failure the new sandbox is destroyed and
+ * the error rethrown; nothing about the run changes (committing it is the caller's step).
+ */
+export async function prepareSandbox(input: PrepareInput): Promise<SandboxHandle> {
+  const { host, recorder, spec } = input;
+  const provider = host.provider(spec.provider);
+  const created = await recorder.step(
+    'create_sandbox',
+    () =>
+      provider.create({
+        ...(spec.image === null ? {} : { image: spec.image }),
+        env: { ...spec.env },
+        labels: { 'holdfast.run': input.runId, 'holdfast.deployment': input.deploymentId.slice(0, 16) },
+      }),
+    (h) => ({ sandbox: h.id, provider: h.provider, deploymentId: input.deploymentId }),
+  );
+  try {
+    const sandbox = rootedHandle(created, spec);
+    if (sandbox !== created) await runChecked(host, created, ['mkdir', '-p', sandbox.workspaceRoot], {}, 'creating the workspace root');
+    const { checkpoint } = input;
+    if (checkpoint !== undefined) {
+      const receipt = await recorder.step(
+        'restore',
+        () =>
+          restoreHandle(host.snapshotsFor(input.tenantName), sandbox, {
+            workspace: input.workspaceName,
+            checkpoint: checkpoint.id,
+            replace: true,
+          }),
+        (r) => ({ checkpointId: r.checkpointId, files: r.files, bytes: r.bytes }),
+      );
+      if (receipt.rootTree !== checkpoint.rootTree) {
+        throw new HoldfastError(
+          'RESTORE_INCOMPLETE',
+          `restore into ${sandbox.id} produced tree ${receipt.rootTree}, expected ${checkpoint.rootTree}`,
+          {
+            data: { checkpointId: checkpoint.id },
+          },
+        );
+      }
+    }
+    await recorder.step('setup', async () => {
+      for (const [i, argv] of spec.setup.entries()) await runChecked(host, sandbox, argv, {}, `setup command ${i + 1}`);
+    });
+    await recorder.step('validate', async () => {
+      const check = spec.validate ?? ['sh', '-c', 'test -d "$1" && test -w "$1"', 'validate', sandbox.workspaceRoot];
+      await runChecked(host, sandbox, check, {}, 'validation');
+    });
+    return sandbox;
+  } catch (error) {
+    await recorder.step('discard_sandbox', () => stopSandbox(host, created.provider, created.id)).catch(() => undefined);
+    throw error;
+  }
+}
+
+/**
+ * Destroys a sandbox within the stop timeout. Rejects with `TIMEOUT` when the provider did not
+ * answer in time, or with the provider's error: either way the stop is uncertain.
+ */
+export async function stopSandbox(host: RunHost, providerName: string, id: string): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () =>
+        reject(
+          new HoldfastError('TIMEOUT', `stopping sandbox ${id} took longer than ${host.settings.stopTimeoutMs} ms`, {
+            data: { sandbox: id },
+          }),
+        ),
+      host.settings.stopTimeoutMs,
+    );
+  });
+  try {
+    await Promise.race([host.provider(providerName).destroy(id), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

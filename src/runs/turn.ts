@@ -1,0 +1,116 @@
+import { HoldfastError, isHoldfastError } from '../errors.js';
+import type { Checkpoint, Run, Turn } from '../metadata/metadata-store.js';
+import type { SandboxHandle } from '../sandbox/sandbox-provider.js';
+import type { HeldLease } from './lease.js';
+import { PeriodicCheckpoints } from './periodic-checkpoints.js';
+import { ensureSandbox, type RunScope, saveSandbox } from './run-sandbox.js';
+
+/** What a turn's body gets: the run's live sandbox and a signal that fires when the turn must stop. */
+export interface TurnContext {
+  readonly sandbox: SandboxHandle;
+  readonly run: Run;
+  readonly turn: Turn;
+  /** Aborted when the lease is lost, the caller's signal fires, or the server shuts down. */
+  readonly signal: AbortSignal;
+}
+
+/** The work of one turn. Whatever it leaves in the workspace is checkpointed when it returns (or throws). */
+export type TurnBody<T> = (context: TurnContext) => Promise<T>;
+
+/** Options of a turn. */
+export interface TurnOptions<T> {
+  /** How long to wait for the previous turn to release the run; default 30 s. */
+  readonly waitMs?: number;
+  readonly signal?: AbortSignal;
+  /** Turns the body's value into the JSON stored with the turn (default: nothing stored). */
+  readonly summarize?: (value: T) => Readonly<Record<string, unknown>>;
+}
+
+/** A completed turn: its row, the ready checkpoint that completed it, and the body's value. */
+export interface TurnOutcome<T> {
+  readonly turn: Turn;
+  readonly checkpoint: Checkpoint;
+  readonly value: T;
+  /** Periodic checkpoints started and ticks skipped (one was still in flight) during the turn. */
+  readonly periodic: { readonly started: number; readonly skipped: number };
+}
+
+/**
+ * One turn under a held lease: ensure the sandbox, count the turn, run the body with periodic
+ * checkpoints (never two at once), then the turn's own checkpoint, fenced by the lease and
+ * completing the turn in the same transaction. A body that throws still gets a `final`
+ * checkpoint, so its work is not lost, and the turn fails with the body's error.
+ */
+export async function executeTurn<T>(
+  scope: RunScope,
+  lease: HeldLease,
+  body: TurnBody<T>,
+  options: TurnOptions<T>,
+): Promise<TurnOutcome<T>> {
+  const { host } = scope;
+  const abort = new AbortController();
+  const stop = (signal: AbortSignal) => abort.abort(signal.reason);
+  lease.lost.addEventListener('abort', () => stop(lease.lost), { once: true });
+  options.signal?.addEventListener('abort', () => stop(options.signal as AbortSignal), { once: true });
+  const done = run();
+  host.active.set(lease.run.id, { runId: lease.run.id, abort, done });
+  try {
+    return await done;
+  } finally {
+    host.active.delete(lease.run.id);
+  }
+
+  async function run(): Promise<TurnOutcome<T>> {
+    const { run, sandbox } = await ensureSandbox(scope, lease, { upgrade: true });
+    const seq = await host.meta.runs.nextTurn(run.id, lease.epoch);
+    let turn = await host.meta.turns.start({ runId: run.id, seq, epoch: lease.epoch, owner: host.owner });
+    host.log({ level: 'info', msg: 'turn started', runId: run.id, turn: turn.id, seq, epoch: lease.epoch });
+    const periodic = new PeriodicCheckpoints(host.settings.checkpointIntervalMs, async () => {
+      try {
+        await saveSandbox(scope, lease, sandbox, 'periodic', { signal: abort.signal });
+      } catch (error) {
+        host.log({ level: 'warn', msg: 'periodic checkpoint failed', runId: run.id, error });
+        if (isHoldfastError(error, 'STALE_LEASE')) abort.abort(error);
+      }
+    });
+    periodic.start();
+    let value: T | undefined;
+    let bodyError: unknown;
+    let failed = false;
+    try {
+      value = await body({ sandbox, run, turn, signal: abort.signal });
+    } catch (error) {
+      failed = true;
+      bodyError = error;
+    }
+    await periodic.stop();
+    try {
+      // A lost lease can write nothing: say so at once rather than after reading a sandbox that may be gone.
+      await host.meta.runs.fence(run.id, lease.epoch);
+      const saved = await saveSandbox(scope, lease, sandbox, failed ? 'final' : 'turn', {
+        onCommit: async (tx, checkpoint) => {
+          if (failed) return;
+          const result = value === undefined || options.summarize === undefined ? undefined : options.summarize(value);
+          turn = await tx.turns.finish(turn.id, {
+            status: 'completed',
+            checkpointId: checkpoint.id,
+            ...(result === undefined ? {} : { result }),
+          });
+        },
+      });
+      if (failed) throw bodyError;
+      host.log({ level: 'info', msg: 'turn completed', runId: run.id, turn: turn.id, checkpoint: saved.checkpoint.id });
+      return { turn, checkpoint: saved.checkpoint, value: value as T, periodic: { ...periodic.counts } };
+    } catch (caught) {
+      const error = lease.lost.aborted && !isHoldfastError(caught, 'STALE_LEASE') ? lease.lost.reason : caught;
+      await host.meta.turns.finish(turn.id, { status: 'failed', error: errorJson(error) }).catch(() => undefined);
+      host.log({ level: 'warn', msg: 'turn failed', runId: run.id, turn: turn.id, error });
+      throw error;
+    }
+  }
+}
+
+function errorJson(error: unknown): Record<string, unknown> {
+  if (isHoldfastError(error)) return { ...error.toJSON() };
+  return new HoldfastError('INTERNAL', error instanceof Error ? error.message : String(error)).toJSON();
+}

@@ -1,0 +1,100 @@
+import { Hono } from 'hono';
+import type { Holdfast } from '../index.js';
+import type { AppEnv } from './app-env.js';
+import { bearerAuth } from './auth.js';
+import { errorHandler, notFoundHandler } from './error-response.js';
+import type { Logger } from './logger.js';
+import { requestLogger } from './logger.js';
+import { httpMetrics, type Metrics, PROMETHEUS_CONTENT_TYPE } from './metrics.js';
+import { buildOpenApi, type RouteDoc } from './openapi.js';
+import type { RouteDef } from './route.js';
+import { checkpointRoutes } from './routes/checkpoints.js';
+import { deploymentRoutes } from './routes/deployments.js';
+import { runRoutes } from './routes/runs.js';
+import { tokenRoutes } from './routes/tokens.js';
+
+/** What {@link createApp} needs. */
+export interface AppOptions {
+  readonly hf: Holdfast;
+  readonly log: Logger;
+  readonly metrics: Metrics;
+  readonly version: string;
+}
+
+/** Public routes, documented with the rest. */
+const PUBLIC_DOCS: readonly RouteDoc[] = [
+  { method: 'get', path: '/healthz', summary: 'Liveness: the process answers', auth: false, tags: ['ops'] },
+  { method: 'get', path: '/readyz', summary: 'Readiness: the metadata store and the blob store answer', auth: false, tags: ['ops'] },
+  {
+    method: 'get',
+    path: '/metrics',
+    summary: 'Prometheus metrics (text format 0.0.4)',
+    auth: false,
+    tags: ['ops'],
+    produces: 'text/plain',
+  },
+  { method: 'get', path: '/v1/openapi.json', summary: 'This document', auth: false, tags: ['ops'] },
+];
+
+/**
+ * The HTTP API v1 (DESIGN section 12) over an open Holdfast: every `/v1` route but the OpenAPI
+ * document needs a bearer token and acts inside the token's tenant only, so another tenant's
+ * ids answer 404. Errors are `{error: {code, message, data}}`, mapped in one place.
+ */
+export function createApp(options: AppOptions): Hono<AppEnv> {
+  const { hf, log, metrics } = options;
+  const app = new Hono<AppEnv>();
+  app.use(requestLogger(log));
+  app.use(httpMetrics(metrics));
+  app.onError(errorHandler(log));
+  app.notFound(notFoundHandler);
+  registerRunMetrics(hf, metrics);
+
+  const routes: RouteDef[] = [...deploymentRoutes(hf), ...runRoutes(hf), ...checkpointRoutes(hf), ...tokenRoutes(hf)];
+  const openapi = buildOpenApi({ title: 'Holdfast API', version: options.version }, [...PUBLIC_DOCS, ...routes.map((r) => r.doc)]);
+
+  app.get('/healthz', (c) => c.json({ status: 'ok' }));
+  app.get('/readyz', async (c) => {
+    const started = performance.now();
+    const [schemaVersion] = await Promise.all([hf.meta.schemaVersion(), hf.blobs.stat('probe/readyz')]);
+    return c.json({ status: 'ready', schemaVersion, durationMs: Math.round(performance.now() - started) });
+  });
+  app.get('/metrics', (c) => c.body(metrics.render(), 200, { 'content-type': PROMETHEUS_CONTENT_TYPE }));
+  app.get('/v1/openapi.json', (c) => c.json(openapi));
+
+  app.use(
+    '/v1/*',
+    bearerAuth(async (hash) => {
+      const token = await hf.meta.tokens.findByHash(hash);
+      return token === undefined
+        ? undefined
+        : { tokenId: token.id, tenantId: token.tenantId, tenantName: token.tenantName, admin: token.admin };
+    }),
+  );
+  for (const route of routes) app.on(route.doc.method.toUpperCase(), route.doc.path, route.handler);
+  return app;
+}
+
+/** Run metrics: turns by outcome, recorded steps by kind and outcome with their durations, active turns. */
+function registerRunMetrics(hf: Holdfast, metrics: Metrics): void {
+  metrics.gauge('holdfast_turns_active', 'Turns running in this process.', () => [{ labels: {}, value: hf.activeTurns() }]);
+  const turns = metrics.counter('holdfast_turns_total', 'Turns finished in this process, by outcome.');
+  const steps = metrics.counter(
+    'holdfast_run_steps_total',
+    'Recorded run steps (recovery, upgrade, create, lease), by kind, step and status.',
+  );
+  const stepSeconds = metrics.histogram(
+    'holdfast_run_step_duration_seconds',
+    'Duration of recorded run steps.',
+    [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
+  );
+  hf.onRunEvent((event) => {
+    if (event.msg === 'turn completed') turns.inc({ outcome: 'completed' });
+    else if (event.msg === 'turn failed') turns.inc({ outcome: 'failed' });
+    else if (event.msg === 'run step') {
+      const labels = { kind: String(event.kind), step: String(event.step) };
+      steps.inc({ ...labels, status: String(event.status) });
+      if (typeof event.durationMs === 'number') stepSeconds.observe(labels, event.durationMs / 1000);
+    }
+  });
+}

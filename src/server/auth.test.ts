@@ -1,0 +1,94 @@
+import { createHash } from 'node:crypto';
+import { Hono } from 'hono';
+import { describe, expect, it } from 'vitest';
+import { HoldfastError } from '../errors.js';
+import type { AppEnv } from './app-env.js';
+import { bearerAuth, generateToken, hashToken, MAX_AUTHORIZATION_HEADER_CHARS, type Principal } from './auth.js';
+import { errorHandler } from './error-response.js';
+import { silentLogger } from './logger.js';
+
+const PRINCIPAL: Principal = { tokenId: 'tok1', tenantId: 'ten1', tenantName: 'acme', admin: false };
+
+function app(tokens: ReadonlyMap<string, Principal>) {
+  const seen: string[] = [];
+  const hono = new Hono<AppEnv>();
+  hono.onError(errorHandler(silentLogger));
+  hono.use(
+    '/v1/*',
+    bearerAuth(async (tokenHash) => {
+      seen.push(tokenHash);
+      return tokens.get(tokenHash);
+    }),
+  );
+  hono.get('/v1/me', (c) => c.json(c.get('principal')));
+  return { hono, seen };
+}
+
+async function codeOf(res: Response): Promise<string> {
+  return ((await res.json()) as { error: { code: string } }).error.code;
+}
+
+describe('generateToken / hashToken', () => {
+  it('generates distinct hf_ tokens carrying 32 random bytes', () => {
+    const a = generateToken();
+    expect(a).toMatch(/^hf_[A-Za-z0-9_-]{43}$/);
+    expect(Buffer.from(a.slice(3), 'base64url')).toHaveLength(32);
+    expect(generateToken()).not.toBe(a);
+  });
+
+  it('hashes to lowercase SHA-256 hex', () => {
+    expect(hashToken('abc')).toBe('ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');
+    expect(hashToken('hf_x')).toBe(createHash('sha256').update('hf_x').digest('hex'));
+  });
+});
+
+describe('bearerAuth', () => {
+  const token = generateToken();
+  const tokens = new Map([[hashToken(token), PRINCIPAL]]);
+
+  it('accepts a known token with a case-insensitive scheme and sets the principal', async () => {
+    const { hono, seen } = app(tokens);
+    for (const scheme of ['Bearer', 'bearer', 'BEARER']) {
+      const res = await hono.request('/v1/me', { headers: { Authorization: `${scheme} ${token}` } });
+      expect(res.status).toBe(200);
+      expect(await res.json()).toEqual(PRINCIPAL);
+    }
+    expect(seen).toEqual([hashToken(token), hashToken(token), hashToken(token)]);
+  });
+
+  it('answers 401 UNAUTHORIZED with a challenge for missing, malformed, oversized or unknown tokens', async () => {
+    const { hono, seen } = app(tokens);
+    const headers: Array<Record<string, string>> = [
+      {},
+      { Authorization: '' },
+      { Authorization: `Basic ${token}` },
+      { Authorization: 'Bearer' },
+      { Authorization: `Bearer ${token} extra` },
+      { Authorization: `Bearer ${'a'.repeat(MAX_AUTHORIZATION_HEADER_CHARS)}` },
+      { Authorization: `Bearer ${generateToken()}` },
+    ];
+    for (const h of headers) {
+      const res = await hono.request('/v1/me', { headers: h });
+      expect(res.status).toBe(401);
+      expect(res.headers.get('www-authenticate')).toBe('Bearer realm="holdfast"');
+      expect(await codeOf(res)).toBe('UNAUTHORIZED');
+    }
+    // Only the well-formed unknown token reached the lookup.
+    expect(seen).toHaveLength(1);
+  });
+
+  it('passes lookup failures through instead of answering 401', async () => {
+    const hono = new Hono<AppEnv>();
+    hono.onError(errorHandler(silentLogger));
+    hono.use(
+      '*',
+      bearerAuth(async () => {
+        throw new HoldfastError('STORE_UNAVAILABLE', 'metadata down');
+      }),
+    );
+    hono.get('/x', (c) => c.text('ok'));
+    const res = await hono.request('/x', { headers: { Authorization: `Bearer ${token}` } });
+    expect(res.status).toBe(503);
+    expect(await codeOf(res)).toBe('STORE_UNAVAILABLE');
+  });
+});

@@ -1,0 +1,78 @@
+/**
+ * Bearer-token authentication. Tokens are random, high-entropy strings shown once; only their
+ * SHA-256 is stored, so a leaked metadata database does not leak usable tokens.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import type { MiddlewareHandler } from 'hono';
+import { HoldfastError } from '../errors.js';
+import type { AppEnv } from './app-env.js';
+
+/** Who is calling: resolved from a token by the metadata store. */
+export interface Principal {
+  /** Id of the token row, for audit logs and revocation. */
+  readonly tokenId: string;
+  readonly tenantId: string;
+  readonly tenantName: string;
+  /** Admin tokens may manage tenants and tokens. */
+  readonly admin: boolean;
+}
+
+/** Prefix that makes Holdfast tokens recognisable to secret scanners and to people. */
+export const TOKEN_PREFIX = 'hf_';
+/** 256 bits of entropy: unguessable, so a fast unsalted hash is enough to store it. */
+export const TOKEN_RANDOM_BYTES = 32;
+/**
+ * Longest `Authorization` header considered; a real one is ~60 chars. Bounding it keeps
+ * hashing and regex work per request constant whatever a client sends.
+ */
+export const MAX_AUTHORIZATION_HEADER_CHARS = 512;
+/** `Bearer <token68>` (RFC 6750 §2.1); the scheme is case-insensitive (RFC 9110 §11.1). */
+const BEARER_HEADER = /^bearer +([A-Za-z0-9\-._~+/]+=*) *$/i;
+
+/** A new token: `hf_` + 32 random bytes in base64url (46 characters). */
+export function generateToken(): string {
+  return TOKEN_PREFIX + randomBytes(TOKEN_RANDOM_BYTES).toString('base64url');
+}
+
+/** The stored form of a token: lowercase hex SHA-256 of its UTF-8 bytes. */
+export function hashToken(token: string): string {
+  return createHash('sha256').update(token, 'utf8').digest('hex');
+}
+
+/**
+ * Looks a token hash up; `undefined` for unknown or revoked tokens. May throw (for example
+ * `STORE_UNAVAILABLE`), which the error handler reports as such rather than as 401.
+ */
+export type VerifyTokenHash = (tokenHash: string) => Promise<Principal | undefined>;
+
+/**
+ * Middleware requiring `Authorization: Bearer <token>`. A missing, malformed, oversized or
+ * unknown token throws `UNAUTHORIZED` (the error handler answers 401 with a
+ * `WWW-Authenticate` challenge); otherwise the principal is stored as `c.get('principal')`.
+ *
+ * The token is never compared with a secret here: it is hashed and the hash is looked up.
+ * A timing difference in that lookup reveals at most a prefix of a SHA-256 digest, which
+ * says nothing useful about any token, so constant-time comparison is not needed.
+ */
+export function bearerAuth(verify: VerifyTokenHash): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    const header = c.req.header('authorization');
+    if (header === undefined || header === '') {
+      throw unauthorized('missing', 'missing Authorization header: send "Authorization: Bearer <token>"');
+    }
+    const token = header.length <= MAX_AUTHORIZATION_HEADER_CHARS ? BEARER_HEADER.exec(header)?.[1] : undefined;
+    if (token === undefined) {
+      throw unauthorized('malformed', 'malformed Authorization header: expected "Bearer <token>"');
+    }
+    const principal = await verify(hashToken(token));
+    if (principal === undefined) {
+      throw unauthorized('unknown', 'unknown or revoked token: ask a Holdfast admin for a valid token');
+    }
+    c.set('principal', principal);
+    await next();
+  };
+}
+
+function unauthorized(reason: 'missing' | 'malformed' | 'unknown', message: string): HoldfastError {
+  return new HoldfastError('UNAUTHORIZED', message, { data: { reason } });
+}

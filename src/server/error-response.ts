@@ -1,0 +1,121 @@
+/**
+ * The one place where errors become HTTP responses (STYLE §11): domain code throws
+ * `HoldfastError`s with stable codes and never imports HTTP; this file picks the status.
+ */
+import type { ErrorHandler, NotFoundHandler } from 'hono';
+import { HTTPException } from 'hono/http-exception';
+import type { ContentfulStatusCode } from 'hono/utils/http-status';
+import { z } from 'zod';
+import { type ErrorCode, isHoldfastError } from '../errors.js';
+import type { AppEnv } from './app-env.js';
+import type { Logger } from './logger.js';
+
+/** HTTP status for every error code; a `Record` so a new code cannot be forgotten. */
+const STATUS_BY_CODE: Readonly<Record<ErrorCode, number>> = {
+  NOT_FOUND: 404,
+  ALREADY_EXISTS: 409,
+  CONFLICT: 409,
+  STALE_LEASE: 409,
+  WORKSPACE_CHANGED: 409,
+  INTEGRITY: 500,
+  RESTORE_INCOMPLETE: 500,
+  LIMIT_EXCEEDED: 413,
+  INVALID_PATH: 400,
+  INVALID_INPUT: 400,
+  SECRET_EXCLUDED: 422,
+  STORE_UNAVAILABLE: 503,
+  UNAUTHORIZED: 401,
+  FORBIDDEN: 403,
+  // The caller's setup step failed, not the server: the request was valid but not achievable.
+  SETUP_FAILED: 422,
+  TIMEOUT: 504,
+  // 499 is nginx-only; a cancelled operation conflicts with the caller's expectation.
+  CANCELLED: 409,
+  INTERNAL: 500,
+};
+
+/** Code reported for a Hono `HTTPException` (thrown by Hono itself, e.g. malformed JSON). */
+const CODE_BY_HTTP_STATUS: Readonly<Record<number, ErrorCode>> = {
+  401: 'UNAUTHORIZED',
+  403: 'FORBIDDEN',
+  404: 'NOT_FOUND',
+  408: 'TIMEOUT',
+  409: 'CONFLICT',
+  413: 'LIMIT_EXCEEDED',
+  503: 'STORE_UNAVAILABLE',
+  504: 'TIMEOUT',
+};
+
+/** What a client sees for an unexpected error: its message may hold paths or secrets. */
+export const INTERNAL_MESSAGE = 'internal error; see the server log';
+/** Validation issues reported per response; a huge invalid array must not make a huge answer. */
+export const MAX_REPORTED_ISSUES = 50;
+/** Longest request path echoed back in a 404 body. */
+const MAX_ECHOED_PATH_CHARS = 256;
+/** Challenge sent with every 401 (RFC 6750 §3). */
+export const BEARER_CHALLENGE = 'Bearer realm="holdfast"';
+
+/** The JSON body of every error response. */
+export interface ErrorResponseBody {
+  error: { code: string; message: string; data?: unknown };
+}
+
+/** HTTP status for an error code. */
+export function statusForCode(code: ErrorCode): number {
+  return STATUS_BY_CODE[code];
+}
+
+/** Status and body for any thrown value; see {@link classify}. */
+export function errorBody(error: unknown): { status: number; body: ErrorResponseBody } {
+  const { status, body } = classify(error);
+  return { status, body };
+}
+
+/**
+ * Holdfast errors keep their code, message and data; zod errors become `INVALID_INPUT`
+ * with `data.issues`; Hono `HTTPException`s keep their status; anything else is an
+ * unexpected `INTERNAL` error whose message is withheld (`expected: false`).
+ */
+function classify(error: unknown): { status: number; body: ErrorResponseBody; expected: boolean } {
+  if (isHoldfastError(error)) {
+    return { status: statusForCode(error.code), body: { error: error.toJSON() }, expected: true };
+  }
+  if (error instanceof z.core.$ZodError) {
+    const issues = error.issues.slice(0, MAX_REPORTED_ISSUES).map((issue) => ({
+      path: issue.path.map((key) => (typeof key === 'symbol' ? String(key) : key)),
+      code: issue.code,
+      message: issue.message,
+    }));
+    const data = { issues, ...(error.issues.length > issues.length ? { truncated: true } : {}) };
+    return { status: 400, body: { error: { code: 'INVALID_INPUT', message: 'invalid request', data } }, expected: true };
+  }
+  if (error instanceof HTTPException && error.status < 500) {
+    const code = CODE_BY_HTTP_STATUS[error.status] ?? 'INVALID_INPUT';
+    return { status: error.status, body: { error: { code, message: error.message || code } }, expected: true };
+  }
+  const status = error instanceof HTTPException ? error.status : 500;
+  return { status, body: { error: { code: 'INTERNAL', message: INTERNAL_MESSAGE } }, expected: false };
+}
+
+/**
+ * Hono `onError` handler. Unexpected errors are logged at error level with their stack;
+ * expected 5xx errors (a store down, bytes corrupt) at warn, since operators must see them;
+ * 4xx errors are left to the request log. 401 answers carry a bearer challenge.
+ */
+export function errorHandler(log: Logger): ErrorHandler<AppEnv> {
+  return (error, c) => {
+    const { status, body, expected } = classify(error);
+    const fields = { error, method: c.req.method, path: c.req.path, requestId: c.get('requestId') };
+    if (!expected) log.error('unhandled error', fields);
+    else if (status >= 500) log.warn('request failed', fields);
+    if (status === 401) c.header('WWW-Authenticate', BEARER_CHALLENGE);
+    return c.json(body, status as ContentfulStatusCode);
+  };
+}
+
+/** Hono `notFound` handler: the standard error body with code `NOT_FOUND`. */
+export const notFoundHandler: NotFoundHandler<AppEnv> = (c) => {
+  const path = c.req.path.slice(0, MAX_ECHOED_PATH_CHARS);
+  const body: ErrorResponseBody = { error: { code: 'NOT_FOUND', message: `no route for ${c.req.method} ${path}` } };
+  return c.json(body, 404);
+};

@@ -1,0 +1,104 @@
+import { Hono } from 'hono';
+import { describe, expect, it } from 'vitest';
+import { HoldfastError } from '../errors.js';
+import type { AppEnv } from './app-env.js';
+import { createJsonLogger, REQUEST_ID_HEADER, requestLogger, silentLogger } from './logger.js';
+
+const EPOCH_MS = Date.UTC(2025, 0, 2, 3, 4, 5, 6);
+
+function capture(level: 'debug' | 'info' = 'debug') {
+  const lines: string[] = [];
+  const log = createJsonLogger({ write: (line) => lines.push(line), level, now: () => EPOCH_MS });
+  const records = () => lines.map((line) => JSON.parse(line) as Record<string, unknown>);
+  return { log, lines, records };
+}
+
+describe('createJsonLogger', () => {
+  it('writes one JSON object per line with time, level, msg first', () => {
+    const { log, lines } = capture();
+    log.info('started', { port: 8080 });
+    expect(lines).toEqual(['{"time":"2025-01-02T03:04:05.006Z","level":"info","msg":"started","port":8080}']);
+  });
+
+  it('drops lines below the level and keeps reserved keys', () => {
+    const { log, records } = capture('info');
+    log.debug('noise');
+    log.warn('slow', { msg: 'overwritten?', level: 'debug', ms: 5 });
+    expect(records()).toEqual([{ time: '2025-01-02T03:04:05.006Z', level: 'warn', msg: 'slow', ms: 5 }]);
+  });
+
+  it('child loggers add their fields; the line fields win', () => {
+    const { log, records } = capture();
+    log.child({ component: 'gc', runId: 'r0' }).child({ runId: 'r1' }).error('failed', { runId: 'r2' });
+    expect(records()[0]).toMatchObject({ component: 'gc', runId: 'r2', level: 'error' });
+  });
+
+  it('serialises errors, including HoldfastError, with name, code, message and stack', () => {
+    const { log, records } = capture();
+    const cause = new Error('ECONNRESET');
+    log.error('store failed', { error: new HoldfastError('STORE_UNAVAILABLE', 'down', { cause }), nested: { e: new RangeError('r') } });
+    const record = records()[0] as { error: Record<string, unknown>; nested: { e: Record<string, unknown> } };
+    expect(record.error).toMatchObject({ name: 'HoldfastError', code: 'STORE_UNAVAILABLE', message: 'down' });
+    expect(typeof record.error.stack).toBe('string');
+    expect(record.error.cause).toMatchObject({ name: 'Error', message: 'ECONNRESET' });
+    expect(record.nested.e).toMatchObject({ name: 'RangeError', message: 'r' });
+  });
+
+  it('never throws on unserialisable fields', () => {
+    const { log, records } = capture();
+    const cyclic: Record<string, unknown> = {};
+    cyclic.self = cyclic;
+    expect(() => log.info('odd', { cyclic, big: 10n })).not.toThrow();
+    log.info('big', { big: 10n });
+    expect(records()[0]).toMatchObject({ msg: 'odd', level: 'info' });
+    expect(records()[1]).toMatchObject({ big: '10' });
+  });
+
+  it('silentLogger accepts everything', () => {
+    expect(() => silentLogger.child({ a: 1 }).error('x', { error: new Error('y') })).not.toThrow();
+  });
+});
+
+describe('requestLogger', () => {
+  function app(log: ReturnType<typeof capture>['log']) {
+    const hono = new Hono<AppEnv>();
+    hono.use('*', requestLogger(log));
+    hono.use('/v1/*', async (c, next) => {
+      c.set('principal', { tokenId: 't1', tenantId: 'ten1', tenantName: 'acme', admin: false });
+      await next();
+    });
+    hono.get('/v1/runs/:id', (c) => c.json({ id: c.req.param('id'), requestId: c.get('requestId') }));
+    hono.get('/healthz', (c) => c.text('ok'));
+    return hono;
+  }
+
+  it('logs method, path, route, status, duration, request id and tenant', async () => {
+    const { log, records } = capture();
+    const res = await app(log).request('/v1/runs/r42?token=secret');
+    const requestId = res.headers.get(REQUEST_ID_HEADER);
+    expect(requestId).toMatch(/^[0-9a-f-]{36}$/);
+    expect(((await res.json()) as { requestId: string }).requestId).toBe(requestId);
+    const [record] = records();
+    expect(record).toMatchObject({ level: 'info', msg: 'request', method: 'GET', path: '/v1/runs/r42', route: '/v1/runs/:id' });
+    expect(record).toMatchObject({ status: 200, requestId, tenant: 'acme', tenantId: 'ten1' });
+    expect(typeof record?.durationMs).toBe('number');
+  });
+
+  it('echoes a plain client request id and replaces an unsafe one', async () => {
+    const { log } = capture();
+    const ok = await app(log).request('/healthz', { headers: { [REQUEST_ID_HEADER]: 'abc-123' } });
+    expect(ok.headers.get(REQUEST_ID_HEADER)).toBe('abc-123');
+    const unsafe = await app(log).request('/healthz', { headers: { [REQUEST_ID_HEADER]: 'a b"c' } });
+    expect(unsafe.headers.get(REQUEST_ID_HEADER)).not.toBe('a b"c');
+  });
+
+  it('logs probe paths at debug and unauthenticated requests without a tenant', async () => {
+    const { log, records } = capture();
+    await app(log).request('/healthz');
+    await app(log).request('/missing');
+    expect(records().map((r) => [r.level, r.status, 'tenant' in r])).toEqual([
+      ['debug', 200, false],
+      ['info', 404, false],
+    ]);
+  });
+});

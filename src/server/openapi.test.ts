@@ -1,0 +1,111 @@
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { isHoldfastError } from '../errors.js';
+import { buildOpenApi, type RouteDoc } from './openapi.js';
+
+type Doc = {
+  openapi: string;
+  paths: Record<string, Record<string, Record<string, unknown>>>;
+  components: { schemas: Record<string, unknown>; securitySchemes: Record<string, unknown> };
+};
+
+const RUN = z.object({ id: z.string(), state: z.enum(['active', 'ended']) });
+const ROUTES: readonly RouteDoc[] = [
+  {
+    method: 'post',
+    path: '/v1/runs/:id/checkpoints',
+    summary: 'Create a checkpoint',
+    tags: ['checkpoints'],
+    body: z.object({ label: z.string(), keep: z.boolean().default(false) }),
+    response: RUN,
+    responseStatus: 201,
+  },
+  {
+    method: 'get',
+    path: '/v1/runs/:id{[a-z0-9]+}/files/:fileId',
+    summary: 'Download a file',
+    query: z.object({ offset: z.coerce.number().optional(), rev: z.string() }),
+    produces: 'application/octet-stream',
+  },
+  { method: 'get', path: '/healthz', summary: 'Liveness', auth: false },
+];
+
+/** Follows `keys` through nested objects; undefined when a step is missing. */
+function dig(value: unknown, ...keys: string[]): unknown {
+  let current = value;
+  for (const key of keys) current = current !== null && typeof current === 'object' ? (current as Record<string, unknown>)[key] : undefined;
+  return current;
+}
+
+function build(routes: readonly RouteDoc[] = ROUTES): Doc {
+  return buildOpenApi({ title: 'Holdfast', version: '0.1.0' }, routes) as Doc;
+}
+
+describe('buildOpenApi', () => {
+  it('converts :params to {params} and declares them', () => {
+    const doc = build();
+    expect(doc.openapi).toBe('3.1.0');
+    expect(Object.keys(doc.paths)).toEqual(['/v1/runs/{id}/checkpoints', '/v1/runs/{id}/files/{fileId}', '/healthz']);
+    const download = doc.paths['/v1/runs/{id}/files/{fileId}']?.get;
+    expect(download?.parameters).toEqual([
+      { name: 'id', in: 'path', required: true, schema: { type: 'string' } },
+      { name: 'fileId', in: 'path', required: true, schema: { type: 'string' } },
+      { name: 'offset', in: 'query', required: false, schema: expect.objectContaining({ type: 'number' }) },
+      { name: 'rev', in: 'query', required: true, schema: { type: 'string' } },
+    ]);
+    expect(download?.responses).toMatchObject({ '200': { content: { 'application/octet-stream': {} } } });
+  });
+
+  it('applies bearer security to authenticated routes only', () => {
+    const doc = build();
+    expect(doc.components.securitySchemes).toEqual({ bearer: { type: 'http', scheme: 'bearer' } });
+    expect(doc.paths['/v1/runs/{id}/checkpoints']?.post?.security).toEqual([{ bearer: [] }]);
+    expect(doc.paths['/healthz']?.get?.security).toEqual([]);
+  });
+
+  it('documents the request body as input and the response as output', () => {
+    const create = build().paths['/v1/runs/{id}/checkpoints']?.post;
+    expect(dig(create, 'requestBody', 'required')).toBe(true);
+    const body = dig(create, 'requestBody', 'content', 'application/json', 'schema');
+    expect(dig(body, 'required')).toEqual(['label']);
+    expect(dig(body, 'properties', 'keep')).toMatchObject({ type: 'boolean', default: false });
+    expect(dig(body, '$schema')).toBeUndefined();
+    expect(dig(create, 'responses', '201', 'content', 'application/json', 'schema', 'required')).toEqual(['id', 'state']);
+    expect(dig(create, 'responses', '4XX')).toEqual({ $ref: '#/components/responses/Error' });
+    expect(dig(create, 'responses', '5XX')).toEqual({ $ref: '#/components/responses/Error' });
+  });
+
+  it('moves shared and recursive schemas to components', () => {
+    const Node: z.ZodType = z.object({
+      name: z.string(),
+      get children() {
+        return z.array(Node);
+      },
+    });
+    const Tenant = z.object({ id: z.string() }).meta({ id: 'Tenant' });
+    const doc = build([{ method: 'put', path: '/tree', summary: 'Tree', body: Node, response: z.object({ owner: Tenant, tree: Node }) }]);
+    const op = doc.paths['/tree']?.put;
+    expect(dig(op, 'requestBody', 'content', 'application/json', 'schema')).toEqual({ $ref: '#/components/schemas/put_tree_body' });
+    const owner = dig(op, 'responses', '200', 'content', 'application/json', 'schema', 'properties', 'owner');
+    expect(owner).toEqual({ $ref: '#/components/schemas/Tenant' });
+    const text = JSON.stringify(doc);
+    expect(text).not.toContain('#/$defs/');
+    expect(text).not.toContain('"$ref":"#"');
+    for (const ref of text.match(/#\/components\/schemas\/[A-Za-z0-9_]+/g) ?? []) {
+      expect(doc.components.schemas).toHaveProperty(ref.split('/').at(-1) ?? '');
+    }
+  });
+
+  it('rejects duplicate routes and optional path parameters with INVALID_INPUT', () => {
+    const route: RouteDoc = { method: 'get', path: '/a/:id', summary: 'A' };
+    const cases: RouteDoc[][] = [[route, route], [route, { ...route, method: 'post', path: '/a/:other' }], [{ ...route, path: '/a/:id?' }]];
+    for (const routes of cases) {
+      try {
+        build(routes);
+        expect.unreachable();
+      } catch (error) {
+        expect(isHoldfastError(error, 'INVALID_INPUT')).toBe(true);
+      }
+    }
+  });
+});

@@ -1,0 +1,87 @@
+import { Readable } from 'node:stream';
+import type { Holdfast } from '../../index.js';
+import { type RouteDef, readQuery, tenantServices } from '../route.js';
+import { Checkpoint, LimitQuery, PathQuery } from './schemas.js';
+
+/** Checkpoints: by run, one by id, a directory listing, a file download. */
+export function checkpointRoutes(hf: Holdfast): RouteDef[] {
+  const tags = ['checkpoints'];
+  return [
+    {
+      doc: {
+        method: 'post',
+        path: '/v1/runs/:id/checkpoints',
+        summary: "Checkpoint a run's sandbox now (reason manual)",
+        tags,
+        response: Checkpoint,
+        responseStatus: 201,
+      },
+      async handler(c) {
+        const { runs } = await tenantServices(hf, c);
+        return c.json(await runs.checkpoint(c.req.param('id') ?? ''), 201);
+      },
+    },
+    {
+      doc: {
+        method: 'get',
+        path: '/v1/runs/:id/checkpoints',
+        summary: "A run's checkpoints, newest first (failed ones with their errors)",
+        tags,
+        query: LimitQuery,
+      },
+      async handler(c) {
+        const { checkpoints } = await tenantServices(hf, c);
+        return c.json({ checkpoints: await checkpoints.list(c.req.param('id') ?? '', readQuery(c, LimitQuery).limit) });
+      },
+    },
+    {
+      doc: { method: 'get', path: '/v1/checkpoints/:id', summary: 'Get a checkpoint', tags, response: Checkpoint },
+      async handler(c) {
+        const { checkpoints } = await tenantServices(hf, c);
+        return c.json(await checkpoints.get(c.req.param('id') ?? ''));
+      },
+    },
+    {
+      doc: {
+        method: 'get',
+        path: '/v1/checkpoints/:id/tree',
+        summary: 'List a directory (or describe one entry) inside a ready checkpoint',
+        tags,
+        query: PathQuery,
+      },
+      async handler(c) {
+        const { checkpoints } = await tenantServices(hf, c);
+        return c.json(await checkpoints.ls(c.req.param('id') ?? '', readQuery(c, PathQuery).path ?? ''));
+      },
+    },
+    {
+      doc: {
+        method: 'get',
+        path: '/v1/checkpoints/:id/file',
+        summary: "Download a file's bytes from a ready checkpoint (verified as streamed)",
+        tags,
+        query: PathQuery,
+        produces: 'application/octet-stream',
+      },
+      async handler(c) {
+        const { checkpoints } = await tenantServices(hf, c);
+        const id = c.req.param('id') ?? '';
+        const path = readQuery(c, PathQuery).path ?? '';
+        const lookup = await checkpoints.ls(id, path);
+        const chunks = checkpoints.cat(id, path);
+        // Read the first chunk before answering, so a missing or corrupt file is an error status, not a cut stream.
+        const first = await chunks.next();
+        const body = Readable.from(
+          (async function* () {
+            if (first.done !== true) yield first.value;
+            yield* chunks;
+          })(),
+        );
+        const size = lookup.kind === 'entry' && lookup.entry.type === 'file' ? lookup.entry.size : undefined;
+        return new Response(Readable.toWeb(body) as ReadableStream, {
+          headers: { 'content-type': 'application/octet-stream', ...(size === undefined ? {} : { 'content-length': String(size) }) },
+        });
+      },
+    },
+  ];
+}

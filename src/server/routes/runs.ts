@@ -1,0 +1,166 @@
+import type { Holdfast } from '../../index.js';
+import { type RouteDef, readJson, readQuery, tenantServices } from '../route.js';
+import { LimitQuery, RestoreBody, Run, RunBody, TurnBody, TurnResult, UpgradeBody } from './schemas.js';
+
+/** Output each stream of a turn's command may produce; more stops the command (`LIMIT_EXCEEDED`). */
+export const MAX_TURN_OUTPUT_BYTES = 4 * 1024 * 1024;
+/** Default bound on a turn's command. */
+const DEFAULT_TURN_TIMEOUT_MS = 10 * 60_000;
+
+/** Runs, turns, upgrades, lease resolution and restore into a new sandbox. */
+export function runRoutes(hf: Holdfast): RouteDef[] {
+  const tags = ['runs'];
+  return [
+    {
+      doc: {
+        method: 'post',
+        path: '/v1/runs',
+        summary: 'Create a run on a channel or a pinned deployment',
+        tags,
+        body: RunBody,
+        response: Run,
+        responseStatus: 201,
+      },
+      async handler(c) {
+        const { runs } = await tenantServices(hf, c);
+        return c.json(await runs.create(await readJson(c, RunBody)), 201);
+      },
+    },
+    {
+      doc: { method: 'get', path: '/v1/runs', summary: 'List runs, newest first', tags, query: LimitQuery },
+      async handler(c) {
+        const { runs } = await tenantServices(hf, c);
+        return c.json({ runs: await runs.list(readQuery(c, LimitQuery).limit) });
+      },
+    },
+    {
+      doc: { method: 'get', path: '/v1/runs/:id', summary: 'Get a run with its lease and sandbox', tags, response: Run },
+      async handler(c) {
+        const { runs } = await tenantServices(hf, c);
+        return c.json(await runs.get(c.req.param('id') ?? ''));
+      },
+    },
+    {
+      doc: {
+        method: 'get',
+        path: '/v1/runs/:id/events',
+        summary: 'Recorded steps (recoveries, upgrades, lease changes) with timings',
+        tags,
+        query: LimitQuery,
+      },
+      async handler(c) {
+        const { runs } = await tenantServices(hf, c);
+        return c.json({ events: await runs.events(c.req.param('id') ?? '', readQuery(c, LimitQuery).limit) });
+      },
+    },
+    {
+      doc: { method: 'get', path: '/v1/runs/:id/turns', summary: 'Turns of a run, newest first', tags, query: LimitQuery },
+      async handler(c) {
+        const { runs } = await tenantServices(hf, c);
+        return c.json({ turns: await runs.turns(c.req.param('id') ?? '', readQuery(c, LimitQuery).limit) });
+      },
+    },
+    {
+      doc: {
+        method: 'post',
+        path: '/v1/runs/:id/turns',
+        summary:
+          'Run a command as one turn: ensures the sandbox (recovering or upgrading it), runs argv in the workspace, and answers once the turn checkpoint is the ready head',
+        tags,
+        body: TurnBody,
+        response: TurnResult,
+      },
+      async handler(c) {
+        const { runs } = await tenantServices(hf, c);
+        const body = await readJson(c, TurnBody);
+        const outcome = await runs.turn(
+          c.req.param('id') ?? '',
+          ({ sandbox, signal }) =>
+            sandbox.run(body.argv, {
+              cwd: sandbox.workspaceRoot,
+              ...(body.stdin === undefined ? {} : { stdin: body.stdin }),
+              ...(body.env === undefined ? {} : { env: body.env }),
+              timeoutMs: body.timeoutMs ?? DEFAULT_TURN_TIMEOUT_MS,
+              maxOutputBytes: MAX_TURN_OUTPUT_BYTES,
+              signal,
+            }),
+          {
+            ...(body.waitMs === undefined ? {} : { waitMs: body.waitMs }),
+            summarize: (r) => ({
+              exitCode: r.code,
+              signal: r.signal,
+              timedOut: r.timedOut,
+              stdoutBytes: r.stdout.length,
+              stderrBytes: r.stderr.length,
+            }),
+          },
+        );
+        const { value } = outcome;
+        return c.json({
+          turn: outcome.turn,
+          checkpoint: outcome.checkpoint,
+          exit: { code: value.code, signal: value.signal, timedOut: value.timedOut },
+          stdout: value.stdout.toString('utf8'),
+          stderr: value.stderr.toString('utf8'),
+        });
+      },
+    },
+    {
+      doc: {
+        method: 'post',
+        path: '/v1/runs/:id/upgrade',
+        summary: "Move a run to its channel's active deployment (or the one named) now, whatever the policy",
+        tags,
+        body: UpgradeBody,
+        response: Run,
+      },
+      async handler(c) {
+        const { runs } = await tenantServices(hf, c);
+        const body = await readJson(c, UpgradeBody);
+        return c.json(
+          await runs.upgrade(c.req.param('id') ?? '', body.deploymentId === undefined ? {} : { deploymentId: body.deploymentId }),
+        );
+      },
+    },
+    {
+      doc: {
+        method: 'post',
+        path: '/v1/runs/:id/lease/resolve',
+        summary: 'Clear release_recovery_required after checking the provider',
+        tags,
+        response: Run,
+      },
+      async handler(c) {
+        const { runs } = await tenantServices(hf, c);
+        return c.json(await runs.resolveLease(c.req.param('id') ?? ''));
+      },
+    },
+    {
+      doc: {
+        method: 'post',
+        path: '/v1/runs/:id/restore',
+        summary: 'Restore a checkpoint of the run (default: its head) into a new sandbox of its deployment',
+        tags,
+        body: RestoreBody,
+        responseStatus: 201,
+      },
+      async handler(c) {
+        const { runs } = await tenantServices(hf, c);
+        const body = await readJson(c, RestoreBody);
+        const restored = await runs.restore(
+          c.req.param('id') ?? '',
+          body.checkpointId === undefined ? {} : { checkpointId: body.checkpointId },
+        );
+        const { sandbox } = restored;
+        return c.json(
+          {
+            sandbox: { provider: sandbox.provider, id: sandbox.id, workspaceRoot: sandbox.workspaceRoot },
+            deploymentId: restored.deployment.id,
+            checkpointId: restored.receipt.checkpointId,
+          },
+          201,
+        );
+      },
+    },
+  ];
+}

@@ -1,0 +1,95 @@
+import { z } from 'zod';
+
+/** Shared request and response schemas of API v1 (they also document it). */
+
+export const Argv = z.array(z.string().max(8192)).min(1).max(256);
+export const Env = z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/), z.string().max(131072));
+
+export const DeploymentBody = z.strictObject({
+  provider: z.string().regex(/^[a-z][a-z0-9-]{0,63}$/),
+  image: z.string().min(1).max(512).nullish(),
+  setup: z.array(Argv).max(32).optional(),
+  env: Env.optional(),
+  workspaceRoot: z.string().max(1024).nullish(),
+  workspaceUpgradePolicy: z.enum(['automatic', 'manual']).optional(),
+  validate: Argv.nullish(),
+});
+
+export const Deployment = z.object({
+  id: z.string(),
+  spec: z.object({}).passthrough(),
+  createdAt: z.number(),
+});
+
+export const ChannelBody = z.strictObject({ deploymentId: z.string().length(64) });
+export const Channel = z.object({ name: z.string(), deploymentId: z.string(), version: z.number(), updatedAt: z.number() });
+
+export const RunBody = z.union([
+  z.strictObject({ channel: z.string().min(1).max(64) }),
+  z.strictObject({ deploymentId: z.string().length(64) }),
+]);
+
+export const Run = z.object({
+  id: z.string(),
+  workspaceId: z.string(),
+  channel: z.string().nullable(),
+  deploymentId: z.string(),
+  sandbox: z.object({ provider: z.string(), id: z.string() }).nullable(),
+  lease: z
+    .object({ state: z.enum(['free', 'held', 'release_recovery_required']), epoch: z.number(), owner: z.string().nullable() })
+    .passthrough(),
+  turnCount: z.number(),
+  createdAt: z.number(),
+  updatedAt: z.number(),
+});
+
+export const TurnBody = z.strictObject({
+  argv: Argv,
+  stdin: z
+    .string()
+    .max(1024 * 512)
+    .optional(),
+  env: Env.optional(),
+  timeoutMs: z.number().int().positive().max(3_600_000).optional(),
+  waitMs: z.number().int().min(0).max(30_000).optional(),
+});
+
+export const Checkpoint = z.object({
+  id: z.string(),
+  workspaceId: z.string(),
+  parentId: z.string().nullable(),
+  rootTree: z.string().nullable(),
+  status: z.enum(['pending', 'ready', 'failed']),
+  reason: z.string(),
+  createdAt: z.number(),
+  finishedAt: z.number().nullable(),
+});
+
+export const Turn = z.object({
+  id: z.string(),
+  seq: z.number(),
+  epoch: z.number(),
+  owner: z.string(),
+  status: z.enum(['running', 'completed', 'failed']),
+  checkpointId: z.string().nullable(),
+  startedAt: z.number(),
+  finishedAt: z.number().nullable(),
+});
+
+export const TurnResult = z.object({
+  turn: Turn,
+  checkpoint: Checkpoint,
+  exit: z.object({ code: z.number().nullable(), signal: z.string().nullable(), timedOut: z.boolean() }),
+  stdout: z.string(),
+  stderr: z.string(),
+});
+
+export const UpgradeBody = z.strictObject({ deploymentId: z.string().length(64).optional() });
+export const RestoreBody = z.strictObject({ checkpointId: z.string().min(1).max(128).optional() });
+export const PathQuery = z.object({ path: z.string().max(4096).optional() });
+export const LimitQuery = z.object({ limit: z.coerce.number().int().min(1).max(1000).optional() });
+export const TokenBody = z.strictObject({
+  tenant: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/),
+  name: z.string().min(1).max(128),
+  admin: z.boolean().optional(),
+});

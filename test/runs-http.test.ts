@@ -1,0 +1,200 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BACKENDS } from './support/backends.js';
+import { expectBwrapInstalled } from './support/sandbox-processes.js';
+import { openTestService, type TestService } from './support/service.js';
+
+/** Writes a small tree: text, an executable, random binary, a symlink, an empty directory. */
+const WRITE = [
+  'sh',
+  '-c',
+  `mkdir -p src/lib empty/inner data &&
+   printf 'hello\\n' > src/hello.txt && printf 'export const x = 1;\\n' > src/lib/x.ts &&
+   printf '#!/bin/sh\\necho run\\n' > run.sh && chmod 755 run.sh &&
+   head -c 300000 /dev/urandom > data/big.bin && ln -s src/hello.txt link`,
+];
+/** Every entry with type and mode, then every file's SHA-256: equal manifests mean equal workspaces. */
+const MANIFEST = [
+  'sh',
+  '-c',
+  "find . -mindepth 1 -printf '%y %m %p %l\\n' | LC_ALL=C sort && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum",
+];
+
+describe.each(BACKENDS)('runs over HTTP with bwrap sandboxes: $name', (backend) => {
+  let svc: TestService;
+  beforeAll(async () => {
+    expectBwrapInstalled();
+    svc = await openTestService(backend);
+  });
+  afterAll(() => svc?.close());
+
+  const deploy = async (spec: Record<string, unknown>): Promise<string> => {
+    const answer = await svc.api('POST', '/v1/deployments', { provider: 'bwrap', ...spec });
+    expect(answer.status, JSON.stringify(answer.body)).toBeLessThan(300);
+    return answer.body.id as string;
+  };
+  const turn = async (runId: string, argv: string[]) => {
+    const answer = await svc.api('POST', `/v1/runs/${runId}/turns`, { argv });
+    expect(answer.status, JSON.stringify(answer.body)).toBe(200);
+    expect(answer.body.exit.code, answer.body.stderr).toBe(0);
+    return answer.body;
+  };
+  const getRun = async (runId: string) => (await svc.api('GET', `/v1/runs/${runId}`)).body;
+  const stepsOf = async (runId: string, kind: string) =>
+    ((await svc.api('GET', `/v1/runs/${runId}/events`)).body.events as { kind: string; step: string; status: string; id: number }[]).filter(
+      (e) => e.kind === kind,
+    );
+
+  it('a turn completes with a ready head checkpoint; a sandbox destroyed behind our back is rebuilt byte-equal by the next turn', async () => {
+    const deploymentId = await deploy({ setup: [['sh', '-c', 'echo setup-ran > /home/agent/setup.txt']] });
+    const created = await svc.api('POST', '/v1/runs', { deploymentId });
+    expect(created.status).toBe(201);
+    const runId = created.body.id as string;
+
+    const first = await turn(runId, WRITE);
+    expect(first.turn).toMatchObject({ status: 'completed', seq: 1, checkpointId: first.checkpoint.id });
+    expect(first.checkpoint.status).toBe('ready');
+    const workspace = await svc.hf.meta.workspaces.get(created.body.workspaceId);
+    expect(workspace.headCheckpointId).toBe(first.checkpoint.id);
+
+    const before = (await turn(runId, MANIFEST)).stdout as string;
+    expect(before).toContain('data/big.bin');
+    const lost = (await getRun(runId)).sandbox.id as string;
+    await svc.provider.destroy(lost);
+
+    const recovered = await turn(runId, ['sh', '-c', `${MANIFEST[2]} && cat /home/agent/setup.txt >&2`]);
+    expect(recovered.stdout).toBe(before);
+    expect(recovered.stderr).toBe('setup-ran\n');
+    const run = await getRun(runId);
+    expect(run.sandbox.id).not.toBe(lost);
+    const steps = await stepsOf(runId, 'recovery');
+    expect(steps.map((s) => `${s.step}:${s.status}`)).toEqual([
+      'detect_missing:ok',
+      'create_sandbox:ok',
+      'restore:ok',
+      'setup:ok',
+      'validate:ok',
+      'commit:ok',
+    ]);
+  });
+
+  it('a new deployment on the channel moves the run before its next turn; a failing one leaves it on the old sandbox until a retry works', async () => {
+    const setupWriting = (name: string) => ['sh', '-c', `echo ${name} > /home/agent/deployment`];
+    const v1 = await deploy({ setup: [setupWriting('v1')] });
+    expect((await svc.api('PUT', '/v1/channels/main', { deploymentId: v1 })).body.version).toBe(1);
+    const runId = (await svc.api('POST', '/v1/runs', { channel: 'main' })).body.id as string;
+    await turn(runId, WRITE);
+    const manifest = (await turn(runId, MANIFEST)).stdout as string;
+    const s1 = (await getRun(runId)).sandbox.id as string;
+
+    const v2 = await deploy({ setup: [setupWriting('v2')] });
+    await svc.api('PUT', '/v1/channels/main', { deploymentId: v2 });
+    const moved = await turn(runId, ['sh', '-c', `cat /home/agent/deployment && ${MANIFEST[2]}`]);
+    expect(moved.stdout).toBe(`v2\n${manifest}`);
+    const onV2 = await getRun(runId);
+    expect(onV2).toMatchObject({ deploymentId: v2 });
+    expect(onV2.sandbox.id).not.toBe(s1);
+    expect(await svc.provider.get(s1)).toBeUndefined();
+    const upgrade = await stepsOf(runId, 'upgrade');
+    expect(upgrade.map((s) => s.step)).toEqual(['save', 'create_sandbox', 'restore', 'setup', 'validate', 'commit', 'destroy_old_sandbox']);
+    expect(upgrade.every((s) => s.status === 'ok')).toBe(true);
+
+    // v3's setup fails until the workspace holds ready-v3: the run stays on v2 and keeps working.
+    const v3 = await deploy({ setup: [['sh', '-c', 'test -f /workspace/ready-v3 && echo v3 > /home/agent/deployment']] });
+    await svc.api('PUT', '/v1/channels/main', { deploymentId: v3 });
+    const stayed = await turn(runId, ['sh', '-c', 'cat /home/agent/deployment && touch ready-v3']);
+    expect(stayed.stdout).toBe('v2\n');
+    const afterFailure = await getRun(runId);
+    expect(afterFailure).toMatchObject({ deploymentId: v2, sandbox: { id: onV2.sandbox.id } });
+    const failed = (await stepsOf(runId, 'upgrade')).slice(upgrade.length);
+    expect(failed.map((s) => `${s.step}:${s.status}`)).toEqual([
+      'save:ok',
+      'create_sandbox:ok',
+      'restore:ok',
+      'setup:failed',
+      'discard_sandbox:ok',
+    ]);
+    expect((await svc.provider.list()).filter((s) => s.labels['holdfast.run'] === runId).map((s) => s.id)).toEqual([onV2.sandbox.id]);
+
+    const retried = await turn(runId, ['cat', '/home/agent/deployment']);
+    expect(retried.stdout).toBe('v3\n');
+    expect(await getRun(runId)).toMatchObject({ deploymentId: v3 });
+
+    // A manual deployment waits until asked.
+    const v4 = await deploy({ setup: [setupWriting('v4')], workspaceUpgradePolicy: 'manual' });
+    await svc.api('PUT', '/v1/channels/main', { deploymentId: v4 });
+    expect((await turn(runId, ['cat', '/home/agent/deployment'])).stdout).toBe('v3\n');
+    const asked = await svc.api('POST', `/v1/runs/${runId}/upgrade`, {});
+    expect(asked.status, JSON.stringify(asked.body)).toBe(200);
+    expect(asked.body.deploymentId).toBe(v4);
+    expect((await turn(runId, ['cat', '/home/agent/deployment'])).stdout).toBe('v4\n');
+  });
+
+  it('blob-store faults during the turn checkpoint fail the turn with the store error, keep the head, and the next turn works', async () => {
+    const deploymentId = await deploy({});
+    const run = (await svc.api('POST', '/v1/runs', { deploymentId })).body;
+    const good = await turn(run.id, WRITE);
+    const remove = svc.faults.inject({ ops: ['put'], times: Number.POSITIVE_INFINITY, fault: { kind: 'error' } });
+    let failed: Awaited<ReturnType<TestService['api']>>;
+    try {
+      failed = await svc.api('POST', `/v1/runs/${run.id}/turns`, { argv: ['sh', '-c', 'head -c 200000 /dev/urandom > new.bin'] });
+    } finally {
+      remove();
+    }
+    expect(failed.status).toBe(503);
+    expect(failed.body.error.code).toBe('STORE_UNAVAILABLE');
+    expect((await svc.hf.meta.workspaces.get(run.workspaceId)).headCheckpointId).toBe(good.checkpoint.id);
+    const [latest] = (await svc.api('GET', `/v1/runs/${run.id}/checkpoints`)).body.checkpoints;
+    expect(latest).toMatchObject({ status: 'failed', error: { code: 'STORE_UNAVAILABLE' } });
+    const [failedTurn] = (await svc.api('GET', `/v1/runs/${run.id}/turns`)).body.turns;
+    expect(failedTurn).toMatchObject({ status: 'failed', error: { code: 'STORE_UNAVAILABLE' } });
+
+    const next = await turn(run.id, ['sh', '-c', 'sha256sum new.bin']);
+    expect(next.turn.status).toBe('completed');
+    expect((await svc.hf.meta.workspaces.get(run.workspaceId)).headCheckpointId).toBe(next.checkpoint.id);
+    const listing = await svc.api('GET', `/v1/checkpoints/${next.checkpoint.id}/tree?path=`);
+    expect(listing.body.entries.map((e: { name: string }) => e.name)).toContain('new.bin');
+    const file = await svc.app.request(`/v1/checkpoints/${next.checkpoint.id}/file?path=src/hello.txt`, {
+      headers: { authorization: `Bearer ${svc.token}` },
+    });
+    expect(file.status).toBe(200);
+    expect(Buffer.from(await file.arrayBuffer()).toString()).toBe('hello\n');
+  });
+
+  it('tokens: none or a wrong one is 401; another tenant sees 404 for our run; only admins create tokens', async () => {
+    const deploymentId = await deploy({});
+    const run = (await svc.api('POST', '/v1/runs', { deploymentId })).body;
+    const missing = await svc.api('GET', `/v1/runs/${run.id}`, undefined, null);
+    expect(missing.status).toBe(401);
+    expect(missing.body.error.code).toBe('UNAUTHORIZED');
+    expect((await svc.api('GET', `/v1/runs/${run.id}`, undefined, `${svc.token}x`)).status).toBe(401);
+    expect((await svc.api('POST', '/v1/tokens', { tenant: 'other', name: 'x' })).status).toBe(403);
+    const other = await svc.api('POST', '/v1/tokens', { tenant: 'other', name: 'x' }, svc.adminToken);
+    expect(other.status).toBe(201);
+    const theirs = await svc.api('GET', `/v1/runs/${run.id}`, undefined, other.body.token);
+    expect(theirs.status).toBe(404);
+    expect(theirs.body.error.code).toBe('NOT_FOUND');
+    expect((await svc.api('POST', `/v1/runs/${run.id}/turns`, { argv: ['true'] }, other.body.token)).status).toBe(404);
+    expect((await svc.api('GET', `/v1/deployments/${deploymentId}`, undefined, other.body.token)).status).toBe(404);
+    expect((await svc.api('GET', '/v1/runs', undefined, other.body.token)).body.runs).toEqual([]);
+    // Public routes.
+    expect((await svc.api('GET', '/healthz', undefined, null)).status).toBe(200);
+    expect((await svc.api('GET', '/readyz', undefined, null)).status).toBe(200);
+    const openapi = await svc.api('GET', '/v1/openapi.json', undefined, null);
+    expect(Object.keys(openapi.body.paths)).toContain('/v1/runs/{id}/turns');
+    const metrics = await svc.api('GET', '/metrics', undefined, null);
+    expect(metrics.body).toMatch(/^holdfast_turns_total\{outcome="completed"\} \d+$/m);
+  });
+
+  it('bad input is a 400 with INVALID_INPUT; credentials in a deployment are refused', async () => {
+    const bad = await svc.api('POST', '/v1/deployments', { provider: 'bwrap', setup: 'npm ci' });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.code).toBe('INVALID_INPUT');
+    const secret = await svc.api('POST', '/v1/deployments', {
+      provider: 'bwrap',
+      env: { GH: `ghp_${'a1B2c3D4e5'.repeat(4).slice(0, 36)}` },
+    });
+    expect(secret.status).toBe(422);
+    expect(secret.body.error.code).toBe('SECRET_EXCLUDED');
+    expect((await svc.api('POST', '/v1/runs', { channel: 'nope' })).body.error.code).toBe('NOT_FOUND');
+  });
+});

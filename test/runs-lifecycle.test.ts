@@ -1,0 +1,157 @@
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Holdfast, openHoldfast, type RunSettings, type TurnContext } from '../src/index.js';
+import { BwrapSandboxProvider } from '../src/sandbox/providers/bwrap.js';
+import { BACKENDS, type OpenedBackends } from './support/backends.js';
+import { FaultInjectingBlobStore } from './support/fault-injecting-blob-store.js';
+import { FaultyProvider } from './support/faulty-provider.js';
+import { expectBwrapInstalled } from './support/sandbox-processes.js';
+
+const sh = (script: string) => ['sh', '-c', script];
+
+describe.each(BACKENDS)('run lifecycle through the library: $name', (backend) => {
+  let opened: OpenedBackends;
+  let provider: FaultyProvider;
+  const instances: Holdfast[] = [];
+
+  /** A Holdfast on the shared stores, as one server of several. */
+  const server = async (owner: string, settings: Partial<RunSettings> = {}, blobs = opened.blobs): Promise<Holdfast> => {
+    const hf = await openHoldfast({
+      blobs,
+      meta: opened.meta,
+      cacheDir: path.join(opened.dir, `cache-${owner}`),
+      providers: () => provider,
+      owner,
+      runSettings: settings,
+    });
+    instances.push(hf);
+    return hf;
+  };
+  const newRun = async (hf: Holdfast) => {
+    const deployment = await hf.deployments.create({ provider: 'bwrap' });
+    return hf.runs.create({ deploymentId: deployment.id });
+  };
+  const exec =
+    (script: string) =>
+    ({ sandbox, signal }: Pick<TurnContext, 'sandbox' | 'signal'>) =>
+      sandbox.run(sh(script), { cwd: sandbox.workspaceRoot, signal });
+
+  beforeAll(async () => {
+    expectBwrapInstalled();
+    opened = await backend.open();
+    provider = new FaultyProvider(new BwrapSandboxProvider({ root: path.join(opened.dir, 'sandboxes') }));
+  });
+  afterAll(async () => {
+    for (const hf of instances) await hf.close();
+    provider.destroyMode = 'real';
+    for (const s of (await provider?.list()) ?? []) await provider.destroy(s.id);
+    await opened?.cleanup();
+  });
+
+  it('periodic checkpoints run while a turn runs, never two at once, and the turn ends with its own checkpoint', async () => {
+    const hf = await server('periodic', { checkpointIntervalMs: 200 });
+    const run = await newRun(hf);
+    const outcome = await hf.runs.turn(run.id, exec('for i in 1 2 3 4 5 6 7 8; do echo $i > f$i; sleep 0.2; done'));
+    expect(outcome.periodic.started).toBeGreaterThanOrEqual(2);
+    const checkpoints = (await hf.checkpoints.list(run.id)).reverse();
+    const periodic = checkpoints.filter((c) => c.reason === 'periodic');
+    expect(periodic.length).toBe(outcome.periodic.started);
+    expect(periodic.some((c) => c.status === 'ready')).toBe(true);
+    expect(checkpoints.at(-1)).toMatchObject({ id: outcome.checkpoint.id, reason: 'turn', status: 'ready' });
+    for (let i = 1; i < checkpoints.length; i += 1) {
+      const [prev, next] = [checkpoints[i - 1], checkpoints[i]];
+      expect(next?.createdAt).toBeGreaterThanOrEqual(prev?.finishedAt ?? Number.POSITIVE_INFINITY);
+    }
+    const files = await hf.checkpoints.ls(outcome.checkpoint.id);
+    expect(files.kind === 'dir' && files.entries.map((e) => e.name)).toEqual(['f1', 'f2', 'f3', 'f4', 'f5', 'f6', 'f7', 'f8']);
+  });
+
+  it('a turn whose body throws still saves its work (final checkpoint) and fails with the body error', async () => {
+    const hf = await server('final');
+    const run = await newRun(hf);
+    const failing = hf.runs.turn(run.id, async (ctx) => {
+      await exec('echo partial > work.txt')(ctx);
+      throw new Error('agent crashed');
+    });
+    await expect(failing).rejects.toThrow('agent crashed');
+    const [latest] = await hf.checkpoints.list(run.id);
+    expect(latest).toMatchObject({ reason: 'final', status: 'ready' });
+    const [turn] = await hf.runs.turns(run.id);
+    expect(turn).toMatchObject({ status: 'failed', error: { code: 'INTERNAL' } });
+    const chunks: Uint8Array[] = [];
+    for await (const chunk of hf.checkpoints.cat(latest?.id ?? '', 'work.txt')) chunks.push(chunk);
+    const bytes = Buffer.concat(chunks);
+    expect(bytes.toString()).toBe('partial\n');
+  });
+
+  it('shutdown checkpoints idle sandboxes inside the deadline and reports the turn that did not finish', async () => {
+    const hf = await server('drain');
+    const [a, b, busy] = [await newRun(hf), await newRun(hf), await newRun(hf)];
+    await hf.runs.turn(a.id, exec('echo a > a.txt'));
+    await hf.runs.turn(b.id, exec('echo b > b.txt'));
+    const started = hf.runs.turn(busy.id, exec('sleep 20')).catch((error: unknown) => error);
+    while (hf.activeTurns() === 0) await sleep(20);
+    const report = await hf.shutdown({ deadlineMs: 2000, concurrency: 2 });
+    expect(report.checkpointed.sort()).toEqual([a.id, b.id].sort());
+    expect(report.incomplete).toEqual([{ runId: busy.id, what: 'turn', error: 'TIMEOUT' }]);
+    expect(report.durationMs).toBeLessThan(2000 + 3000);
+    for (const run of [a, b]) expect((await hf.checkpoints.list(run.id))[0]).toMatchObject({ reason: 'shutdown', status: 'ready' });
+    await started;
+    await expect(hf.runs.turn(a.id, exec('true'))).rejects.toMatchObject({ code: 'CANCELLED' });
+  });
+
+  it('a stale owner cannot move the head: its checkpoint commit is fenced with STALE_LEASE after another server took over', async () => {
+    const slowBlobs = new FaultInjectingBlobStore(opened.blobs);
+    const a = await server('server-a', { leaseTtlMs: 1000, heartbeatMs: 3_600_000 }, slowBlobs);
+    const b = await server('server-b', { leaseTtlMs: 1000 });
+    const run = await newRun(a);
+    await a.runs.turn(run.id, exec('echo one > one.txt'));
+    // A's next checkpoint stalls in the upload long enough for its lease (never renewed) to expire.
+    slowBlobs.inject({ ops: ['put'], times: Number.POSITIVE_INFINITY, fault: { kind: 'latency', ms: 3000 } });
+    const stale = a.runs.turn(run.id, exec('echo from-a > a.txt')).catch((error: unknown) => error);
+    await sleep(1200);
+    // The provider "stops" A's sandbox without doing it: A keeps running, as in a split brain.
+    provider.destroyMode = 'lie';
+    const taken = await b.runs.turn(run.id, exec('echo from-b > b.txt'), { waitMs: 10_000 });
+    provider.destroyMode = 'real';
+    expect(await stale).toMatchObject({ code: 'STALE_LEASE' });
+    const workspace = await b.meta.workspaces.get(run.workspaceId);
+    expect(workspace.headCheckpointId).toBe(taken.checkpoint.id);
+    const names = await b.checkpoints.ls(taken.checkpoint.id);
+    expect(names.kind === 'dir' && names.entries.map((e) => e.name)).toEqual(['b.txt', 'one.txt']);
+    const rejected = (await b.checkpoints.list(run.id)).find((c) => c.status === 'failed');
+    expect(rejected?.error).toMatchObject({ code: 'STALE_LEASE' });
+    const events = await b.runs.events(run.id);
+    expect(events.some((e) => e.kind === 'lease' && e.step === 'takeover' && e.data?.from === 'server-a')).toBe(true);
+    slowBlobs.clear();
+  });
+
+  it('an uncertain stop leaves release_recovery_required, which blocks turns until resolved', async () => {
+    const a = await server('rr-a', { leaseTtlMs: 500, heartbeatMs: 3_600_000 });
+    const b = await server('rr-b', { leaseTtlMs: 500 });
+    const run = await newRun(a);
+    await a.runs.turn(run.id, exec('echo kept > kept.txt'));
+    const claimed = await a.meta.runs.claim(run.id, 'rr-a', 500); // A "dies" holding the lease
+    expect(claimed?.lease.state).toBe('held');
+    await sleep(600);
+    provider.destroyMode = 'fail';
+    await expect(b.runs.turn(run.id, exec('true'))).rejects.toMatchObject({
+      code: 'CONFLICT',
+      data: { reason: 'release_recovery_required' },
+    });
+    expect((await b.runs.get(run.id)).lease.state).toBe('release_recovery_required');
+    await expect(b.runs.turn(run.id, exec('true'), { waitMs: 100 })).rejects.toMatchObject({
+      code: 'CONFLICT',
+      data: { reason: 'release_recovery_required' },
+    });
+    await expect(b.runs.resolveLease(run.id)).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE' });
+    expect((await b.runs.get(run.id)).lease.state).toBe('release_recovery_required');
+    provider.destroyMode = 'real';
+    const resolved = await b.runs.resolveLease(run.id);
+    expect(resolved.lease.state).toBe('free');
+    expect(resolved.sandbox).toBeNull();
+    const after = await b.runs.turn(run.id, exec('cat kept.txt'));
+    expect(after.value.stdout.toString()).toBe('kept\n');
+  });
+});
