@@ -210,4 +210,60 @@ describe('holdfast serve: several processes on one PostgreSQL + S3', () => {
     const final = (await api(b, 'GET', `/v1/runs/${run.id}/checkpoints?limit=1`)).body.checkpoints[0];
     expect(final.id).toBe(takeover.body.checkpoint.id);
   });
+
+  it('SIGTERM drains: idle sandboxes are checkpointed, a running turn is reported incomplete, the process exits inside the deadline', async () => {
+    const deadlineMs = 2000;
+    const child = spawn(process.execPath, [MAIN, 'serve', '--port', '0', '--shutdown-deadline-ms', String(deadlineMs)], {
+      env: { ...env, HOLDFAST_CACHE_DIR: path.join(dir, 'cache-drain') },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const lines: { msg?: string; url?: string; [key: string]: unknown }[] = [];
+    const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+    const url = await new Promise<string>((resolve) => {
+      let buffered = '';
+      child.stdout?.on('data', (chunk: Buffer) => {
+        buffered += chunk.toString();
+        for (let nl = buffered.indexOf('\n'); nl >= 0; nl = buffered.indexOf('\n')) {
+          const line = JSON.parse(buffered.slice(0, nl)) as { msg?: string; url?: string };
+          buffered = buffered.slice(nl + 1);
+          lines.push(line);
+          if (line.msg === 'listening' && line.url !== undefined) resolve(line.url);
+        }
+      });
+    });
+    const server: Server = { child, url, logs: [] };
+    const deployment = (await api(server, 'POST', '/v1/deployments', { provider: 'bwrap' })).body;
+    const runs = [];
+    for (let i = 0; i < 3; i += 1) runs.push((await api(server, 'POST', '/v1/runs', { deploymentId: deployment.id })).body.id as string);
+    const [idle1, idle2, busy] = runs as [string, string, string];
+    for (const id of [idle1, idle2])
+      expect((await api(server, 'POST', `/v1/runs/${id}/turns`, { argv: ['sh', '-c', `echo ${id} > id.txt`] })).status).toBe(200);
+    const running = api(server, 'POST', `/v1/runs/${busy}/turns`, { argv: ['sleep', '30'] }).catch((e: unknown) => e);
+    await waitFor(
+      'the long turn to start',
+      async () => (await api(server, 'GET', `/v1/runs/${busy}/turns?limit=1`)).body.turns[0]?.status === 'running',
+    );
+    const signalled = performance.now();
+    child.kill('SIGTERM');
+    expect(await exited).toBe(0);
+    expect(performance.now() - signalled).toBeLessThan(deadlineMs + 5000);
+    await running;
+    const report = lines.find((l) => l.msg === 'shutdown report') as {
+      checkpointed: string[];
+      incomplete: { runId: string; what: string }[];
+    };
+    expect(report.checkpointed.sort()).toEqual([idle1, idle2].sort());
+    expect(report.incomplete).toContainEqual(expect.objectContaining({ runId: busy, what: 'turn' }));
+    expect(lines.some((l) => l.msg === 'shutdown incomplete' && l.runId === busy)).toBe(true);
+    const meta = await openMetadataStore({ kind: 'postgres', url: db.url });
+    try {
+      for (const id of [idle1, idle2]) {
+        const run = await meta.runs.get(id);
+        const [latest] = await meta.checkpoints.listByWorkspace(run.workspaceId, { limit: 1 });
+        expect(latest).toMatchObject({ reason: 'shutdown', status: 'ready' });
+      }
+    } finally {
+      await meta.close();
+    }
+  });
 });
