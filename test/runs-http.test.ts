@@ -197,4 +197,32 @@ describe.each(BACKENDS)('runs over HTTP with bwrap sandboxes: $name', (backend) 
     expect(secret.body.error.code).toBe('SECRET_EXCLUDED');
     expect((await svc.api('POST', '/v1/runs', { channel: 'nope' })).body.error.code).toBe('NOT_FOUND');
   });
+
+  it('Idempotency-Key: a retried turn is answered from its receipt, not run twice; the same key for another request is refused', async () => {
+    const deploymentId = await deploy({});
+    const run = (await svc.api('POST', '/v1/runs', { deploymentId })).body;
+    const send = (argv: string[], key: string) =>
+      svc.app.request(`/v1/runs/${run.id}/turns`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${svc.token}`, 'content-type': 'application/json', 'idempotency-key': key },
+        body: JSON.stringify({ argv }),
+      });
+    const key = `turn-${run.id}`;
+    const first = await send(['sh', '-c', 'echo x >> count.txt'], key);
+    expect(first.status).toBe(200);
+    const firstBody = await first.json();
+    const again = await send(['sh', '-c', 'echo x >> count.txt'], key);
+    expect(again.status).toBe(200);
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(await again.json()).toEqual(firstBody);
+    expect((await svc.api('GET', `/v1/runs/${run.id}/turns`)).body.turns).toHaveLength(1);
+    const other = await send(['true'], key);
+    expect(other.status).toBe(400);
+    expect(((await other.json()) as { error: unknown }).error).toMatchObject({
+      code: 'INVALID_INPUT',
+      data: { reason: 'idempotency_key_reused' },
+    });
+    const count = await turn(run.id, ['cat', 'count.txt']);
+    expect(count.stdout).toBe('x\n');
+  });
 });

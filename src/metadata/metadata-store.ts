@@ -4,6 +4,7 @@ import type { MigratedDatabase } from './migrator.js';
 import { type CheckpointsRepo, createCheckpointsRepo } from './repos/checkpoints-repo.js';
 import { createDeploymentsRepo, type DeploymentsRepo } from './repos/deployments-repo.js';
 import { createGcRepo, type GcRepo } from './repos/gc-repo.js';
+import { createIdempotencyRepo, type IdempotencyRepo } from './repos/idempotency-repo.js';
 import { createObjectIndexRepo, type ObjectIndexRepo } from './repos/objects-repo.js';
 import type { RepoContext } from './repos/repo-context.js';
 import { createRunsRepo, type RunsRepo } from './repos/runs-repo.js';
@@ -22,6 +23,7 @@ export type {
 } from './repos/checkpoints-repo.js';
 export type { Channel, DeploymentRecord } from './repos/deployments-repo.js';
 export type { DeletionRecord, QueuedOrphan } from './repos/gc-repo.js';
+export type { IdempotencyBegin } from './repos/idempotency-repo.js';
 export type { ObjectLocation, ObjectRecord, PackInfo, PackRecord } from './repos/objects-repo.js';
 export type { CreateRunInput, Lease, Run } from './repos/runs-repo.js';
 export type { CreateTenantInput, Tenant } from './repos/tenants-repo.js';
@@ -29,7 +31,18 @@ export type { TokenRecord } from './repos/tokens-repo.js';
 export type { RunEvent, RunEventInput, Turn } from './repos/turns-repo.js';
 export type { CreateWorkspaceInput, Workspace } from './repos/workspaces-repo.js';
 export type { CheckpointReason, CheckpointStatus, Database, LeaseState, ObjectCodec, ObjectKind, TurnStatus } from './schema.js';
-export type { CheckpointsRepo, DeploymentsRepo, GcRepo, ObjectIndexRepo, RunsRepo, TenantsRepo, TokensRepo, TurnsRepo, WorkspacesRepo };
+export type {
+  CheckpointsRepo,
+  DeploymentsRepo,
+  GcRepo,
+  IdempotencyRepo,
+  ObjectIndexRepo,
+  RunsRepo,
+  TenantsRepo,
+  TokensRepo,
+  TurnsRepo,
+  WorkspacesRepo,
+};
 
 /** Which SQL engine a store runs on. */
 export type MetadataDialect = 'sqlite' | 'postgres';
@@ -55,6 +68,8 @@ export interface MetadataRepositories {
   readonly turns: TurnsRepo;
   /** API tokens (hashed). */
   readonly tokens: TokensRepo;
+  /** HTTP idempotency receipts. */
+  readonly idempotency: IdempotencyRepo;
 }
 
 /** The repositories bound to one open transaction, plus its raw Kysely handle. */
@@ -120,6 +135,7 @@ function repositories(context: RepoContext): MetadataRepositories {
     runs: createRunsRepo(context),
     turns: createTurnsRepo(context),
     tokens: createTokensRepo(context),
+    idempotency: createIdempotencyRepo(context),
   };
 }
 

@@ -117,5 +117,21 @@ export function describeRunsCases(ctx: ContractContext): void {
       expect(await store.tokens.findByHash(hash)).toBeUndefined();
       expect(await store.tokens.revoke(token.id)).toBe(false);
     });
+    it('idempotency receipts: first claims, a running one is in progress, a finished one replays, another request mismatches', async () => {
+      const { store } = await fixture();
+      const { tenantId } = await makeWorkspace(store);
+      const [key, hash, otherHash] = [uniqueName('key'), sha256('request'), sha256('other')];
+      const begin = (requestHash: string, expireBeforeMs = 0) => store.idempotency.begin({ tenantId, key, requestHash, expireBeforeMs });
+      expect(await begin(hash)).toEqual({ kind: 'new' });
+      expect(await begin(hash)).toEqual({ kind: 'in_progress' });
+      expect(await begin(otherHash)).toEqual({ kind: 'mismatch' });
+      await store.idempotency.finish(tenantId, key, 201, '{"id":1}');
+      expect(await begin(hash)).toEqual({ kind: 'replay', statusCode: 201, response: '{"id":1}' });
+      await store.idempotency.abandon(tenantId, key); // finished receipts are kept
+      expect((await begin(hash)).kind).toBe('replay');
+      expect(await begin(otherHash, Number.MAX_SAFE_INTEGER)).toEqual({ kind: 'new' }); // expired: the key is free again
+      await store.idempotency.abandon(tenantId, key);
+      expect(await begin(hash)).toEqual({ kind: 'new' });
+    });
   });
 }

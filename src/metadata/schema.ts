@@ -193,6 +193,19 @@ export interface TokensTable {
   revoked_at: number | null;
 }
 
+/** `idempotency_keys` (migration 4): one receipt per tenant and `Idempotency-Key`. */
+export interface IdempotencyKeysTable {
+  tenant_id: string;
+  key: string;
+  /** SHA-256 of method, path and body: a key reused for another request is refused. */
+  request_hash: string;
+  /** Set with `response` once the first request finished; `null` while it runs. */
+  status_code: number | null;
+  response: string | null;
+  created_at: number;
+  finished_at: number | null;
+}
+
 /** `holdfast_schema_migrations`: one row per applied migration, written by the migrator only. */
 export interface SchemaMigrationsTable {
   version: number;
@@ -215,5 +228,6 @@ export interface Database {
   turns: TurnsTable;
   run_events: RunEventsTable;
   tokens: TokensTable;
+  idempotency_keys: IdempotencyKeysTable;
   holdfast_schema_migrations: SchemaMigrationsTable;
 }

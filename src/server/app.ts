@@ -3,6 +3,7 @@ import type { Holdfast } from '../index.js';
 import type { AppEnv } from './app-env.js';
 import { bearerAuth } from './auth.js';
 import { errorHandler, notFoundHandler } from './error-response.js';
+import { idempotency } from './idempotency.js';
 import type { Logger } from './logger.js';
 import { requestLogger } from './logger.js';
 import { httpMetrics, type Metrics, PROMETHEUS_CONTENT_TYPE } from './metrics.js';
@@ -71,6 +72,7 @@ export function createApp(options: AppOptions): Hono<AppEnv> {
         : { tokenId: token.id, tenantId: token.tenantId, tenantName: token.tenantName, admin: token.admin };
     }),
   );
+  app.use('/v1/*', idempotency(hf.meta));
   for (const route of routes) app.on(route.doc.method.toUpperCase(), route.doc.path, route.handler);
   return app;
 }
