@@ -52,3 +52,21 @@ export class Output {
     else this.stderr.write(`holdfast: ${body.code}: ${body.message}\n`);
   }
 }
+
+/** Renders rows under `header` as left-aligned columns two spaces apart. */
+export function renderTable(header: readonly string[], rows: readonly (readonly string[])[]): string {
+  const widths = header.map((h, col) => Math.max(h.length, ...rows.map((r) => (r[col] ?? '').length)));
+  return [header, ...rows]
+    .map((row) =>
+      row
+        .map((cell, col) => cell.padEnd(widths[col] ?? 0))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
+}
+
+/** An epoch-milliseconds time as ISO 8601, or `-` when absent. */
+export function isoTime(ms: number | null): string {
+  return ms === null ? '-' : new Date(ms).toISOString();
+}

@@ -125,16 +125,7 @@ async function rebuild(scope: RunScope, lease: HeldLease, run: Run, candidates: 
   let lastError: unknown;
   for (const deployment of unique) {
     try {
-      const sandbox = await prepareSandbox({
-        host,
-        recorder,
-        tenantName: scope.tenant.name,
-        runId: run.id,
-        workspaceName: runWorkspaceName(run.id),
-        deploymentId: deployment.id,
-        spec: deployment.spec,
-        checkpoint: head,
-      });
+      const sandbox = await prepareFor(scope, run, recorder, deployment, head);
       const committed = await commitSwitch(scope, lease, run, sandbox, deployment, recorder);
       return { run: committed, sandbox, deployment };
     } catch (error) {
@@ -143,6 +134,26 @@ async function rebuild(scope: RunScope, lease: HeldLease, run: Run, candidates: 
     }
   }
   throw lastError;
+}
+
+/** A ready sandbox of `deployment` for `run` holding `checkpoint` (see {@link prepareSandbox}). */
+function prepareFor(
+  scope: RunScope,
+  run: Run,
+  recorder: StepRecorder,
+  deployment: Deployment,
+  checkpoint: Checkpoint | undefined,
+): Promise<SandboxHandle> {
+  return prepareSandbox({
+    host: scope.host,
+    recorder,
+    tenantName: scope.tenant.name,
+    runId: run.id,
+    workspaceName: runWorkspaceName(run.id),
+    deploymentId: deployment.id,
+    spec: deployment.spec,
+    checkpoint,
+  });
 }
 
 /** Points the run at its new sandbox (fenced); a failed commit discards the new sandbox. */
@@ -186,16 +197,7 @@ export async function upgradeSandbox(
     () => saveSandbox(scope, lease, old, 'upgrade'),
     (r) => ({ checkpointId: r.checkpoint.id, from: run.deploymentId, to: target.id }),
   );
-  const sandbox = await prepareSandbox({
-    host,
-    recorder,
-    tenantName: scope.tenant.name,
-    runId: run.id,
-    workspaceName: runWorkspaceName(run.id),
-    deploymentId: target.id,
-    spec: target.spec,
-    checkpoint: saved.checkpoint,
-  });
+  const sandbox = await prepareFor(scope, run, recorder, target, saved.checkpoint);
   const committed = await commitSwitch(scope, lease, run, sandbox, target, recorder);
   await recorder
     .step(

@@ -1,7 +1,8 @@
 import type { Command } from 'commander';
 import type { Run } from '../../index.js';
+import { isoTime } from '../output.js';
 import { withHoldfast } from '../program.js';
-import { isoTime, locateRun } from './run.js';
+import { locateRun } from './run.js';
 
 /**
  * `holdfast lease resolve <runId>`: the operator's way out of `release_recovery_required`.

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { NotFoundError } from '../../errors.js';
 import type { Holdfast, Run, RunEvent, TenantServices, Turn } from '../../index.js';
+import { isoTime, renderTable } from '../output.js';
 import { positiveInt, withHoldfast } from '../program.js';
 
 /** Runs `run ls` lists when no `--limit` is given (the library's own page size). */
@@ -24,24 +25,6 @@ export async function locateRun(hf: Holdfast, runId: string): Promise<LocatedRun
   const run = await hf.meta.runs.get(runId);
   const tenant = await hf.meta.tenants.get(run.tenantId);
   return { run, services: await hf.forTenant(tenant.name) };
-}
-
-/** Renders rows under `header` as left-aligned columns two spaces apart. */
-export function renderTable(header: readonly string[], rows: readonly (readonly string[])[]): string {
-  const widths = header.map((h, col) => Math.max(h.length, ...rows.map((r) => (r[col] ?? '').length)));
-  return [header, ...rows]
-    .map((row) =>
-      row
-        .map((cell, col) => cell.padEnd(widths[col] ?? 0))
-        .join('  ')
-        .trimEnd(),
-    )
-    .join('\n');
-}
-
-/** An epoch-milliseconds time as ISO 8601, or `-` when absent. */
-export function isoTime(ms: number | null): string {
-  return ms === null ? '-' : new Date(ms).toISOString();
 }
 
 /** `holdfast run ls | show`: read runs, their turns and their recorded steps from the store. */

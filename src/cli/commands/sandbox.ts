@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { InputError, NotFoundError } from '../../errors.js';
 import { findSandbox, openSandboxProvider, SANDBOX_PROVIDER_NAMES } from '../../sandbox/open-provider.js';
 import type { ExecExit, SandboxInfo } from '../../sandbox/sandbox-provider.js';
-import { Output, requestExitCode } from '../output.js';
+import { Output, renderTable, requestExitCode } from '../output.js';
 import { collect, type GlobalOptions, positiveInt } from '../program.js';
 
 /** Exit status for a command killed by its timeout, as timeout(1) reports it. */
@@ -136,14 +136,5 @@ function renderList(infos: readonly SandboxInfo[]): string {
       .map(([k, v]) => `${k}=${v}`)
       .join(','),
   ]);
-  const header = ['ID', 'PROVIDER', 'CREATED', 'LABELS'];
-  const widths = header.map((h, col) => Math.max(h.length, ...rows.map((r) => (r[col] ?? '').length)));
-  return [header, ...rows]
-    .map((row) =>
-      row
-        .map((cell, col) => cell.padEnd(widths[col] ?? 0))
-        .join('  ')
-        .trimEnd(),
-    )
-    .join('\n');
+  return renderTable(['ID', 'PROVIDER', 'CREATED', 'LABELS'], rows);
 }

@@ -2,8 +2,8 @@ import type { Command } from 'commander';
 import { NotFoundError } from '../../errors.js';
 import type { Holdfast } from '../../index.js';
 import { generateToken, hashToken } from '../../server/auth.js';
+import { isoTime, renderTable } from '../output.js';
 import { withHoldfast } from '../program.js';
-import { isoTime, renderTable } from './run.js';
 
 /** Label of a token created without `--name`. */
 const DEFAULT_TOKEN_NAME = 'cli';
