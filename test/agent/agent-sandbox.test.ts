@@ -85,11 +85,13 @@ describe.each([
   let provider: SandboxProvider;
   let sandbox: SandboxHandle;
   let client: AgentClient;
+  let providerRoot: string | undefined;
   const src = (): string => path.join(work, `src-${name}`);
 
   beforeAll(async () => {
     if (name === 'bwrap') expectBwrapInstalled();
-    provider = makeProvider(fs.realpathSync(tempDir(`provider-${name}`)));
+    providerRoot = fs.realpathSync(tempDir(`provider-${name}`));
+    provider = makeProvider(providerRoot);
     sandbox = await provider.create();
     makeMixedTree(src(), 6 * 1024 * 1024);
     ({ client } = await connectAgent(execOf(sandbox), sandbox.agentHome));
@@ -98,6 +100,7 @@ describe.each([
   afterAll(async () => {
     await client?.close();
     await provider?.destroy(sandbox.id);
+    if (providerRoot !== undefined) fs.rmSync(providerRoot, { recursive: true, force: true });
   });
 
   it('probes the workspace', async () => {
