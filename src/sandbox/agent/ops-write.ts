@@ -41,10 +41,10 @@ export function write(state: AgentState): OpHandler {
     const { staging, journal } = openStaging(state, stagingId);
     if (journal.has(batchId)) return { result: { applied: false, ops: ops.length } };
     const resolver = new NoFollowResolver(staging);
-    plan(resolver, ops);
+    const batch: BatchContext = { absent: plan(resolver, ops), writable: new Set() };
     const staged: StagedFile[] = [];
     for (const op of ops) {
-      applyOp(resolver, op, payload, staged);
+      applyOp(resolver, batch, op, payload, staged);
       faultPoint();
     }
     journal.complete(batchId, staged);
@@ -53,12 +53,24 @@ export function write(state: AgentState): OpHandler {
   };
 }
 
-function plan(resolver: NoFollowResolver, ops: readonly WriteOp[]): void {
+/**
+ * What the apply phase of one batch may skip re-checking: paths the plan found empty (nothing
+ * to remove before creating them) and directories already made writable.
+ */
+interface BatchContext {
+  readonly absent: Set<string>;
+  readonly writable: Set<string>;
+}
+
+/** Checks every op against the filesystem; returns the paths where nothing exists yet. */
+function plan(resolver: NoFollowResolver, ops: readonly WriteOp[]): Set<string> {
   const madeDirs = new Set<string>();
   const sizes = new Map<string, number>();
+  const absent = new Set<string>();
   for (const op of ops) {
     if (op.path === '') continue;
     const st = fs.lstatSync(resolver.resolve(op.path, madeDirs), { throwIfNoEntry: false });
+    if (st === undefined && !madeDirs.has(op.path) && !sizes.has(op.path)) absent.add(op.path);
     const refuse = (why: string): never => {
       throw new InputError('INVALID_INPUT', `${op.op} ${op.path}: ${why}`, { data: { path: op.path, op: op.op } });
     };
@@ -75,11 +87,20 @@ function plan(resolver: NoFollowResolver, ops: readonly WriteOp[]): void {
     }
     if (op.op === 'file') sizes.set(op.path, op.at + op.length);
   }
+  return absent;
 }
 
-function applyOp(resolver: NoFollowResolver, op: WriteOp, payload: Buffer, staged: StagedFile[]): void {
+function applyOp(resolver: NoFollowResolver, batch: BatchContext, op: WriteOp, payload: Buffer, staged: StagedFile[]): void {
   const abs = op.path === '' ? resolver.base : resolver.resolve(op.path);
-  if (op.op !== 'dir') ensureWritable(path.dirname(abs));
+  // Only the first op on a path may rely on the plan's "nothing there": it creates something.
+  const fresh = batch.absent.delete(op.path);
+  if (op.op !== 'dir') {
+    const parent = path.dirname(abs);
+    if (!batch.writable.has(parent)) {
+      ensureWritable(parent);
+      batch.writable.add(parent);
+    }
+  }
   switch (op.op) {
     case 'mkdir':
       try {
@@ -90,16 +111,17 @@ function applyOp(resolver: NoFollowResolver, op: WriteOp, payload: Buffer, stage
       resolver.markDir(op.path);
       return;
     case 'file':
-      writePiece(abs, op, payload.subarray(op.offset, op.offset + op.length), staged);
+      writePiece(abs, op, payload.subarray(op.offset, op.offset + op.length), staged, fresh);
       return;
     case 'symlink':
-      removeNonDirectory(abs);
+      if (!fresh) removeNonDirectory(abs);
       fs.symlinkSync(op.target, abs);
       fs.lutimesSync(abs, toSeconds(op.mtimeMs), toSeconds(op.mtimeMs));
       return;
     case 'dir':
       // Plan checked it is a real directory; the root's mtime is not kept (publish changes it).
       fs.chmodSync(abs, op.mode);
+      batch.writable.delete(abs);
       if (op.path !== '') fs.utimesSync(abs, toSeconds(op.mtimeMs), toSeconds(op.mtimeMs));
       return;
   }
@@ -120,23 +142,30 @@ function removeNonDirectory(abs: string): void {
   if (st !== undefined && !st.isDirectory()) fs.unlinkSync(abs);
 }
 
-function writePiece(abs: string, op: FileOp, piece: Buffer, staged: StagedFile[]): void {
+/**
+ * Writes one piece. A first piece creates the file afresh (O_EXCL), so it is ours, empty and
+ * unlinked elsewhere without checking; a later piece checks that the staged file is ours and
+ * long enough, writes at its offset and cuts the file right after it.
+ */
+function writePiece(abs: string, op: FileOp, piece: Buffer, staged: StagedFile[], fresh: boolean): void {
   let fd: number;
   if (op.at === 0) {
-    removeNonDirectory(abs);
+    if (!fresh) removeNonDirectory(abs);
     fd = fs.openSync(abs, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
   } else {
     fd = fs.openSync(abs, O_RDWR | O_NOFOLLOW);
   }
   try {
-    const st = fs.fstatSync(fd);
-    if (!st.isFile() || st.nlink !== 1 || st.size < op.at) {
-      throw new InputError('INVALID_INPUT', `file ${op.path}: cannot continue at ${op.at} (staged file is not ours or too short)`, {
-        data: { path: op.path },
-      });
+    if (op.at > 0) {
+      const st = fs.fstatSync(fd);
+      if (!st.isFile() || st.nlink !== 1 || st.size < op.at) {
+        throw new InputError('INVALID_INPUT', `file ${op.path}: cannot continue at ${op.at} (staged file is not ours or too short)`, {
+          data: { path: op.path },
+        });
+      }
     }
     for (let done = 0; done < piece.length; ) done += fs.writeSync(fd, piece, done, piece.length - done, op.at + done);
-    fs.ftruncateSync(fd, op.at + op.length);
+    if (op.at > 0) fs.ftruncateSync(fd, op.at + op.length);
     const running = hashAlong(abs, op, piece);
     if (op.at + op.length < op.size) return;
     const digest = running ?? hashFd(fd, op.size);

@@ -9,8 +9,9 @@ import { flattenTree } from '../../snapshot/tree-walk.js';
 import { type AgentClient, agentCacheKey } from '../agent/agent-client.js';
 import { BatchWriter } from '../agent/batch-writer.js';
 
-/** Chunk bytes fetched from the store per round. */
+/** Chunk bytes fetched from the store per round, at most; the first round fetches less. */
 const FETCH_BATCH_BYTES = 32 * 1024 * 1024;
+const FIRST_FETCH_BYTES = 2 * 1024 * 1024;
 /** Chunks of one large file fetched per round. */
 const LARGE_FILE_CHUNKS_PER_READ = 8;
 
@@ -108,10 +109,12 @@ async function sendFiles(
   let done = 0;
   let bytesDone = 0;
   const small = files.filter((f) => f.size <= FETCH_BATCH_BYTES);
-  for (let i = 0; i < small.length; ) {
+  // Rounds start small and double, so the agent starts writing while later rounds are read.
+  let roundBytes = FIRST_FETCH_BYTES;
+  for (let i = 0; i < small.length; roundBytes = Math.min(roundBytes * 2, FETCH_BATCH_BYTES)) {
     options.signal?.throwIfAborted();
     const round: FileWithPath[] = [];
-    for (let bytes = 0; i < small.length && (round.length === 0 || bytes + (small[i] as FileWithPath).size <= FETCH_BATCH_BYTES); i += 1) {
+    for (let bytes = 0; i < small.length && (round.length === 0 || bytes + (small[i] as FileWithPath).size <= roundBytes); i += 1) {
       round.push(small[i] as FileWithPath);
       bytes += (small[i] as FileWithPath).size;
     }
