@@ -2,18 +2,19 @@
  * Recovery timeline: a run's bwrap sandbox is destroyed behind Holdfast's back, and the next
  * turn rebuilds it (detect, create, restore the head through the agent, setup, validate,
  * commit) before its body starts. Reports the median of `--runs` (default 5) for every step and
- * for "sandbox gone -> turn body running", against a reference measured in the same run: a new
- * sandbox plus `zstd -dc | tar -x` of the same workspace onto its disk (no verification, no
- * agent). `--scale small|full` picks the workspace (workload A of the snapshot bench).
+ * for "sandbox gone -> turn body running", on local disk + SQLite and on S3 (s3rver) +
+ * PostgreSQL, against a reference measured in the same run: a new sandbox plus
+ * `zstd -dc | tar -x` of the same workspace onto its disk (no verification, no agent).
+ * `--scale small|full` picks the workspace (workload A of the snapshot bench).
  */
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { loadConfig, openHoldfast } from '../src/index.js';
+import { type Holdfast, openHoldfast } from '../src/index.js';
 import { type BwrapSandboxHandle, BwrapSandboxProvider } from '../src/sandbox/providers/bwrap.js';
 import { median, printTable, timeMs } from './stats.js';
-import { generateWorkloadA } from './workspace-gen.js';
+import { generateWorkloadA, type WorkspaceManifest } from './workspace-gen.js';
 
 const runs = Number(process.argv[process.argv.indexOf('--runs') + 1]) || 5;
 const json = process.argv.includes('--json');
@@ -21,26 +22,79 @@ const scale = process.argv.includes('--scale') && process.argv[process.argv.inde
 
 /** Pause after deleting a sandbox, so every measurement starts with the disk at rest. */
 const SETTLE_MS = 3000;
+const OTHER = 'other (lease, lookups, turn row)';
 
 async function settle(): Promise<void> {
   execFileSync('sync');
   await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
 }
 
-async function main(): Promise<void> {
-  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'hf-bench-recovery-'));
-  const provider = new BwrapSandboxProvider({ root: path.join(tmp, 'sandboxes') });
-  const hf = await openHoldfast({
-    config: loadConfig({ store: path.join(tmp, 'store') }),
-    cacheDir: path.join(tmp, 'cache'),
-    providers: () => provider,
-  });
-  try {
-    const source = path.join(tmp, 'workspace');
-    const manifest = await generateWorkloadA(source, 1, scale);
-    const tarball = path.join(tmp, 'ws.tar.zst');
-    execFileSync('sh', ['-c', `tar -C "${source}" -cf - . | zstd -q -3 -o "${tarball}"`]);
+interface Backend {
+  readonly name: string;
+  open(dir: string, provider: BwrapSandboxProvider): Promise<{ hf: Holdfast; close(): Promise<void> }>;
+}
 
+const BACKENDS: Backend[] = [
+  {
+    name: 'local disk + SQLite',
+    async open(dir, provider) {
+      const { loadConfig } = await import('../src/config.js');
+      const hf = await openHoldfast({
+        config: loadConfig({ store: path.join(dir, 'store') }),
+        cacheDir: path.join(dir, 'cache'),
+        providers: () => provider,
+      });
+      return { hf, close: () => hf.close() };
+    },
+  },
+  {
+    name: 'S3 (s3rver) + PostgreSQL',
+    async open(dir, provider) {
+      const { startS3Server } = await import('../test/support/s3-server.js');
+      const { createTestDatabase } = await import('../test/support/postgres.js');
+      const { createS3BlobStore } = await import('../src/blob-store/drivers/s3.js');
+      const { openMetadataStore } = await import('../src/metadata/metadata-store.js');
+      const s3 = await startS3Server({ bucket: 'bench' });
+      const db = await createTestDatabase();
+      const blobs = await createS3BlobStore({
+        kind: 's3',
+        bucket: s3.bucket,
+        prefix: 'recovery',
+        endpoint: s3.endpoint,
+        region: s3.region,
+        forcePathStyle: true,
+        credentials: { ...s3.credentials },
+      });
+      const meta = await openMetadataStore({ kind: 'postgres', url: db.url });
+      const hf = await openHoldfast({ blobs, meta, cacheDir: path.join(dir, 'cache'), providers: () => provider });
+      return {
+        hf,
+        async close() {
+          await hf.close();
+          await meta.close();
+          await blobs.close();
+          await db.drop();
+          await s3.close();
+        },
+      };
+    },
+  },
+];
+
+interface Measured {
+  readonly steps: Map<string, number[]>;
+  readonly total: number[];
+  readonly reference: number[];
+}
+
+async function measure(backend: Backend, tmp: string, source: string, tarball: string): Promise<Measured> {
+  const dir = fs.mkdtempSync(path.join(tmp, 'backend-'));
+  const provider = new BwrapSandboxProvider({ root: path.join(dir, 'sandboxes') });
+  const { hf, close } = await backend.open(dir, provider);
+  const steps = new Map<string, number[]>();
+  const total: number[] = [];
+  const reference: number[] = [];
+  try {
     const deployment = await hf.deployments.create({ provider: 'bwrap', setup: [['sh', '-c', 'echo ready > /home/agent/ready']] });
     const run = await hf.runs.create({ deploymentId: deployment.id });
     // Put the workspace into the run's sandbox, then let a turn checkpoint it.
@@ -49,14 +103,10 @@ async function main(): Promise<void> {
       fs.rmSync(path.join(disk, 'workspace'), { recursive: true, force: true });
       fs.cpSync(source, path.join(disk, 'workspace'), { recursive: true, preserveTimestamps: true, verbatimSymlinks: true });
     });
-
-    const steps = new Map<string, number[]>();
-    const total: number[] = [];
-    const reference: number[] = [];
+    const add = (step: string, ms: number) => steps.set(step, [...(steps.get(step) ?? []), ms]);
     for (let i = 0; i < runs; i += 1) {
       const before = (await hf.runs.events(run.id, 1000)).length;
-      const gone = (await hf.runs.get(run.id)).sandbox?.id ?? '';
-      await provider.destroy(gone);
+      await provider.destroy((await hf.runs.get(run.id)).sandbox?.id ?? '');
       // The sandbox vanished elsewhere: its deletion's disk work (TRIM on this VM's disk slowed
       // file creation 2x for seconds) must not be billed to the recovery.
       await settle();
@@ -67,9 +117,8 @@ async function main(): Promise<void> {
       });
       total.push(bodyAt);
       const recovery = (await hf.runs.events(run.id, 1000)).slice(before).filter((e) => e.kind === 'recovery');
-      for (const e of recovery) steps.set(e.step, [...(steps.get(e.step) ?? []), e.durationMs ?? 0]);
-      const accounted = recovery.reduce((sum, e) => sum + (e.durationMs ?? 0), 0);
-      steps.set('other (lease, lookups, turn row)', [...(steps.get('other (lease, lookups, turn row)') ?? []), bodyAt - accounted]);
+      for (const e of recovery) add(e.step, e.durationMs ?? 0);
+      add(OTHER, bodyAt - recovery.reduce((sum, e) => sum + (e.durationMs ?? 0), 0));
 
       let fresh: BwrapSandboxHandle | undefined;
       reference.push(
@@ -80,26 +129,47 @@ async function main(): Promise<void> {
       );
       await provider.destroy(fresh?.id ?? '');
       await settle();
-      process.stderr.write(`[recovery] run ${i + 1}/${runs} done\n`);
+      process.stderr.write(`[recovery] ${backend.name}: run ${i + 1}/${runs} done\n`);
     }
-
-    const rows = [...steps.entries()].map(([step, xs]) => [step, median(xs).toFixed(0)]);
-    rows.push(['sandbox gone -> turn body running', median(total).toFixed(0)]);
-    rows.push(['reference: new sandbox + zstd -dc | tar -x', median(reference).toFixed(0)]);
-    rows.push(['ratio holdfast / reference', (median(total) / median(reference)).toFixed(2)]);
-    if (json)
-      process.stdout.write(
-        `${JSON.stringify({ files: manifest.files, bytes: manifest.bytes, steps: Object.fromEntries(steps), total, reference })}\n`,
-      );
-    else
-      printTable(
-        `Recovery timeline (${manifest.files} files, ${(manifest.bytes / 1e6).toFixed(0)} MB, bwrap, local disk + SQLite; medians of ${runs})`,
-        ['step', 'ms'],
-        rows,
-      );
   } finally {
-    await hf.close();
+    await close();
     for (const s of await provider.list()) await provider.destroy(s.id);
+  }
+  return { steps, total, reference };
+}
+
+function report(manifest: WorkspaceManifest, results: ReadonlyMap<string, Measured>): void {
+  const names = [...results.keys()];
+  const all = [...results.values()];
+  const stepNames = [...new Set(all.flatMap((m) => [...m.steps.keys()]))];
+  const cell = (xs: readonly number[] | undefined) => (xs === undefined || xs.length === 0 ? '-' : median(xs).toFixed(0));
+  const rows = stepNames.map((step) => [step, ...all.map((m) => cell(m.steps.get(step)))]);
+  rows.push(['sandbox gone -> turn body running', ...all.map((m) => cell(m.total))]);
+  rows.push(['reference: new sandbox + zstd -dc | tar -x', ...all.map((m) => cell(m.reference))]);
+  rows.push(['ratio holdfast / reference', ...all.map((m) => (median(m.total) / median(m.reference)).toFixed(2))]);
+  printTable(
+    `Recovery timeline, ms (${manifest.files} files, ${(manifest.bytes / 1e6).toFixed(0)} MB, bwrap sandboxes; medians of ${runs})`,
+    ['step', ...names],
+    rows,
+  );
+}
+
+async function main(): Promise<void> {
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'hf-bench-recovery-'));
+  try {
+    const source = path.join(tmp, 'workspace');
+    const manifest = await generateWorkloadA(source, 1, scale);
+    const tarball = path.join(tmp, 'ws.tar.zst');
+    execFileSync('sh', ['-c', `tar -C "${source}" -cf - . | zstd -q -3 -o "${tarball}"`]);
+    const results = new Map<string, Measured>();
+    for (const backend of BACKENDS) results.set(backend.name, await measure(backend, tmp, source, tarball));
+    if (json) {
+      const out = Object.fromEntries(
+        [...results].map(([name, m]) => [name, { steps: Object.fromEntries(m.steps), total: m.total, reference: m.reference }]),
+      );
+      process.stdout.write(`${JSON.stringify({ files: manifest.files, bytes: manifest.bytes, results: out })}\n`);
+    } else report(manifest, results);
+  } finally {
     fs.rmSync(tmp, { recursive: true, force: true });
   }
 }
