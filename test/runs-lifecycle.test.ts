@@ -154,4 +154,22 @@ describe.each(BACKENDS)('run lifecycle through the library: $name', (backend) =>
     const after = await b.runs.turn(run.id, exec('cat kept.txt'));
     expect(after.value.stdout.toString()).toBe('kept\n');
   });
+
+  it('a sandbox left for the run by a crash between create and commit is removed by the next recovery; restored copies are left alone', async () => {
+    const hf = await server('strays');
+    const run = await newRun(hf);
+    await hf.runs.turn(run.id, exec('echo kept > kept.txt'));
+    const copy = await hf.runs.restore(run.id);
+    const stray = await provider.create({ labels: { 'holdfast.run': run.id } });
+    const current = (await hf.runs.get(run.id)).sandbox?.id ?? '';
+    await provider.destroy(current);
+    const after = await hf.runs.turn(run.id, exec('cat kept.txt'));
+    expect(after.value.stdout.toString()).toBe('kept\n');
+    const mine = (await provider.list()).filter((s) => s.labels['holdfast.run'] === run.id).map((s) => s.id);
+    expect(mine).toEqual([(await hf.runs.get(run.id)).sandbox?.id]);
+    expect(mine).not.toContain(stray.id);
+    expect(await provider.get(copy.sandbox.id)).toBeDefined();
+    const removed = (await hf.runs.events(run.id)).find((e) => e.step === 'remove_strays');
+    expect(removed).toMatchObject({ kind: 'recovery', status: 'ok', data: { sandboxes: [stray.id] } });
+  });
 });

@@ -7,7 +7,7 @@ import type { Deployment, Deployments, TenantScope } from './deployments.js';
 import { type HeldLease, recoveryRequired } from './lease.js';
 import type { RunHost } from './run-host.js';
 import { runWorkspaceName } from './run-names.js';
-import { prepareSandbox, rootedHandle, StepRecorder, stopSandbox } from './sandbox-steps.js';
+import { prepareSandbox, RUN_LABEL, rootedHandle, StepRecorder, stopSandbox } from './sandbox-steps.js';
 
 /** What the run procedures need of the tenant-scoped service. */
 export interface RunScope {
@@ -121,6 +121,7 @@ async function rebuild(scope: RunScope, lease: HeldLease, run: Run, candidates: 
   const head = workspace.headCheckpointId === null ? undefined : await host.meta.checkpoints.get(workspace.headCheckpointId);
   const recorder = new StepRecorder(host, run.id, run.sandbox === null && head === undefined ? 'create' : 'recovery');
   if (run.sandbox !== null) await recorder.record('detect_missing', 'ok', missingFor, { sandbox: run.sandbox.id });
+  await removeStrays(scope, run, candidates, recorder);
   const unique = candidates.filter((d, i) => candidates.findIndex((o) => o.id === d.id) === i);
   let lastError: unknown;
   for (const deployment of unique) {
@@ -153,7 +154,30 @@ function prepareFor(
     deploymentId: deployment.id,
     spec: deployment.spec,
     checkpoint,
+    purpose: 'run',
   });
+}
+
+/**
+ * Sandboxes made for this run that are not its committed one were left by a process that died
+ * between creating and committing them (under the lease nobody else makes them): remove them
+ * before making another, so a run never accumulates sandboxes.
+ */
+async function removeStrays(scope: RunScope, run: Run, deployments: readonly Deployment[], recorder: StepRecorder): Promise<void> {
+  const providers = new Set(deployments.map((d) => d.spec.provider));
+  for (const name of providers) {
+    const strays = (await scope.host.provider(name).list()).filter((s) => s.labels[RUN_LABEL] === run.id && s.id !== run.sandbox?.id);
+    if (strays.length === 0) continue;
+    await recorder
+      .step(
+        'remove_strays',
+        async () => {
+          for (const stray of strays) await stopSandbox(scope.host, name, stray.id);
+        },
+        () => ({ sandboxes: strays.map((s) => s.id) }),
+      )
+      .catch(() => undefined); // recorded as failed; a stray must not stop the recovery
+  }
 }
 
 /** Points the run at its new sandbox (fenced); a failed commit discards the new sandbox. */

@@ -158,6 +158,7 @@ export class Runs {
       deploymentId: deployment.id,
       spec: deployment.spec,
       checkpoint,
+      purpose: 'copy',
     });
     return { sandbox, deployment, receipt: { checkpointId: checkpoint.id } };
   }

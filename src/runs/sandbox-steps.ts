@@ -130,7 +130,17 @@ export interface PrepareInput {
   readonly spec: DeploymentSpec;
   /** Restored into the new sandbox; absent for a run with no checkpoint yet. */
   readonly checkpoint: Checkpoint | undefined;
+  /**
+   * `run`: the sandbox is to become the run's (labelled {@link RUN_LABEL}, so one left behind by a
+   * crash is found and removed); `copy`: a restore handed to the caller, never touched again.
+   */
+  readonly purpose: 'run' | 'copy';
 }
+
+/** Label naming the run a sandbox was made for. */
+export const RUN_LABEL = 'holdfast.run';
+/** Label naming the run a caller-owned restored copy came from. */
+export const COPY_LABEL = 'holdfast.restored-from';
 
 /**
  * Makes a ready sandbox for a deployment: create, restore the checkpoint, run setup, validate
@@ -146,7 +156,7 @@ export async function prepareSandbox(input: PrepareInput): Promise<SandboxHandle
       provider.create({
         ...(spec.image === null ? {} : { image: spec.image }),
         env: { ...spec.env },
-        labels: { 'holdfast.run': input.runId, 'holdfast.deployment': input.deploymentId.slice(0, 16) },
+        labels: { [input.purpose === 'run' ? RUN_LABEL : COPY_LABEL]: input.runId, 'holdfast.deployment': input.deploymentId.slice(0, 16) },
       }),
     (h) => ({ sandbox: h.id, provider: h.provider, deploymentId: input.deploymentId }),
   );
