@@ -12,7 +12,8 @@ import { LocalDiskBlobStore } from '../src/blob-store/drivers/local-disk.js';
 import { openMetadataStore } from '../src/metadata/metadata-store.js';
 import { ContentWorkers } from '../src/objects/content-workers.js';
 import { type BwrapSandboxHandle, BwrapSandboxProvider } from '../src/sandbox/providers/bwrap.js';
-import { checkpointSandbox, restoreSandbox } from '../src/sandbox/transport/sandbox-snapshots.js';
+import { AgentPool } from '../src/sandbox/transport/agent-pool.js';
+import { checkpointHandle, checkpointSandbox, restoreSandbox } from '../src/sandbox/transport/sandbox-snapshots.js';
 import { Snapshots } from '../src/snapshot/snapshots.js';
 import { median, printTable, timeMs } from './stats.js';
 import { generateWorkloadA } from './workspace-gen.js';
@@ -37,6 +38,8 @@ async function main(): Promise<void> {
   const results = {
     local: { full: [] as number[], noChange: [] as number[], restore: [] as number[] },
     exec: { full: [] as number[], noChange: [] as number[], restore: [] as number[] },
+    /** No-change checkpoints through an agent kept open between operations (what runs do). */
+    pooled: { noChange: [] as number[] },
   };
   try {
     const source = path.join(tmp, 'workspace');
@@ -60,6 +63,10 @@ async function main(): Promise<void> {
       const exec = await openSnapshots(path.join(tmp, `exec-${run}`), workers);
       results.exec.full.push(await timeMs(() => checkpointSandbox(exec.snapshots, { sandbox: sandbox.id, workspace: 'w' })));
       results.exec.noChange.push(await timeMs(() => checkpointSandbox(exec.snapshots, { sandbox: sandbox.id, workspace: 'w' })));
+      const pool = new AgentPool();
+      await checkpointHandle(exec.snapshots, sandbox, { workspace: 'w' }, pool);
+      results.pooled.noChange.push(await timeMs(() => checkpointHandle(exec.snapshots, sandbox, { workspace: 'w' }, pool)));
+      await pool.close();
       const target = await provider.create();
       results.exec.restore.push(await timeMs(() => restoreSandbox(exec.snapshots, { sandbox: target.id, workspace: 'w' })));
       await exec.close();
@@ -84,6 +91,14 @@ async function main(): Promise<void> {
         m(results.exec.noChange),
         'time',
         m(results.exec.noChange) / m(results.local.noChange),
+        '<= 1.5',
+      ],
+      [
+        'no-change checkpoint, pooled agent',
+        m(results.local.noChange),
+        m(results.pooled.noChange),
+        'time',
+        m(results.pooled.noChange) / m(results.local.noChange),
         '<= 1.5',
       ],
       [

@@ -184,6 +184,7 @@ export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<H
       return { schemaVersion, probeBytes: PROBE_BYTES, durationMs: Math.round(performance.now() - started) };
     },
     async close() {
+      await host.close();
       await workers.close();
       if (options.blobs === undefined) await blobs.close();
       if (options.meta === undefined) await meta.close();

@@ -3,6 +3,7 @@ import os from 'node:os';
 import type { MetadataStore } from '../metadata/metadata-store.js';
 import { openSandboxProvider } from '../sandbox/open-provider.js';
 import type { SandboxProvider } from '../sandbox/sandbox-provider.js';
+import { AgentPool } from '../sandbox/transport/agent-pool.js';
 import type { SnapshotDeps } from '../snapshot/checkpoint.js';
 import { Snapshots } from '../snapshot/snapshots.js';
 import type { TenantScope } from './deployments.js';
@@ -79,6 +80,8 @@ export class RunHost {
   readonly owner: string;
   readonly settings: RunSettings;
   readonly mutex = new KeyedMutex();
+  /** Agent connections kept open between a run's operations on the same sandbox. */
+  readonly agents = new AgentPool();
   readonly active = new Map<string, ActiveTurn>();
   /** Runs whose sandbox this process has used, by run id, with their tenant. */
   readonly touched = new Map<string, TenantScope>();
@@ -120,6 +123,11 @@ export class RunHost {
       this.snapshots.set(tenantName, snapshots);
     }
     return snapshots;
+  }
+
+  /** Closes what the host keeps open (pooled agent connections). */
+  close(): Promise<void> {
+    return this.agents.close();
   }
 
   /** Adds a listener for every {@link RunLogEvent}; returns its removal. */

@@ -36,15 +36,20 @@ export function saveSandbox(
   options: { signal?: AbortSignal; onCommit?: (tx: MetadataTransaction, checkpoint: Checkpoint) => Promise<void> } = {},
 ): Promise<CheckpointResult> {
   const runId = lease.run.id;
-  return checkpointHandle(scope.host.snapshotsFor(scope.tenant.name), sandbox, {
-    workspace: runWorkspaceName(runId),
-    reason,
-    ...(options.signal === undefined ? {} : { signal: options.signal }),
-    onCommit: async (tx, checkpoint) => {
-      await tx.runs.fence(runId, lease.epoch);
-      await options.onCommit?.(tx, checkpoint);
+  return checkpointHandle(
+    scope.host.snapshotsFor(scope.tenant.name),
+    sandbox,
+    {
+      workspace: runWorkspaceName(runId),
+      reason,
+      ...(options.signal === undefined ? {} : { signal: options.signal }),
+      onCommit: async (tx, checkpoint) => {
+        await tx.runs.fence(runId, lease.epoch);
+        await options.onCommit?.(tx, checkpoint);
+      },
     },
-  });
+    scope.host.agents,
+  );
 }
 
 /**

@@ -168,11 +168,16 @@ export async function prepareSandbox(input: PrepareInput): Promise<SandboxHandle
       const receipt = await recorder.step(
         'restore',
         () =>
-          restoreHandle(host.snapshotsFor(input.tenantName), sandbox, {
-            workspace: input.workspaceName,
-            checkpoint: checkpoint.id,
-            replace: true,
-          }),
+          restoreHandle(
+            host.snapshotsFor(input.tenantName),
+            sandbox,
+            {
+              workspace: input.workspaceName,
+              checkpoint: checkpoint.id,
+              replace: true,
+            },
+            host.agents,
+          ),
         (r) => ({ checkpointId: r.checkpointId, files: r.files, bytes: r.bytes }),
       );
       if (receipt.rootTree !== checkpoint.rootTree) {
@@ -216,6 +221,7 @@ export async function stopSandbox(host: RunHost, providerName: string, id: strin
       host.settings.stopTimeoutMs,
     );
   });
+  host.agents.evict(providerName, id);
   try {
     await Promise.race([host.provider(providerName).destroy(id), timeout]);
   } finally {

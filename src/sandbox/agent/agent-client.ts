@@ -185,6 +185,11 @@ export class AgentClient {
     return ((await this.conn.call('stage-abort', { stagingId })).result as { removed: boolean }).removed;
   }
 
+  /** True while the agent can take requests (it has not died, failed, or been closed). */
+  get alive(): boolean {
+    return this.conn.alive;
+  }
+
   /** Ends the session: EOF to the agent, which finishes what it has and exits. */
   close(): Promise<AgentExit> {
     return this.conn.close();

@@ -101,6 +101,11 @@ export class AgentConnection {
     this.watchdog.unref();
   }
 
+  /** True while the channel works and `close` was not called: the connection can take requests. */
+  get alive(): boolean {
+    return this.failure === undefined && !this.closing;
+  }
+
   /**
    * Sends a request once fewer than `maxInFlight` are outstanding (in call order) and returns
    * its id and its final answer. Error frames reject with the matching `HoldfastError`.

@@ -3,7 +3,7 @@ import type { RestoreReceipt } from '../../snapshot/restore.js';
 import type { Snapshots } from '../../snapshot/snapshots.js';
 import { findSandbox } from '../open-provider.js';
 import type { SandboxHandle } from '../sandbox-provider.js';
-import { withAgent } from './agent-session.js';
+import { type AgentSource, ONE_SHOT_AGENTS } from './agent-pool.js';
 import { restoreIntoSandbox } from './exec-restore.js';
 import { ExecWorkspaceSource } from './exec-source.js';
 
@@ -25,10 +25,15 @@ export async function checkpointSandbox(snapshots: Snapshots, options: Checkpoin
   return checkpointHandle(snapshots, await findSandbox(sandbox, provider), rest);
 }
 
-/** {@link checkpointSandbox} for a sandbox already in hand. */
-export async function checkpointHandle(snapshots: Snapshots, handle: SandboxHandle, rest: CheckpointInput): Promise<CheckpointResult> {
+/** {@link checkpointSandbox} for a sandbox already in hand; `agents` says how to reach its agent (default: a connection per call). */
+export async function checkpointHandle(
+  snapshots: Snapshots,
+  handle: SandboxHandle,
+  rest: CheckpointInput,
+  agents: AgentSource = ONE_SHOT_AGENTS,
+): Promise<CheckpointResult> {
   if (handle.localPath !== undefined) return snapshots.checkpoint({ ...rest, dir: handle.localPath });
-  return withAgent(handle, (client) =>
+  return agents.use(handle, (client) =>
     snapshots.checkpoint({
       ...rest,
       source: (workspace) => new ExecWorkspaceSource(client, handle.workspaceRoot, workspace.id, snapshots.services.workers, handle.id),
@@ -42,11 +47,16 @@ export async function restoreSandbox(snapshots: Snapshots, options: RestoreInput
   return restoreHandle(snapshots, await findSandbox(sandbox, provider), rest);
 }
 
-/** {@link restoreSandbox} for a sandbox already in hand. */
-export async function restoreHandle(snapshots: Snapshots, handle: SandboxHandle, rest: RestoreInput): Promise<RestoreReceipt> {
+/** {@link restoreSandbox} for a sandbox already in hand; `agents` as in {@link checkpointHandle}. */
+export async function restoreHandle(
+  snapshots: Snapshots,
+  handle: SandboxHandle,
+  rest: RestoreInput,
+  agents: AgentSource = ONE_SHOT_AGENTS,
+): Promise<RestoreReceipt> {
   if (handle.localPath !== undefined) return snapshots.restore({ ...rest, dir: handle.localPath });
   const { workspace, checkpoint } = await snapshots.restorePoint(rest.workspace, rest.checkpoint);
-  return withAgent(handle, (client) =>
+  return agents.use(handle, (client) =>
     restoreIntoSandbox(snapshots.services, {
       client,
       root: handle.workspaceRoot,
