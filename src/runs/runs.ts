@@ -1,4 +1,4 @@
-import { InputError, NotFoundError } from '../errors.js';
+import { HoldfastError, InputError, NotFoundError } from '../errors.js';
 import type { Checkpoint, CheckpointReason, Run, RunEvent, Turn } from '../metadata/metadata-store.js';
 import type { SandboxHandle } from '../sandbox/sandbox-provider.js';
 import type { RestoreReceipt } from '../snapshot/restore.js';
@@ -169,7 +169,9 @@ export class Runs {
 
   private async withLease<T>(runId: string, waitMs: number | undefined, fn: (lease: HeldLease) => Promise<T>): Promise<T> {
     if (this.host.draining) {
-      throw new InputError('CANCELLED', 'this server is shutting down and takes no new turns; retry on another one', { data: { runId } });
+      throw new HoldfastError('CANCELLED', 'this server is shutting down and takes no new turns; retry on another one', {
+        data: { runId },
+      });
     }
     const lease = await acquireLease(this.host, runId, waitMs ?? this.host.settings.turnWaitMs);
     try {
