@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { Tokens } from './auth/tokens.js';
 import type { BlobStore } from './blob-store/blob-store.js';
 import { openBlobStore } from './blob-store/open-blob-store.js';
 import { type HoldfastConfig, loadConfig } from './config.js';
@@ -14,6 +15,7 @@ import type { SandboxProvider } from './sandbox/sandbox-provider.js';
 import { DEFAULT_TENANT, type Snapshots } from './snapshot/snapshots.js';
 import { defaultCacheDir } from './snapshot/stat-cache.js';
 
+export { type CreatedToken, generateToken, hashToken, type Principal, Tokens } from './auth/tokens.js';
 export type { BlobBody, BlobStat, BlobStore, ByteRange, PutOptions, PutResult } from './blob-store/blob-store.js';
 export { LocalDiskBlobStore } from './blob-store/drivers/local-disk.js';
 export { openBlobStore } from './blob-store/open-blob-store.js';
@@ -27,7 +29,16 @@ export type { DeploymentSpec, DeploymentSpecInput, WorkspaceUpgradePolicy } from
 export type { Deployment, Deployments, TenantScope } from './runs/deployments.js';
 export type { ShutdownReport } from './runs/drain.js';
 export { DEFAULT_RUN_SETTINGS, type RunLogEvent, type RunSettings } from './runs/run-host.js';
-export { type CreateRunInput, Runs, type TurnBody, type TurnContext, type TurnOptions, type TurnOutcome } from './runs/runs.js';
+export {
+  type CreateRunInput,
+  MAX_TURN_OUTPUT_BYTES,
+  Runs,
+  type TurnBody,
+  type TurnCommand,
+  type TurnContext,
+  type TurnOptions,
+  type TurnOutcome,
+} from './runs/runs.js';
 export type { SandboxHandle, SandboxProvider } from './sandbox/sandbox-provider.js';
 export type { CheckpointProgress, CheckpointResult, CheckpointStats } from './snapshot/checkpoint.js';
 export type { DiffEntry } from './snapshot/diff.js';
@@ -90,6 +101,8 @@ export interface Holdfast {
   readonly runs: Runs;
   /** Checkpoints by run, and browsing inside them. */
   readonly checkpoints: Checkpoints;
+  /** API tokens of every tenant (created hashed; the CLI and the HTTP API both use this). */
+  readonly tokens: Tokens;
   /** The services of another tenant (created on first use), sharing this instance's stores and leases. */
   forTenant(name: string): Promise<TenantServices>;
   /**
@@ -161,6 +174,7 @@ export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<H
     deployments: own.deployments,
     runs: own.runs,
     checkpoints: own.checkpoints,
+    tokens: new Tokens(meta, async (name) => (await forTenant(name)).tenant),
     forTenant,
     shutdown: (shutdownOptions) => shutdownRuns(host, shutdownOptions),
     onRunEvent: (listener) => host.subscribe(listener),

@@ -4,10 +4,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { hashToken } from '../src/auth/tokens.js';
 import { loadConfig } from '../src/config.js';
 import { openHoldfast } from '../src/index.js';
 import { openMetadataStore } from '../src/metadata/metadata-store.js';
-import { hashToken } from '../src/server/auth.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const bin = path.join(root, 'dist', 'bin', 'main.js');

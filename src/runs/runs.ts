@@ -1,7 +1,8 @@
 import { HoldfastError, InputError, NotFoundError } from '../errors.js';
 import type { Checkpoint, CheckpointReason, Run, RunEvent, Turn } from '../metadata/metadata-store.js';
-import type { SandboxHandle } from '../sandbox/sandbox-provider.js';
+import type { RunResult, SandboxHandle } from '../sandbox/sandbox-provider.js';
 import type { RestoreReceipt } from '../snapshot/restore.js';
+import { checkedArgv } from './deployment-spec.js';
 import { type Deployment, Deployments, type TenantScope } from './deployments.js';
 import { acquireLease, type HeldLease } from './lease.js';
 import type { RunHost } from './run-host.js';
@@ -11,6 +12,22 @@ import { prepareSandbox, StepRecorder, stopSandbox } from './sandbox-steps.js';
 import { executeTurn, type TurnBody, type TurnOptions, type TurnOutcome } from './turn.js';
 
 export type { TurnBody, TurnContext, TurnOptions, TurnOutcome } from './turn.js';
+
+/** A command run as one turn by {@link Runs.command}. */
+export interface TurnCommand {
+  readonly argv: readonly string[];
+  /** Written to the command's stdin, then closed. */
+  readonly stdin?: string | undefined;
+  readonly env?: Readonly<Record<string, string>> | undefined;
+  readonly timeoutMs?: number | undefined;
+  /** How long to wait for the previous turn; default 30 s. */
+  readonly waitMs?: number | undefined;
+}
+
+/** Output each stream of a turn's command may produce; more stops the command (`LIMIT_EXCEEDED`). */
+export const MAX_TURN_OUTPUT_BYTES = 4 * 1024 * 1024;
+/** Default bound on a turn's command. */
+const DEFAULT_COMMAND_TIMEOUT_MS = 10 * 60_000;
 
 /** Input of {@link Runs.create}: follow a channel (upgrades) or pin one deployment. */
 export type CreateRunInput =
@@ -90,6 +107,37 @@ export class Runs {
   async turn<T>(id: string, body: TurnBody<T>, options: TurnOptions<T> = {}): Promise<TurnOutcome<T>> {
     const run = await this.get(id);
     return this.withLease(run.id, options.waitMs, (lease) => executeTurn(this.scope(), lease, body, options));
+  }
+
+  /**
+   * Runs one command as a turn (what the HTTP API's turns are): `argv` in the workspace root,
+   * bounded by `timeoutMs` (default 10 min) and {@link MAX_TURN_OUTPUT_BYTES} of output per
+   * stream. A non-zero exit still completes the turn; the exit code is stored with it.
+   */
+  command(id: string, input: TurnCommand): Promise<TurnOutcome<RunResult>> {
+    const argv = checkedArgv(input.argv, 'argv');
+    return this.turn(
+      id,
+      ({ sandbox, signal }) =>
+        sandbox.run(argv, {
+          cwd: sandbox.workspaceRoot,
+          ...(input.stdin === undefined ? {} : { stdin: input.stdin }),
+          ...(input.env === undefined ? {} : { env: { ...input.env } }),
+          timeoutMs: input.timeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS,
+          maxOutputBytes: MAX_TURN_OUTPUT_BYTES,
+          signal,
+        }),
+      {
+        ...(input.waitMs === undefined ? {} : { waitMs: input.waitMs }),
+        summarize: (r) => ({
+          exitCode: r.code,
+          signal: r.signal,
+          timedOut: r.timedOut,
+          stdoutBytes: r.stdout.length,
+          stderrBytes: r.stderr.length,
+        }),
+      },
+    );
   }
 
   /**

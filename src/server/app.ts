@@ -65,12 +65,7 @@ export function createApp(options: AppOptions): Hono<AppEnv> {
 
   app.use(
     '/v1/*',
-    bearerAuth(async (hash) => {
-      const token = await hf.meta.tokens.findByHash(hash);
-      return token === undefined
-        ? undefined
-        : { tokenId: token.id, tenantId: token.tenantId, tenantName: token.tenantName, admin: token.admin };
-    }),
+    bearerAuth((hash) => hf.tokens.principal(hash)),
   );
   app.use('/v1/*', idempotency(hf.meta));
   for (const route of routes) app.on(route.doc.method.toUpperCase(), route.doc.path, route.handler);

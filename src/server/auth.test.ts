@@ -1,9 +1,10 @@
 import { createHash } from 'node:crypto';
 import { Hono } from 'hono';
 import { describe, expect, it } from 'vitest';
+import { generateToken, hashToken } from '../auth/tokens.js';
 import { HoldfastError } from '../errors.js';
 import type { AppEnv } from './app-env.js';
-import { bearerAuth, generateToken, hashToken, MAX_AUTHORIZATION_HEADER_CHARS, type Principal } from './auth.js';
+import { bearerAuth, MAX_AUTHORIZATION_HEADER_CHARS, type Principal } from './auth.js';
 import { errorHandler } from './error-response.js';
 import { silentLogger } from './logger.js';
 

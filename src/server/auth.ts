@@ -1,26 +1,14 @@
 /**
- * Bearer-token authentication. Tokens are random, high-entropy strings shown once; only their
- * SHA-256 is stored, so a leaked metadata database does not leak usable tokens.
+ * Bearer-token authentication over `auth/tokens.ts`: the token is hashed here and the hash
+ * looked up.
  */
-import { createHash, randomBytes } from 'node:crypto';
 import type { MiddlewareHandler } from 'hono';
+import { hashToken, type Principal } from '../auth/tokens.js';
 import { HoldfastError } from '../errors.js';
 import type { AppEnv } from './app-env.js';
 
-/** Who is calling: resolved from a token by the metadata store. */
-export interface Principal {
-  /** Id of the token row, for audit logs and revocation. */
-  readonly tokenId: string;
-  readonly tenantId: string;
-  readonly tenantName: string;
-  /** Admin tokens may manage tenants and tokens. */
-  readonly admin: boolean;
-}
+export type { Principal } from '../auth/tokens.js';
 
-/** Prefix that makes Holdfast tokens recognisable to secret scanners and to people. */
-export const TOKEN_PREFIX = 'hf_';
-/** 256 bits of entropy: unguessable, so a fast unsalted hash is enough to store it. */
-export const TOKEN_RANDOM_BYTES = 32;
 /**
  * Longest `Authorization` header considered; a real one is ~60 chars. Bounding it keeps
  * hashing and regex work per request constant whatever a client sends.
@@ -28,16 +16,6 @@ export const TOKEN_RANDOM_BYTES = 32;
 export const MAX_AUTHORIZATION_HEADER_CHARS = 512;
 /** `Bearer <token68>` (RFC 6750 §2.1); the scheme is case-insensitive (RFC 9110 §11.1). */
 const BEARER_HEADER = /^bearer +([A-Za-z0-9\-._~+/]+=*) *$/i;
-
-/** A new token: `hf_` + 32 random bytes in base64url (46 characters). */
-export function generateToken(): string {
-  return TOKEN_PREFIX + randomBytes(TOKEN_RANDOM_BYTES).toString('base64url');
-}
-
-/** The stored form of a token: lowercase hex SHA-256 of its UTF-8 bytes. */
-export function hashToken(token: string): string {
-  return createHash('sha256').update(token, 'utf8').digest('hex');
-}
 
 /**
  * Looks a token hash up; `undefined` for unknown or revoked tokens. May throw (for example

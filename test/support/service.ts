@@ -1,11 +1,11 @@
 import path from 'node:path';
 import type { Hono } from 'hono';
+import { generateToken, hashToken } from '../../src/auth/tokens.js';
 import { type Holdfast, openHoldfast, type RunSettings } from '../../src/index.js';
 import { BwrapSandboxProvider } from '../../src/sandbox/providers/bwrap.js';
 import type { SandboxProvider } from '../../src/sandbox/sandbox-provider.js';
 import { createApp } from '../../src/server/app.js';
 import type { AppEnv } from '../../src/server/app-env.js';
-import { generateToken, hashToken } from '../../src/server/auth.js';
 import { silentLogger } from '../../src/server/logger.js';
 import { Metrics } from '../../src/server/metrics.js';
 import type { BackendCase } from './backends.js';

@@ -1,11 +1,10 @@
 import type { Command } from 'commander';
 import { InvalidArgumentError } from 'commander';
 import { InputError } from '../../errors.js';
-import type { Holdfast, RunSettings } from '../../index.js';
+import type { CreatedToken, Holdfast, RunSettings } from '../../index.js';
 import type { Logger } from '../../server/logger.js';
 import { EXIT_FAILURE, requestExitCode } from '../output.js';
 import { contextOf, packageVersion } from '../program.js';
-import { type CreatedToken, createToken } from './token.js';
 
 /** Interface `serve` binds when neither `--host` nor `HOLDFAST_HOST` says otherwise: loopback only. */
 const DEFAULT_HOST = '127.0.0.1';
@@ -119,9 +118,9 @@ export function registerServe(program: Command): void {
 
 /** The admin token `--init` creates, or `undefined` when a live token exists already. */
 async function initAdminToken(hf: Holdfast): Promise<CreatedToken | undefined> {
-  const live = (await hf.meta.tokens.list()).filter((t) => t.revokedAt === null);
+  const live = (await hf.tokens.list()).filter((t) => t.revokedAt === null);
   if (live.length > 0) return undefined;
-  return createToken(hf, { tenant: INIT_TENANT, name: INIT_TOKEN_NAME, admin: true });
+  return hf.tokens.create({ tenant: INIT_TENANT, name: INIT_TOKEN_NAME, admin: true });
 }
 
 /** Resolves with the first SIGTERM/SIGINT; a second one exits the process at once with 1. */

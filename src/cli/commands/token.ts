@@ -1,7 +1,5 @@
 import type { Command } from 'commander';
 import { NotFoundError } from '../../errors.js';
-import type { Holdfast } from '../../index.js';
-import { generateToken, hashToken } from '../../server/auth.js';
 import { isoTime, renderTable } from '../output.js';
 import { withHoldfast } from '../program.js';
 
@@ -9,24 +7,6 @@ import { withHoldfast } from '../program.js';
 const DEFAULT_TOKEN_NAME = 'cli';
 /** Tenant of a token created without `--tenant`. */
 const DEFAULT_TOKEN_TENANT = 'default';
-
-/** A token just created: the only moment its secret exists outside the caller's hands. */
-export interface CreatedToken {
-  readonly id: string;
-  readonly tenant: string;
-  readonly name: string;
-  readonly admin: boolean;
-  /** The bearer token itself; only its hash is stored. */
-  readonly token: string;
-}
-
-/** Creates an API token for tenant `tenant` (creating the tenant if it is missing). */
-export async function createToken(hf: Holdfast, input: { tenant: string; name: string; admin: boolean }): Promise<CreatedToken> {
-  const { tenant } = await hf.forTenant(input.tenant);
-  const token = generateToken();
-  const record = await hf.meta.tokens.create({ tenantId: tenant.id, name: input.name, hash: hashToken(token), admin: input.admin });
-  return { id: record.id, tenant: tenant.name, name: record.name, admin: record.admin, token };
-}
 
 /** `holdfast token create | list | revoke`: API tokens of the HTTP server, managed in the store. */
 export function registerToken(program: Command): void {
@@ -45,7 +25,7 @@ export function registerToken(program: Command): void {
     .option('--admin', 'may also manage tenants and tokens')
     .action(async (flags: { tenant: string; name: string; admin?: boolean }, command: Command) => {
       await withHoldfast(command, async (hf, { output }) => {
-        const created = await createToken(hf, { tenant: flags.tenant, name: flags.name, admin: flags.admin === true });
+        const created = await hf.tokens.create({ tenant: flags.tenant, name: flags.name, admin: flags.admin === true });
         output.note(
           `token ${created.id} (${created.name}) for tenant ${created.tenant}${created.admin ? ', admin' : ''}: shown only once, store it now`,
         );
@@ -59,7 +39,7 @@ export function registerToken(program: Command): void {
     .action(async (_flags: unknown, command: Command) => {
       await withHoldfast(command, async (hf, { output }) => {
         const tenants = new Map((await hf.meta.tenants.list()).map((t) => [t.id, t.name]));
-        const tokens = (await hf.meta.tokens.list()).map((t) => ({
+        const tokens = (await hf.tokens.list()).map((t) => ({
           id: t.id,
           tenantId: t.tenantId,
           tenant: tenants.get(t.tenantId) ?? null,
@@ -92,7 +72,7 @@ export function registerToken(program: Command): void {
     .argument('<id>', 'token id (from holdfast token list)')
     .action(async (id: string, _flags: unknown, command: Command) => {
       await withHoldfast(command, async (hf, { output }) => {
-        if (!(await hf.meta.tokens.revoke(id))) {
+        if (!(await hf.tokens.revoke(id))) {
           throw new NotFoundError(`no live token with id ${id}: holdfast token list shows the ids (a revoked token stays revoked)`, {
             data: { tokenId: id },
           });

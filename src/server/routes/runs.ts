@@ -2,11 +2,6 @@ import type { Holdfast } from '../../index.js';
 import { type RouteDef, readJson, readQuery, tenantServices } from '../route.js';
 import { LimitQuery, RestoreBody, Run, RunBody, TurnBody, TurnResult, UpgradeBody } from './schemas.js';
 
-/** Output each stream of a turn's command may produce; more stops the command (`LIMIT_EXCEEDED`). */
-export const MAX_TURN_OUTPUT_BYTES = 4 * 1024 * 1024;
-/** Default bound on a turn's command. */
-const DEFAULT_TURN_TIMEOUT_MS = 10 * 60_000;
-
 /** Runs, turns, upgrades, lease resolution and restore into a new sandbox. */
 export function runRoutes(hf: Holdfast): RouteDef[] {
   const tags = ['runs'];
@@ -73,28 +68,7 @@ export function runRoutes(hf: Holdfast): RouteDef[] {
       async handler(c) {
         const { runs } = await tenantServices(hf, c);
         const body = await readJson(c, TurnBody);
-        const outcome = await runs.turn(
-          c.req.param('id') ?? '',
-          ({ sandbox, signal }) =>
-            sandbox.run(body.argv, {
-              cwd: sandbox.workspaceRoot,
-              ...(body.stdin === undefined ? {} : { stdin: body.stdin }),
-              ...(body.env === undefined ? {} : { env: body.env }),
-              timeoutMs: body.timeoutMs ?? DEFAULT_TURN_TIMEOUT_MS,
-              maxOutputBytes: MAX_TURN_OUTPUT_BYTES,
-              signal,
-            }),
-          {
-            ...(body.waitMs === undefined ? {} : { waitMs: body.waitMs }),
-            summarize: (r) => ({
-              exitCode: r.code,
-              signal: r.signal,
-              timedOut: r.timedOut,
-              stdoutBytes: r.stdout.length,
-              stderrBytes: r.stderr.length,
-            }),
-          },
-        );
+        const outcome = await runs.command(c.req.param('id') ?? '', body);
         const { value } = outcome;
         return c.json({
           turn: outcome.turn,

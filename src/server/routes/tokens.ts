@@ -1,6 +1,5 @@
 import { HoldfastError } from '../../errors.js';
 import type { Holdfast } from '../../index.js';
-import { generateToken, hashToken } from '../auth.js';
 import { type RouteDef, readJson } from '../route.js';
 import { TokenBody } from './schemas.js';
 
@@ -19,15 +18,7 @@ export function tokenRoutes(hf: Holdfast): RouteDef[] {
       async handler(c) {
         if (!c.get('principal').admin) throw new HoldfastError('FORBIDDEN', 'only admin tokens may create tokens', { data: {} });
         const body = await readJson(c, TokenBody);
-        const { tenant } = await hf.forTenant(body.tenant);
-        const token = generateToken();
-        const record = await hf.meta.tokens.create({
-          tenantId: tenant.id,
-          name: body.name,
-          hash: hashToken(token),
-          admin: body.admin ?? false,
-        });
-        return c.json({ id: record.id, tenant: tenant.name, name: record.name, admin: record.admin, token }, 201);
+        return c.json(await hf.tokens.create({ tenant: body.tenant, name: body.name, admin: body.admin ?? false }), 201);
       },
     },
   ];
