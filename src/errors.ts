@@ -123,6 +123,11 @@ export function isHoldfastError(error: unknown, code?: ErrorCode): error is Hold
   return error instanceof HoldfastError && (code === undefined || error.code === code);
 }
 
+/** The wire and storage form of any thrown value: a HoldfastError's own, else `INTERNAL` with its description. */
+export function errorToJson(error: unknown): { code: ErrorCode; message: string; data: ErrorData } {
+  return isHoldfastError(error) ? error.toJSON() : { code: 'INTERNAL', message: describeError(error), data: {} };
+}
+
 /** A short description of any thrown value, for logs and wrapped messages. */
 export function describeError(error: unknown): string {
   if (error instanceof Error) {

@@ -5,16 +5,8 @@ import { decompress } from '../src/objects/content-workers.js';
 import { decodeFooter, decodeTrailer, PACK_FOOTER_BYTES, packIdFromKey } from '../src/objects/pack-format.js';
 import type { Snapshots } from '../src/snapshot/snapshots.js';
 import { BACKENDS, type OpenedBackends } from './support/backends.js';
+import { codeOf } from './support/error-code.js';
 import { describeTree, makeMixedTree, seededBytes, settleDirMtimes, writeFile } from './support/trees.js';
-
-async function codeOf(promise: Promise<unknown>): Promise<string> {
-  try {
-    await promise;
-  } catch (error) {
-    return String((error as { code?: unknown }).code);
-  }
-  return 'RESOLVED';
-}
 
 describe.each(BACKENDS)('snapshot engine on $name', (backend) => {
   let b: OpenedBackends;

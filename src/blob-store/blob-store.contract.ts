@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { codeOf } from '../../test/support/error-code.js';
 import type { BlobStore } from './blob-store.js';
 
 /** How a driver's test file plugs into the shared suite. */
@@ -39,15 +40,6 @@ async function readAll(stream: Readable): Promise<Buffer> {
   const parts: Buffer[] = [];
   for await (const part of stream) parts.push(Buffer.from(part as Uint8Array));
   return Buffer.concat(parts);
-}
-
-async function codeOf(promise: Promise<unknown>): Promise<string> {
-  try {
-    await promise;
-  } catch (error) {
-    return String((error as { code?: unknown }).code);
-  }
-  return 'RESOLVED';
 }
 
 async function collect(iterable: AsyncIterable<{ key: string; size: number }>): Promise<Array<{ key: string; size: number }>> {

@@ -1,4 +1,4 @@
-import { isHoldfastError } from '../errors.js';
+import { errorToJson } from '../errors.js';
 
 /** Exit codes of the CLI: 0 ok, 1 a failed operation, 2 a usage error. */
 export const EXIT_OK = 0;
@@ -45,9 +45,7 @@ export class Output {
 
   /** Reports a failure on stderr, as `{"error": {code, message, data}}` in JSON mode. */
   error(error: unknown): void {
-    const body = isHoldfastError(error)
-      ? error.toJSON()
-      : { code: 'INTERNAL', message: error instanceof Error ? error.message : String(error), data: {} };
+    const body = errorToJson(error);
     if (this.json) this.stderr.write(`${JSON.stringify({ error: body })}\n`);
     else this.stderr.write(`holdfast: ${body.code}: ${body.message}\n`);
   }

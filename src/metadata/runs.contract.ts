@@ -132,6 +132,12 @@ export function describeRunsCases(ctx: ContractContext): void {
       expect(await begin(otherHash, Number.MAX_SAFE_INTEGER)).toEqual({ kind: 'new' }); // expired: the key is free again
       await store.idempotency.abandon(tenantId, key);
       expect(await begin(hash)).toEqual({ kind: 'new' });
+      // Claiming any key first deletes every expired receipt, whatever its key.
+      const other = uniqueName('other-key');
+      expect((await store.idempotency.begin({ tenantId, key: other, requestHash: hash, expireBeforeMs: 0 })).kind).toBe('new');
+      await store.idempotency.begin({ tenantId, key: uniqueName('third-key'), requestHash: hash, expireBeforeMs: Number.MAX_SAFE_INTEGER });
+      expect(await begin(hash)).toEqual({ kind: 'new' });
+      expect((await store.idempotency.begin({ tenantId, key: other, requestHash: otherHash, expireBeforeMs: 0 })).kind).toBe('new');
     });
   });
 }

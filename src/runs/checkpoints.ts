@@ -1,4 +1,3 @@
-import { NotFoundError } from '../errors.js';
 import type { Checkpoint } from '../metadata/metadata-store.js';
 import type { Lookup } from '../snapshot/browse.js';
 import type { Snapshots } from '../snapshot/snapshots.js';
@@ -20,14 +19,8 @@ export class Checkpoints {
   }
 
   /** One checkpoint of this tenant, in any status. */
-  async get(id: string): Promise<Checkpoint> {
-    const meta = this.snapshots.services.meta;
-    const checkpoint = await meta.checkpoints.find(id);
-    const workspace = checkpoint === undefined ? undefined : await meta.workspaces.find(checkpoint.workspaceId);
-    if (checkpoint === undefined || workspace?.tenantId !== this.runs.tenant.id) {
-      throw new NotFoundError(`checkpoint ${id} not found`, { data: { checkpointId: id } });
-    }
-    return checkpoint;
+  get(id: string): Promise<Checkpoint> {
+    return this.snapshots.getCheckpoint(id);
   }
 
   /** What `path` names inside a ready checkpoint: a directory listing or one entry. */

@@ -2,8 +2,7 @@ import { isHoldfastError } from '../errors.js';
 import { Deployments } from './deployments.js';
 import { acquireLease } from './lease.js';
 import type { RunHost } from './run-host.js';
-import { saveSandbox } from './run-sandbox.js';
-import { rootedHandle } from './sandbox-steps.js';
+import { liveSandbox, saveSandbox } from './run-sandbox.js';
 
 /** What a graceful shutdown did, by run id. */
 export interface ShutdownReport {
@@ -43,14 +42,13 @@ export async function shutdownRuns(host: RunHost, options: { deadlineMs?: number
     }
     try {
       const { run } = lease;
-      const handle = run.sandbox === null ? undefined : await host.provider(run.sandbox.provider).get(run.sandbox.id);
-      if (handle === undefined) {
+      const scope = { host, tenant, deployments: new Deployments(host.meta, tenant) };
+      const sandbox = await liveSandbox(scope, run, await scope.deployments.get(run.deploymentId));
+      if (sandbox === undefined) {
         report.skipped.push(runId);
         return;
       }
-      const deployments = new Deployments(host.meta, tenant);
-      const sandbox = rootedHandle(handle, (await deployments.get(run.deploymentId)).spec);
-      await saveSandbox({ host, tenant, deployments }, lease, sandbox, 'shutdown', { signal: expired.signal });
+      await saveSandbox(scope, lease, sandbox, 'shutdown', { signal: expired.signal });
       report.checkpointed.push(runId);
     } catch (error) {
       report.incomplete.push({ runId, what: 'checkpoint', error: isHoldfastError(error) ? error.code : String(error) });

@@ -1,4 +1,4 @@
-import { isHoldfastError } from '../errors.js';
+import { errorToJson, isHoldfastError } from '../errors.js';
 import type { Checkpoint, CheckpointReason, MetadataTransaction, Run } from '../metadata/metadata-store.js';
 import type { SandboxHandle } from '../sandbox/sandbox-provider.js';
 import { checkpointHandle } from '../sandbox/transport/sandbox-snapshots.js';
@@ -64,25 +64,25 @@ export async function ensureSandbox(scope: RunScope, lease: HeldLease, options: 
   if (run.lease.takenFrom !== null) run = await stopPrevious(scope, lease, run);
   const current = await scope.deployments.get(run.deploymentId);
   const target = options.upgrade ? await upgradeTarget(scope, run, current) : current;
-  let missingFor = 0;
-  if (run.sandbox !== null) {
-    const started = performance.now();
-    const handle = await host.provider(run.sandbox.provider).get(run.sandbox.id);
-    if (handle !== undefined) {
-      const sandbox = rootedHandle(handle, current.spec);
-      host.touched.set(run.id, scope.tenant);
-      if (target.id === current.id) return { run, sandbox, deployment: current };
-      try {
-        return await upgradeSandbox(scope, lease, run, sandbox, target);
-      } catch (error) {
-        if (isHoldfastError(error, 'STALE_LEASE')) throw error;
-        host.log({ level: 'warn', msg: 'upgrade failed; the run stays on its deployment', runId: run.id, deploymentId: target.id, error });
-        return { run, sandbox, deployment: current };
-      }
-    }
-    missingFor = performance.now() - started;
+  const started = performance.now();
+  const sandbox = await liveSandbox(scope, run, current);
+  if (sandbox === undefined) return rebuild(scope, lease, run, [target, current], performance.now() - started);
+  host.touched.set(run.id, scope.tenant);
+  if (target.id === current.id) return { run, sandbox, deployment: current };
+  try {
+    return await upgradeSandbox(scope, lease, run, sandbox, target);
+  } catch (error) {
+    if (isHoldfastError(error, 'STALE_LEASE')) throw error;
+    host.log({ level: 'warn', msg: 'upgrade failed; the run stays on its deployment', runId: run.id, deploymentId: target.id, error });
+    return { run, sandbox, deployment: current };
   }
-  return rebuild(scope, lease, run, [target, current], missingFor);
+}
+
+/** The run's committed sandbox as `deployment` sees it, or `undefined` when it is gone or was never made. */
+export async function liveSandbox(scope: RunScope, run: Run, deployment: Deployment): Promise<SandboxHandle | undefined> {
+  if (run.sandbox === null) return undefined;
+  const handle = await scope.host.provider(run.sandbox.provider).get(run.sandbox.id);
+  return handle === undefined ? undefined : rootedHandle(handle, deployment.spec);
 }
 
 async function upgradeTarget(scope: RunScope, run: Run, current: Deployment): Promise<Deployment> {
@@ -112,8 +112,7 @@ async function stopPrevious(scope: RunScope, lease: HeldLease, run: Run): Promis
       () => ({ sandbox: id }),
     );
   } catch (error) {
-    const failure = isHoldfastError(error) ? error.toJSON() : { code: 'INTERNAL', message: String(error) };
-    const stuck = await host.meta.runs.requireRecovery(run.id, lease.epoch, { ...failure, sandbox: id, provider });
+    const stuck = await host.meta.runs.requireRecovery(run.id, lease.epoch, { ...errorToJson(error), sandbox: id, provider });
     throw recoveryRequired(stuck);
   }
   return host.meta.runs.setSandbox(run.id, lease.epoch, null, run.deploymentId);

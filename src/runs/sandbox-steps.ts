@@ -1,5 +1,5 @@
 import path from 'node:path';
-import { describeError, HoldfastError, InputError, isHoldfastError } from '../errors.js';
+import { errorToJson, HoldfastError, InputError } from '../errors.js';
 import type { Checkpoint } from '../metadata/metadata-store.js';
 import type { SandboxHandle } from '../sandbox/sandbox-provider.js';
 import { restoreHandle } from '../sandbox/transport/sandbox-snapshots.js';
@@ -11,21 +11,12 @@ const STDERR_TAIL_BYTES = 4096;
 /** Output a setup or validation command may print before it is stopped. */
 const SETUP_OUTPUT_BYTES = 8 * 1024 * 1024;
 
-/** One timed step as recorded on the run. */
-export interface StepTiming {
-  readonly step: string;
-  readonly status: 'ok' | 'failed';
-  readonly durationMs: number;
-}
-
 /**
  * Times the steps of one recovery, upgrade or creation and records each as a run event
  * (`kind`, `step`, ok|failed, duration, error), so a run's history shows where time went and
  * where it failed.
  */
 export class StepRecorder {
-  readonly timings: StepTiming[] = [];
-
   constructor(
     private readonly host: RunHost,
     private readonly runId: string,
@@ -40,15 +31,13 @@ export class StepRecorder {
       await this.record(step, 'ok', performance.now() - started, data?.(value));
       return value;
     } catch (error) {
-      const failure = isHoldfastError(error) ? error.toJSON() : { code: 'INTERNAL', message: describeError(error) };
-      await this.record(step, 'failed', performance.now() - started, { error: failure });
+      await this.record(step, 'failed', performance.now() - started, { error: errorToJson(error) });
       throw error;
     }
   }
 
   /** Records a step measured elsewhere. */
   async record(step: string, status: 'ok' | 'failed', durationMs: number, data?: Record<string, unknown>): Promise<void> {
-    this.timings.push({ step, status, durationMs: Math.round(durationMs) });
     this.host.log({
       level: status === 'ok' ? 'info' : 'warn',
       msg: `${this.kind} ${step} ${status}`,

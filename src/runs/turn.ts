@@ -1,4 +1,4 @@
-import { HoldfastError, isHoldfastError } from '../errors.js';
+import { errorToJson, isHoldfastError } from '../errors.js';
 import type { Checkpoint, Run, Turn } from '../metadata/metadata-store.js';
 import type { SandboxHandle } from '../sandbox/sandbox-provider.js';
 import type { HeldLease } from './lease.js';
@@ -103,14 +103,9 @@ export async function executeTurn<T>(
       return { turn, checkpoint: saved.checkpoint, value: value as T, periodic: { ...periodic.counts } };
     } catch (caught) {
       const error = lease.lost.aborted && !isHoldfastError(caught, 'STALE_LEASE') ? lease.lost.reason : caught;
-      await host.meta.turns.finish(turn.id, { status: 'failed', error: errorJson(error) }).catch(() => undefined);
+      await host.meta.turns.finish(turn.id, { status: 'failed', error: errorToJson(error) }).catch(() => undefined);
       host.log({ level: 'warn', msg: 'turn failed', runId: run.id, turn: turn.id, error });
       throw error;
     }
   }
-}
-
-function errorJson(error: unknown): Record<string, unknown> {
-  if (isHoldfastError(error)) return { ...error.toJSON() };
-  return new HoldfastError('INTERNAL', error instanceof Error ? error.message : String(error)).toJSON();
 }

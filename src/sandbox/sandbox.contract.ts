@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { codeOf } from '../../test/support/error-code.js';
 import type { SandboxHandle, SandboxProvider } from './sandbox-provider.js';
 
 /** How a provider's test file plugs into the shared suite. */
@@ -23,15 +24,6 @@ async function readAll(stream: NodeJS.ReadableStream): Promise<Buffer> {
 
 function sha256(bytes: Uint8Array): string {
   return createHash('sha256').update(bytes).digest('hex');
-}
-
-async function codeOf(fn: () => unknown): Promise<string> {
-  try {
-    await fn();
-  } catch (error) {
-    return String((error as { code?: unknown }).code);
-  }
-  return 'RESOLVED';
 }
 
 /** A command whose background child appends to `file` every 100 ms until it is killed. */

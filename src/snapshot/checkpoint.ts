@@ -1,7 +1,7 @@
 import type { BlobStore } from '../blob-store/blob-store.js';
 import type { ExcludeOptions, Exclusion } from '../core/excludes.js';
 import type { Sha256Hex } from '../core/hash.js';
-import { ConflictError, HoldfastError, isHoldfastError, StoreError } from '../errors.js';
+import { ConflictError, errorToJson, HoldfastError, isHoldfastError, StoreError } from '../errors.js';
 import type { Checkpoint, CheckpointReason, MetadataStore, MetadataTransaction, Workspace } from '../metadata/metadata-store.js';
 import type { ContentWorkers } from '../objects/content-workers.js';
 import { ObjectWriter, type WriteStats } from '../objects/object-writer.js';
@@ -130,7 +130,7 @@ export async function createCheckpoint(deps: SnapshotDeps, options: CheckpointOp
           cause: error,
         })
       : error;
-    await deps.meta.checkpoints.markFailed(pending.id, errorJson(reported)).catch(() => undefined);
+    await deps.meta.checkpoints.markFailed(pending.id, errorToJson(reported)).catch(() => undefined);
     throw reported;
   }
 }
@@ -162,10 +162,6 @@ async function guardPreexistingPacks(tx: MetadataTransaction, packIds: readonly 
       data: { packs: doomed },
     });
   }
-}
-
-function errorJson(error: unknown): Record<string, unknown> {
-  return isHoldfastError(error) ? { ...error.toJSON() } : { code: 'INTERNAL', message: String(error) };
 }
 
 interface Captured {

@@ -174,14 +174,20 @@ export class Snapshots {
     return checkpoint;
   }
 
-  /** A ready checkpoint of this tenant; another tenant's ids answer `NOT_FOUND`, as if absent. */
-  private async readyCheckpoint(id: string): Promise<Checkpoint> {
+  /** A checkpoint of this tenant in any status; another tenant's ids answer `NOT_FOUND`, as if absent. */
+  async getCheckpoint(id: string): Promise<Checkpoint> {
     const { meta } = this.deps;
     const checkpoint = await meta.checkpoints.find(id);
     const workspace = checkpoint === undefined ? undefined : await meta.workspaces.find(checkpoint.workspaceId);
     const tenant = workspace === undefined ? undefined : await meta.tenants.find(workspace.tenantId);
     if (checkpoint === undefined || tenant?.name !== this.tenantName)
       throw new NotFoundError(`no checkpoint ${id}`, { data: { checkpoint: id } });
+    return checkpoint;
+  }
+
+  /** A ready checkpoint of this tenant; another tenant's ids answer `NOT_FOUND`, as if absent. */
+  private async readyCheckpoint(id: string): Promise<Checkpoint> {
+    const checkpoint = await this.getCheckpoint(id);
     if (checkpoint.status !== 'ready' || checkpoint.rootTree === null) {
       throw new InputError('INVALID_INPUT', `checkpoint ${id} is ${checkpoint.status}, not ready`, {
         data: { checkpoint: id, status: checkpoint.status },

@@ -33,13 +33,3 @@ export function pgrep(marker: string): string[] {
     return []; // pgrep exits 1 when nothing matches
   }
 }
-
-/** The `code` of what `fn` throws or rejects with, or `RESOLVED`. */
-export async function codeOf(fn: () => unknown): Promise<string> {
-  try {
-    await fn();
-  } catch (error) {
-    return String((error as { code?: unknown }).code);
-  }
-  return 'RESOLVED';
-}

@@ -1,10 +1,18 @@
 import type { Selectable } from 'kysely';
-import { ConflictError, InputError, NotFoundError } from '../../errors.js';
+import { ConflictError, NotFoundError } from '../../errors.js';
 import type { CheckpointReason, CheckpointStatus, CheckpointsTable } from '../schema.js';
-import { isForeignKeyViolation, newId, type RepoContext, requireCount, requireText } from './repo-context.js';
+import {
+  fromJsonText,
+  isForeignKeyViolation,
+  type JsonObject,
+  newId,
+  type RepoContext,
+  requireCount,
+  requireText,
+  toJsonText,
+} from './repo-context.js';
 
-/** A JSON object as stored in `stats` and `error` (serialised with `JSON.stringify`). */
-export type JsonObject = Readonly<Record<string, unknown>>;
+export type { JsonObject } from './repo-context.js';
 
 /** One capture of a workspace. */
 export interface Checkpoint {
@@ -124,11 +132,11 @@ export function createCheckpointsRepo({ db, now }: RepoContext): CheckpointsRepo
       return toCheckpoint(row);
     },
     markReady(id, input) {
-      const stats = input.stats === undefined || input.stats === null ? null : toJson(input.stats, 'stats');
+      const stats = input.stats === undefined || input.stats === null ? null : toJsonText(input.stats, 'stats');
       return finish(id, { status: 'ready', root_tree: requireText(input.rootTree, 'rootTree'), stats });
     },
     markFailed(id, error) {
-      return finish(id, { status: 'failed', error: toJson(error, 'error') });
+      return finish(id, { status: 'failed', error: toJsonText(error, 'error') });
     },
     async get(id) {
       const checkpoint = await find(id);
@@ -170,22 +178,6 @@ export function createCheckpointsRepo({ db, now }: RepoContext): CheckpointsRepo
 /** Ids per DELETE in {@link CheckpointsRepo.deleteMany} (one bound parameter each). */
 const DELETE_BATCH_IDS = 1000;
 
-function toJson(value: JsonObject, field: string): string {
-  let text: string | undefined;
-  try {
-    text = JSON.stringify(value);
-  } catch (cause) {
-    throw new InputError('INVALID_INPUT', `${field} is not serialisable as JSON`, { data: { field }, cause });
-  }
-  if (text === undefined || !text.startsWith('{'))
-    throw new InputError('INVALID_INPUT', `${field} must be a JSON object`, { data: { field } });
-  return text;
-}
-
-function fromJson(text: string | null): JsonObject | null {
-  return text === null ? null : (JSON.parse(text) as JsonObject);
-}
-
 function toCheckpoint(row: Selectable<CheckpointsTable>): Checkpoint {
   return {
     id: row.id,
@@ -194,8 +186,8 @@ function toCheckpoint(row: Selectable<CheckpointsTable>): Checkpoint {
     rootTree: row.root_tree,
     status: row.status,
     reason: row.reason,
-    stats: fromJson(row.stats),
-    error: fromJson(row.error),
+    stats: fromJsonText(row.stats),
+    error: fromJsonText(row.error),
     createdAt: row.created_at,
     finishedAt: row.finished_at,
   };

@@ -16,16 +16,15 @@ export type IdempotencyBegin =
 export interface IdempotencyRepo {
   /**
    * Claims `key` for a request with `requestHash`, or reports what an earlier request with the
-   * key did. Receipts older than `expireBeforeMs` (finished or not) count as absent and are
-   * replaced, so a key is reusable after its retention and a crashed request does not pin it.
+   * key did. Receipts (of any key) created before `expireBeforeMs`, finished or not, are deleted
+   * first: so receipts never outlive their retention, a key is reusable after it, and a crashed
+   * request does not pin its key.
    */
   begin(input: { tenantId: string; key: string; requestHash: string; expireBeforeMs: number }): Promise<IdempotencyBegin>;
   /** Stores the response of the request that claimed `key`. */
   finish(tenantId: string, key: string, statusCode: number, response: string): Promise<void>;
   /** Forgets an unfinished claim (the request failed in a way a retry may fix). */
   abandon(tenantId: string, key: string): Promise<void>;
-  /** Deletes receipts created before `beforeMs`; resolves with how many. */
-  prune(beforeMs: number): Promise<number>;
 }
 
 /** Builds the idempotency repository over `context.db` (a store or a transaction). */
@@ -34,12 +33,7 @@ export function createIdempotencyRepo({ db, now }: RepoContext): IdempotencyRepo
     db.selectFrom('idempotency_keys').selectAll().where('tenant_id', '=', tenantId).where('key', '=', key).executeTakeFirst();
   return {
     async begin({ tenantId, key, requestHash, expireBeforeMs }) {
-      await db
-        .deleteFrom('idempotency_keys')
-        .where('tenant_id', '=', tenantId)
-        .where('key', '=', key)
-        .where('created_at', '<', expireBeforeMs)
-        .execute();
+      await db.deleteFrom('idempotency_keys').where('created_at', '<', expireBeforeMs).execute();
       try {
         await db
           .insertInto('idempotency_keys')
@@ -78,10 +72,6 @@ export function createIdempotencyRepo({ db, now }: RepoContext): IdempotencyRepo
         .where('key', '=', key)
         .where('finished_at', 'is', null)
         .execute();
-    },
-    async prune(beforeMs) {
-      const result = await db.deleteFrom('idempotency_keys').where('created_at', '<', beforeMs).executeTakeFirst();
-      return Number(result.numDeletedRows);
     },
   };
 }

@@ -48,3 +48,24 @@ export function requireCount(value: unknown, field: string): number {
   }
   return value;
 }
+
+/** A JSON object as stored in TEXT columns (`stats`, `error`, `result`, `data`). */
+export type JsonObject = Readonly<Record<string, unknown>>;
+
+/** JSON text of an object for a TEXT column; `INVALID_INPUT` naming `field` for anything else. */
+export function toJsonText(value: JsonObject, field: string): string {
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(value);
+  } catch (cause) {
+    throw new InputError('INVALID_INPUT', `${field} is not serialisable as JSON`, { data: { field }, cause });
+  }
+  if (text === undefined || !text.startsWith('{'))
+    throw new InputError('INVALID_INPUT', `${field} must be a JSON object`, { data: { field } });
+  return text;
+}
+
+/** The object stored by {@link toJsonText}, or `null`. */
+export function fromJsonText(text: string | null): JsonObject | null {
+  return text === null ? null : (JSON.parse(text) as JsonObject);
+}

@@ -1,7 +1,7 @@
 import { type Selectable, sql } from 'kysely';
 import { ConflictError, HoldfastError, NotFoundError } from '../../errors.js';
 import type { LeaseState, RunsTable } from '../schema.js';
-import { isForeignKeyViolation, newId, type RepoContext, requireCount, requireText } from './repo-context.js';
+import { fromJsonText, isForeignKeyViolation, newId, type RepoContext, requireCount, requireText, toJsonText } from './repo-context.js';
 
 /** A durable run: its workspace, the deployment and sandbox it runs in, and its lease. */
 export interface Run {
@@ -197,7 +197,7 @@ export function createRunsRepo({ db, now }: RepoContext): RunsRepo {
           lease_state: 'release_recovery_required',
           lease_owner: null,
           lease_expires_at: null,
-          lease_error: JSON.stringify(error),
+          lease_error: toJsonText(error, 'error'),
           updated_at: now(),
         })
         .returningAll()
@@ -243,7 +243,7 @@ function toRun(row: Selectable<RunsTable>): Run {
       owner: row.lease_owner,
       expiresAt: row.lease_expires_at,
       takenFrom: row.lease_taken_from,
-      error: row.lease_error === null ? null : (JSON.parse(row.lease_error) as Record<string, unknown>),
+      error: fromJsonText(row.lease_error),
     },
     turnCount: row.turn_count,
     createdAt: row.created_at,

@@ -1,9 +1,7 @@
 import type { Selectable } from 'kysely';
 import { ConflictError, NotFoundError } from '../../errors.js';
 import type { RunEventsTable, TurnStatus, TurnsTable } from '../schema.js';
-import { newId, type RepoContext, requireCount, requireText } from './repo-context.js';
-
-type Json = Readonly<Record<string, unknown>>;
+import { fromJsonText, type JsonObject, newId, type RepoContext, requireCount, requireText, toJsonText } from './repo-context.js';
 
 /** One turn of a run. */
 export interface Turn {
@@ -17,8 +15,8 @@ export interface Turn {
   readonly status: TurnStatus;
   /** The ready checkpoint that completed the turn (set exactly when completed). */
   readonly checkpointId: string | null;
-  readonly error: Json | null;
-  readonly result: Json | null;
+  readonly error: JsonObject | null;
+  readonly result: JsonObject | null;
   readonly startedAt: number;
   readonly finishedAt: number | null;
 }
@@ -34,7 +32,7 @@ export interface RunEvent {
   readonly step: string;
   readonly status: 'ok' | 'failed';
   readonly durationMs: number | null;
-  readonly data: Json | null;
+  readonly data: JsonObject | null;
 }
 
 /** Input of {@link TurnsRepo.addEvent}. */
@@ -44,7 +42,7 @@ export interface RunEventInput {
   readonly step: string;
   readonly status: 'ok' | 'failed';
   readonly durationMs?: number;
-  readonly data?: Json;
+  readonly data?: JsonObject;
 }
 
 /** The `turns` and `run_events` tables. */
@@ -57,10 +55,10 @@ export interface TurnsRepo {
    */
   finish(
     id: string,
-    outcome: { status: 'completed'; checkpointId: string; result?: Json } | { status: 'failed'; error: Json; result?: Json },
+    outcome:
+      | { status: 'completed'; checkpointId: string; result?: JsonObject }
+      | { status: 'failed'; error: JsonObject; result?: JsonObject },
   ): Promise<Turn>;
-  /** The run's turn `id`, or `undefined`. */
-  find(runId: string, id: string): Promise<Turn | undefined>;
   /** The run's turns, newest first, at most `limit`. */
   list(runId: string, limit?: number): Promise<Turn[]>;
   /** Appends an event to the run's history. */
@@ -97,10 +95,10 @@ export function createTurnsRepo({ db, now }: RepoContext): TurnsRepo {
       const values =
         outcome.status === 'completed'
           ? { status: outcome.status, checkpoint_id: outcome.checkpointId }
-          : { status: outcome.status, error: JSON.stringify(outcome.error) };
+          : { status: outcome.status, error: toJsonText(outcome.error, 'error') };
       const row = await db
         .updateTable('turns')
-        .set({ ...values, result: outcome.result === undefined ? null : JSON.stringify(outcome.result), finished_at: now() })
+        .set({ ...values, result: outcome.result === undefined ? null : toJsonText(outcome.result, 'result'), finished_at: now() })
         .where('id', '=', id)
         .where('status', '=', 'running')
         .returningAll()
@@ -109,10 +107,6 @@ export function createTurnsRepo({ db, now }: RepoContext): TurnsRepo {
       const current = await findById(id);
       if (current === undefined) throw new NotFoundError(`turn ${id} not found`, { data: { turnId: id } });
       throw new ConflictError('CONFLICT', `turn ${id} is already ${current.status}`, { data: { turnId: id, status: current.status } });
-    },
-    async find(runId, id) {
-      const turn = await findById(id);
-      return turn?.runId === runId ? turn : undefined;
     },
     async list(runId, limit = 100) {
       const rows = await db
@@ -134,7 +128,7 @@ export function createTurnsRepo({ db, now }: RepoContext): TurnsRepo {
           step: requireText(event.step, 'step'),
           status: event.status,
           duration_ms: event.durationMs === undefined ? null : Math.round(event.durationMs),
-          data: event.data === undefined ? null : JSON.stringify(event.data),
+          data: event.data === undefined ? null : toJsonText(event.data, 'data'),
         })
         .execute();
     },
@@ -151,10 +145,6 @@ export function createTurnsRepo({ db, now }: RepoContext): TurnsRepo {
   };
 }
 
-function parse(text: string | null): Json | null {
-  return text === null ? null : (JSON.parse(text) as Json);
-}
-
 function toTurn(row: Selectable<TurnsTable>): Turn {
   return {
     id: row.id,
@@ -164,8 +154,8 @@ function toTurn(row: Selectable<TurnsTable>): Turn {
     owner: row.owner,
     status: row.status,
     checkpointId: row.checkpoint_id,
-    error: parse(row.error),
-    result: parse(row.result),
+    error: fromJsonText(row.error),
+    result: fromJsonText(row.result),
     startedAt: row.started_at,
     finishedAt: row.finished_at,
   };
@@ -180,6 +170,6 @@ function toEvent(row: Selectable<RunEventsTable>): RunEvent {
     step: row.step,
     status: row.status,
     durationMs: row.duration_ms,
-    data: parse(row.data),
+    data: fromJsonText(row.data),
   };
 }

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { codeOf } from '../../../test/support/sandbox-processes.js';
+import { codeOf } from '../../../test/support/error-code.js';
 import { describeSandboxProviderContract } from '../sandbox.contract.js';
 import { LocalSandboxProvider } from './local.js';
 
