@@ -1,7 +1,5 @@
 import fs from 'node:fs';
-import { isSha256Hex } from '../../core/hash.js';
 import { splitRelativePath } from '../../core/paths.js';
-import { InputError } from '../../errors.js';
 import { StatCache } from '../../snapshot/stat-cache.js';
 import type { HandlerReply, OpHandler, RequestContext } from './agent-server.js';
 import type { AgentState } from './agent-state.js';
@@ -80,9 +78,8 @@ function linkIfUnchanged(file: ReuseFile, from: NoFollowResolver, to: NoFollowRe
 
 function reuseFile(raw: unknown, i: number): ReuseFile {
   const f = Fields.of(raw, `stage-reuse files[${i}]`);
-  const sha256 = f.string('sha256');
-  const chunks = f.strings('chunks', 1_000_000);
-  if (!isSha256Hex(sha256) || !chunks.every(isSha256Hex)) throw new InputError('INVALID_INPUT', `stage-reuse files[${i}] has a bad id`);
+  const sha256 = f.sha256('sha256');
+  const chunks = f.sha256s('chunks', 1_000_000);
   return {
     path: splitRelativePath(f.string('path')).join('/'),
     size: f.int('size'),

@@ -1,7 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { type ExcludeOptions, ExcludeRules } from '../../core/excludes.js';
-import { isSha256Hex } from '../../core/hash.js';
 import { splitRelativePath } from '../../core/paths.js';
 import { InputError } from '../../errors.js';
 import { listFiles, type ScanLimits, scanWorkspace, unchangedSince } from '../../snapshot/scan.js';
@@ -152,9 +151,8 @@ export function cacheUpdate(state: AgentState): OpHandler {
 
 function cacheEntry(raw: unknown, i: number) {
   const f = Fields.of(raw, `cache-update entries[${i}]`);
-  const sha256 = f.string('sha256');
-  const chunks = f.strings('chunks', 1_000_000);
-  if (!isSha256Hex(sha256) || !chunks.every(isSha256Hex)) throw new InputError('INVALID_INPUT', `cache-update entries[${i}] has a bad id`);
+  const sha256 = f.sha256('sha256');
+  const chunks = f.sha256s('chunks', 1_000_000);
   return {
     path: splitRelativePath(f.string('path')).join('/'),
     size: f.int('size'),

@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { isSha256Hex } from '../../core/hash.js';
 import { InputError } from '../../errors.js';
 import { TOKEN_RE } from './protocol.js';
 
@@ -103,6 +104,21 @@ export class Fields {
     return this.array(name, max).map((item, i) => {
       if (typeof item !== 'string') throw this.bad(`${name}[${i}]`, 'a string');
       return check(item);
+    });
+  }
+
+  /** A content id: a SHA-256 as 64 lowercase hex digits. */
+  sha256(name: string): string {
+    const v = this.source[name];
+    if (!isSha256Hex(v)) throw this.bad(name, 'a SHA-256 id (64 lowercase hex digits)');
+    return v;
+  }
+
+  /** An array of at most `max` content ids. */
+  sha256s(name: string, max: number): string[] {
+    return this.array(name, max).map((item, i) => {
+      if (!isSha256Hex(item)) throw this.bad(`${name}[${i}]`, 'a SHA-256 id (64 lowercase hex digits)');
+      return item;
     });
   }
 

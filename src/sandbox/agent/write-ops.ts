@@ -1,4 +1,3 @@
-import { isSha256Hex } from '../../core/hash.js';
 import { splitRelativePath, symlinkStaysInside } from '../../core/paths.js';
 import { InputError } from '../../errors.js';
 import type { WriteOp } from './protocol.js';
@@ -39,11 +38,10 @@ export function parseWriteOp(raw: unknown, index: number, payloadBytes: number):
 
 function parseFileOp(f: Fields, where: string, path: string, payloadBytes: number): WriteOp {
   const size = f.int('size');
-  const sha256 = f.string('sha256');
+  const sha256 = f.sha256('sha256');
   const at = f.int('at');
   const offset = f.int('offset');
   const length = f.int('length');
-  if (!isSha256Hex(sha256)) throw new InputError('INVALID_INPUT', `${where}: sha256 must be 64 lowercase hex digits`);
   if (offset + length > payloadBytes) {
     throw new InputError('INVALID_INPUT', `${where}: bytes ${offset}..${offset + length} are past the ${payloadBytes}-byte payload`, {
       data: { offset, length, payloadBytes },
@@ -54,8 +52,7 @@ function parseFileOp(f: Fields, where: string, path: string, payloadBytes: numbe
       data: { at, length, size },
     });
   }
-  const chunks = f.raw('chunks') === undefined ? undefined : f.strings('chunks', 1_000_000);
-  if (chunks !== undefined && !chunks.every(isSha256Hex)) throw new InputError('INVALID_INPUT', `${where}: chunks must be SHA-256 ids`);
+  const chunks = f.raw('chunks') === undefined ? undefined : f.sha256s('chunks', 1_000_000);
   const op = { op: 'file' as const, path, size, sha256, at, offset, length, mode: f.int('mode', 0, 0o7777), mtimeMs: f.number('mtimeMs') };
   return chunks === undefined ? op : { ...op, chunks };
 }
