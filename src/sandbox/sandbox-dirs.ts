@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { InputError, NotFoundError } from '../errors.js';
+import { writeFileAtomic } from './agent/safe-fs.js';
 import type { SandboxInfo, SandboxSpec } from './sandbox-provider.js';
 import { checkedEnv, checkedLabels } from './sandbox-spec.js';
 import { type KillMode, killTrackedProcesses, trackProcess, untrackProcess } from './tracked-processes.js';
@@ -87,7 +88,8 @@ export class SandboxDirs {
     try {
       for (const dir of [layout.workspace, layout.home, layout.procs]) await fsp.mkdir(dir);
       await prepare?.(layout);
-      await writeJsonDurably(layout.record, record);
+      // A crash leaves either no record or the whole record.
+      writeFileAtomic(layout.record, `${JSON.stringify(record, null, 2)}\n`);
     } catch (error) {
       await fsp.rm(layout.dir, { recursive: true, force: true });
       throw error;
@@ -177,25 +179,6 @@ export class SandboxDirs {
       await killTrackedProcesses(path.join(dir, 'procs'));
       await removeTree(dir);
     }
-  }
-}
-
-/** Writes JSON so that a crash leaves either no file or the whole file. */
-async function writeJsonDurably(file: string, value: unknown): Promise<void> {
-  const tmp = `${file}.tmp-${randomBytes(4).toString('hex')}`;
-  const handle = await fsp.open(tmp, 'wx', 0o600);
-  try {
-    await handle.writeFile(`${JSON.stringify(value, null, 2)}\n`);
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-  await fsp.rename(tmp, file);
-  const dir = await fsp.open(path.dirname(file), 'r');
-  try {
-    await dir.sync();
-  } finally {
-    await dir.close();
   }
 }
 
