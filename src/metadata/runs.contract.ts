@@ -74,7 +74,8 @@ export function describeRunsCases(ctx: ContractContext): void {
       const other = await store.tenants.create({ name: uniqueName('tenant') });
       const [v1, v2] = [sha256(uniqueName('v1')), sha256(uniqueName('v2'))];
       const stored = await store.deployments.put({ tenantId, id: v1, spec: '{"a":1}' });
-      expect(await store.deployments.put({ tenantId, id: v1, spec: '{"a":1}' })).toEqual(stored);
+      expect(stored.created).toBe(true);
+      expect(await store.deployments.put({ tenantId, id: v1, spec: '{"a":1}' })).toEqual({ deployment: stored.deployment, created: false });
       await store.deployments.put({ tenantId, id: v2, spec: '{"a":2}' });
       expect(await store.deployments.find(other.id, v1)).toBeUndefined();
       expect((await store.deployments.publish(tenantId, 'prod', v1)).version).toBe(1);

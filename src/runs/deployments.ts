@@ -37,9 +37,8 @@ export class Deployments {
   async create(input: DeploymentSpecInput): Promise<Deployment & { readonly created: boolean }> {
     const spec = normalizeDeploymentSpec(input);
     const id = deploymentId(spec);
-    const existing = await this.meta.deployments.find(this.tenant.id, id);
-    const record = existing ?? (await this.meta.deployments.put({ tenantId: this.tenant.id, id, spec: canonicalSpecJson(spec) }));
-    return { id, spec, createdAt: record.createdAt, created: existing === undefined };
+    const { deployment, created } = await this.meta.deployments.put({ tenantId: this.tenant.id, id, spec: canonicalSpecJson(spec) });
+    return { id, spec, createdAt: deployment.createdAt, created };
   }
 
   /** The deployment `id`; `NOT_FOUND` when this tenant has none. */

@@ -27,9 +27,9 @@ export interface Channel {
 export interface DeploymentsRepo {
   /**
    * Stores a deployment unless the tenant already has one with this id (then the stored one is
-   * returned unchanged: same id means same spec). Unknown tenant: `NOT_FOUND`.
+   * returned unchanged, `created: false`: same id means same spec). Unknown tenant: `NOT_FOUND`.
    */
-  put(input: { tenantId: string; id: string; spec: string }): Promise<DeploymentRecord>;
+  put(input: { tenantId: string; id: string; spec: string }): Promise<{ deployment: DeploymentRecord; created: boolean }>;
   /** The tenant's deployment `id`, or `undefined` (another tenant's ids are not found). */
   find(tenantId: string, id: string): Promise<DeploymentRecord | undefined>;
   /** The tenant's deployments, newest first. */
@@ -63,17 +63,20 @@ export function createDeploymentsRepo({ db, now }: RepoContext): DeploymentsRepo
         spec: requireText(input.spec, 'spec'),
         created_at: now(),
       };
+      let inserted: bigint;
       try {
-        await db
+        const result = await db
           .insertInto('deployments')
           .values(row)
           .onConflict((oc) => oc.columns(['tenant_id', 'id']).doNothing())
-          .execute();
+          .executeTakeFirst();
+        inserted = result.numInsertedOrUpdatedRows ?? 0n;
       } catch (error) {
         if (!isForeignKeyViolation(error)) throw error;
         throw new NotFoundError(`tenant ${row.tenant_id} not found`, { data: { tenantId: row.tenant_id }, cause: error });
       }
-      return (await find(row.tenant_id, row.id)) ?? toDeployment(row);
+      if (inserted > 0n) return { deployment: toDeployment(row), created: true };
+      return { deployment: (await find(row.tenant_id, row.id)) ?? toDeployment(row), created: false };
     },
     find,
     async list(tenantId) {
