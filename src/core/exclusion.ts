@@ -14,7 +14,9 @@ export type ExclusionReason =
   | 'symlink-escape'
   | 'too-large'
   | 'invalid-path'
-  | 'entry-limit';
+  | 'entry-limit'
+  /** Not left out: kept without its setuid, setgid or sticky bit, which are never stored. */
+  | 'mode-stripped';
 
 /** Every exclusion reason, for exhaustive rendering and validation. */
 export const EXCLUSION_REASONS: readonly ExclusionReason[] = Object.freeze([
@@ -28,6 +30,7 @@ export const EXCLUSION_REASONS: readonly ExclusionReason[] = Object.freeze([
   'too-large',
   'invalid-path',
   'entry-limit',
+  'mode-stripped',
 ]);
 
 /** One entry left out, with the reason and the rule that matched. */
@@ -53,6 +56,7 @@ const DESCRIPTIONS: Readonly<Record<ExclusionReason, (e: Exclusion) => string>> 
   'too-large': (e) => `file too large (${e.rule}); raise the file size limit to keep it`,
   'invalid-path': (e) => `name cannot be stored (${e.rule}); rename it`,
   'entry-limit': (e) => `past the entry limit (${e.rule}); raise the limit or exclude more`,
+  'mode-stripped': (e) => `kept without setuid, setgid or sticky (${e.rule}); those bits are never stored`,
 };
 
 /** One line for people: `path: why, and what to do about it`. */

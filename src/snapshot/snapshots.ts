@@ -4,6 +4,7 @@ import { InputError, isHoldfastError, NotFoundError } from '../errors.js';
 import type { Checkpoint, CheckpointReason, Tenant, Workspace } from '../metadata/metadata-store.js';
 import { type RebuildOptions, type RebuildReport, rebuildIndex as rebuildObjectIndex } from '../objects/index-rebuild.js';
 import { ObjectReader } from '../objects/object-reader.js';
+import { BaseFiles } from './base-files.js';
 import { type Lookup, lookupPath, readFileFromTree } from './browse.js';
 import {
   type CheckpointOptions,
@@ -33,12 +34,15 @@ export interface WorkspaceSummary extends Workspace {
  */
 export class Snapshots {
   private readonly reader: ObjectReader;
+  /** What this host recorded for the files of recent checkpoints: the ids an untrusted source may reuse. */
+  readonly baseFiles: BaseFiles;
 
   constructor(
     private readonly deps: SnapshotDeps,
     readonly tenantName = DEFAULT_TENANT,
   ) {
     this.reader = new ObjectReader(deps.blobs, deps.meta);
+    this.baseFiles = new BaseFiles(this.reader, deps.meta);
   }
 
   /**

@@ -1,7 +1,9 @@
 import { createHash, randomBytes } from 'node:crypto';
-import type { Exclusion } from '../../core/excludes.js';
-import { InputError, StoreError } from '../../errors.js';
-import type { ScanResult } from '../../snapshot/scan.js';
+import { ExcludeRules, type Exclusion } from '../../core/excludes.js';
+import { isSha256Hex } from '../../core/hash.js';
+import { InputError, IntegrityError, StoreError } from '../../errors.js';
+import type { ScanLimits, ScanResult } from '../../snapshot/scan.js';
+import { checkAgentScan } from '../transport/scan-check.js';
 import { type AgentChannel, AgentConnection, type AgentExit } from './agent-connection.js';
 import { type FileBytes, type FileToRead, readFiles, readStream } from './agent-reads.js';
 import { chunkList } from './chunk-list.js';
@@ -50,6 +52,26 @@ export interface WriteBatch {
 }
 
 const DEFAULT_TIMEOUT_MS = 60_000;
+/** Scan answer bytes allowed whatever the limits: the root and its directories. */
+const SCAN_BASE_BYTES = 16 * 1024 * 1024;
+/** Scan answer bytes allowed per file or symlink the limits permit (entry JSON with a long path, and its cached ids). */
+const SCAN_BYTES_PER_ENTRY = 2048;
+
+/** Largest scan answer accepted for `limits`: a real tree within them is far smaller. */
+export function maxScanBytes(limits: ScanLimits): number {
+  return SCAN_BASE_BYTES + limits.maxEntries * SCAN_BYTES_PER_ENTRY;
+}
+
+/** Offered ids, kept only when well-formed (one per path); whether they are used is decided elsewhere. */
+function offeredIds(raw: unknown): Map<string, CachedIds> {
+  const out = new Map<string, CachedIds>();
+  if (!Array.isArray(raw)) return out;
+  for (const c of raw as Array<Partial<CachedIds & { path: unknown }>>) {
+    if (typeof c?.path !== 'string' || !isSha256Hex(c.sha256) || !Array.isArray(c.chunks) || !c.chunks.every(isSha256Hex)) continue;
+    out.set(c.path, { sha256: c.sha256, chunks: c.chunks });
+  }
+  return out;
+}
 const DEFAULT_MAX_IN_FLIGHT = 4;
 
 /** The stat-cache key of one workspace checked out at one directory in a sandbox. */
@@ -98,21 +120,46 @@ export class AgentClient {
     return (await this.conn.call('probe', root === undefined ? {} : { root })).result as ProbeResult;
   }
 
-  /** Scans `root` in the sandbox (the engine's `scanWorkspace`), with the agent's cached ids. */
+  /**
+   * Scans `root` in the sandbox (the engine's `scanWorkspace`, run there) and checks the answer
+   * as untrusted input ({@link checkAgentScan}): the tree is re-walked with the request's own
+   * rules and limits, allowances are the host's, and offered ids are only well-formed claims
+   * (whether one may be used is the caller's decision; see `ExecWorkspaceSource`). An answer
+   * longer than {@link maxScanBytes} is refused with `LIMIT_EXCEEDED` without being held.
+   */
   async scan(request: ScanRequest): Promise<AgentScan> {
+    const rules = ExcludeRules.create(request.excludes);
+    const limit = maxScanBytes(request.limits);
     const parts: Buffer[] = [];
-    const { reply } = await this.conn.start('scan', request, undefined, (_h, payload) => parts.push(payload));
+    let received = 0;
+    const { reply } = await this.conn.start('scan', request, undefined, (_h, payload) => {
+      received += payload.length;
+      if (received <= limit) parts.push(payload);
+    });
     const { result } = await reply;
+    if (received > limit) {
+      throw new InputError('LIMIT_EXCEEDED', `[agent] the scan answer is larger than ${limit} bytes; refused`, {
+        data: { limit, source: 'agent' },
+      });
+    }
     const json = Buffer.concat(parts);
-    if (json.length !== (result as { bytes: number }).bytes) throw new StoreError('[agent] scan result arrived incomplete');
-    const { scanId, base, cached, allowances, ...scan } = JSON.parse(json.toString('utf8')) as ScanWire;
+    if (json.length !== (result as { bytes?: unknown })?.bytes) throw new StoreError('[agent] scan result arrived incomplete');
+    let wire: Partial<ScanWire>;
+    try {
+      wire = JSON.parse(json.toString('utf8')) as Partial<ScanWire>;
+    } catch {
+      throw new IntegrityError('INTEGRITY', '[agent] the scan answer is not JSON; nothing was saved', { data: { source: 'agent' } });
+    }
+    const { scan } = checkAgentScan(wire, rules, request.limits);
+    if (typeof wire.scanId !== 'string')
+      throw new IntegrityError('INTEGRITY', '[agent] the scan answer has no scan id', { data: { source: 'agent' } });
     return {
       scan,
       root: request.root,
-      scanId,
-      base,
-      cached: new Map(cached.map((c) => [c.path, { sha256: c.sha256, chunks: c.chunks }])),
-      allowances,
+      scanId: wire.scanId,
+      base: typeof wire.base === 'string' ? wire.base : null,
+      cached: offeredIds(wire.cached),
+      allowances: rules.allowances,
     };
   }
 

@@ -18,30 +18,30 @@ export interface FileBytes {
 const STREAM_HIGH_BYTES = 16 * 1024 * 1024;
 const STREAM_LOW_BYTES = 4 * 1024 * 1024;
 
-type Job = { readonly kind: 'batch'; readonly paths: string[] } | { readonly kind: 'big'; readonly path: string };
+type Job = { readonly kind: 'batch'; readonly files: FileToRead[] } | { readonly kind: 'big'; readonly file: FileToRead };
 
 /** Groups small files into `read` batches (by the sizes given) and gives big files their own stream. */
 export function planReads(files: readonly FileToRead[]): Job[] {
   const jobs: Job[] = [];
-  let batch: string[] = [];
+  let batch: FileToRead[] = [];
   let bytes = 0;
   for (const f of files) {
     if (f.size > READ_BATCH_MAX_BYTES) {
-      if (batch.length > 0) jobs.push({ kind: 'batch', paths: batch });
-      jobs.push({ kind: 'big', path: f.path });
+      if (batch.length > 0) jobs.push({ kind: 'batch', files: batch });
+      jobs.push({ kind: 'big', file: f });
       batch = [];
       bytes = 0;
       continue;
     }
     if (batch.length === READ_BATCH_MAX_FILES || bytes + f.size > READ_BATCH_MAX_BYTES) {
-      jobs.push({ kind: 'batch', paths: batch });
+      jobs.push({ kind: 'batch', files: batch });
       batch = [];
       bytes = 0;
     }
-    batch.push(f.path);
+    batch.push(f);
     bytes += f.size;
   }
-  if (batch.length > 0) jobs.push({ kind: 'batch', paths: batch });
+  if (batch.length > 0) jobs.push({ kind: 'batch', files: batch });
   return jobs;
 }
 
@@ -49,6 +49,8 @@ export function planReads(files: readonly FileToRead[]): Job[] {
  * Reads files whole, in input order, keeping up to `window` requests in flight so the pipe is
  * never idle. A file too big for a batch (or grown past it since the scan) is streamed and
  * joined, so pass only files you mean to hold in memory; use {@link readStream} for the rest.
+ * A file the agent sends more bytes of than its given size is answered as changed (`bytes`
+ * undefined) once it passes that size, so an agent can never make the host hold more.
  */
 export async function* readFiles(
   conn: AgentConnection,
@@ -62,7 +64,7 @@ export async function* readFiles(
   for (;;) {
     while (inFlight.length < window && next < jobs.length) {
       const job = jobs[next++] as Job;
-      const run = job.kind === 'batch' ? readBatch(conn, root, job.paths) : readWhole(conn, root, job.path).then((f) => [f]);
+      const run = job.kind === 'batch' ? readBatch(conn, root, job.files) : readWhole(conn, root, job.file).then((f) => [f]);
       run.catch(() => undefined); // awaited in order below; this only marks an early failure as handled
       inFlight.push(run);
     }
@@ -72,27 +74,39 @@ export async function* readFiles(
   }
 }
 
-async function readBatch(conn: AgentConnection, root: string, paths: string[]): Promise<FileBytes[]> {
-  const { result, payload } = await conn.call('read', { root, paths });
-  const headers = (result as { files: ReadFileHeader[] }).files;
+async function readBatch(conn: AgentConnection, root: string, files: FileToRead[]): Promise<FileBytes[]> {
+  const { result, payload } = await conn.call('read', { root, paths: files.map((f) => f.path) });
+  const headers = (result as { files?: unknown })?.files;
+  if (!Array.isArray(headers) || headers.length !== files.length)
+    throw new StoreError(`[agent] read answer for ${files.length} files does not add up`, { data: { root } });
   const out: FileBytes[] = [];
   let at = 0;
-  for (const h of headers) {
-    if (h.status === 'too-large') out.push(await readWhole(conn, root, h.path));
-    else if (h.status !== undefined) out.push({ path: h.path, bytes: undefined });
+  for (const [i, file] of files.entries()) {
+    // Answers are matched to the request by position; a path the agent names itself is never used.
+    const h = headers[i] as Partial<ReadFileHeader>;
+    if (h?.status === 'too-large') out.push(await readWhole(conn, root, file));
+    else if (h?.status !== undefined || !Number.isSafeInteger(h?.length) || (h.length as number) < 0)
+      out.push({ path: file.path, bytes: undefined });
     else {
-      out.push({ path: h.path, bytes: payload.subarray(at, at + h.length) });
-      at += h.length;
+      const length = h.length as number;
+      out.push({ path: file.path, bytes: payload.subarray(at, at + length) });
+      at += length;
     }
   }
-  if (at !== payload.length) throw new StoreError(`[agent] read answer for ${paths.length} files does not add up`, { data: { root } });
+  if (at !== payload.length) throw new StoreError(`[agent] read answer for ${files.length} files does not add up`, { data: { root } });
   return out;
 }
 
-async function readWhole(conn: AgentConnection, root: string, path: string): Promise<FileBytes> {
+async function readWhole(conn: AgentConnection, root: string, file: FileToRead): Promise<FileBytes> {
+  const { path } = file;
   const pieces: Buffer[] = [];
+  let held = 0;
   try {
-    for await (const piece of readStream(conn, root, path)) pieces.push(piece);
+    for await (const piece of readStream(conn, root, path)) {
+      held += piece.length;
+      if (held > file.size) return { path, bytes: undefined };
+      pieces.push(piece);
+    }
   } catch (error) {
     if (isHoldfastError(error, 'NOT_FOUND') || isHoldfastError(error, 'INVALID_INPUT') || isHoldfastError(error, 'INVALID_PATH')) {
       return { path, bytes: undefined };

@@ -5,6 +5,7 @@ import path from 'node:path';
 import type { ExcludeOptions } from '../../core/excludes.js';
 import { findSecret } from '../../core/secrets.js';
 import type { ContentWorkers, DigestOutcome } from '../../objects/content-workers.js';
+import type { BaseFiles, RecordedFile } from '../../snapshot/base-files.js';
 import { type FileChunk, type FileContent, readLargeFile } from '../../snapshot/file-reader.js';
 import { listFiles, type ScanLimits, type ScannedFile } from '../../snapshot/scan.js';
 import { StatCache, type StatCacheBuilder } from '../../snapshot/stat-cache.js';
@@ -22,6 +23,13 @@ interface ExecScan extends SourceScan {
  * walks the tree and keeps its own stat cache (under its home, outside the workspace); file
  * bytes come over in protocol-sized batches and are secret-checked, hashed, chunked and
  * compressed on this side, exactly as for a local directory.
+ *
+ * Nothing the agent says is trusted (DESIGN section 14): its scan is checked by the client
+ * with the rules of a local scan, and an object id it offers for an unchanged file is used
+ * only when it is exactly what the host recorded for that path (same size, same ids) in this
+ * workspace's base checkpoint; every other file's bytes are read and hashed here. So a
+ * checkpoint references only objects its own workspace already held or whose bytes the host
+ * saw (proof of possession): knowing an object's hash never grants its content.
  */
 export class ExecWorkspaceSource implements WorkspaceSource {
   readonly label: string;
@@ -30,9 +38,11 @@ export class ExecWorkspaceSource implements WorkspaceSource {
   constructor(
     private readonly client: AgentClient,
     private readonly root: string,
-    workspaceId: string,
+    private readonly workspaceId: string,
     private readonly workers: ContentWorkers,
     sandboxId: string,
+    /** The host's record of base checkpoints' files. */
+    private readonly baseFiles: BaseFiles,
   ) {
     this.label = `sandbox ${sandboxId}:${root}`;
     this.cacheKey = agentCacheKey(workspaceId, root);
@@ -46,10 +56,20 @@ export class ExecWorkspaceSource implements WorkspaceSource {
       ...(excludes === undefined ? {} : { excludes }),
       ...(base === null ? {} : { base }),
     });
-    const cached = base !== null && agentScan.base === base ? agentScan.cached : new Map<string, FileIds>();
+    const usable = new Map<string, RecordedFile>();
+    if (base !== null && agentScan.base === base && agentScan.cached.size > 0) {
+      const recorded = await this.baseFiles.of(base, this.workspaceId);
+      for (const [p, offered] of agentScan.cached) {
+        const own = recorded.get(p);
+        if (own !== undefined && sameIds(own, offered)) usable.set(p, own);
+      }
+    }
     const scan: ExecScan = {
       scan: agentScan.scan,
-      lookup: (file) => cached.get(file.path),
+      lookup: (file) => {
+        const own = usable.get(file.path);
+        return own !== undefined && own.size === file.size ? { sha256: own.sha256, chunks: own.chunks } : undefined;
+      },
       trees: StatCache.empty(),
       allowances: agentScan.allowances,
       agentScan,
@@ -88,7 +108,13 @@ export class ExecWorkspaceSource implements WorkspaceSource {
     const fd = fs.openSync(spool, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL, 0o600);
     try {
       try {
-        for await (const piece of this.client.readStream(this.root, file.path)) fs.writeSync(fd, piece);
+        let spooled = 0;
+        for await (const piece of this.client.readStream(this.root, file.path)) {
+          fs.writeSync(fd, piece);
+          spooled += piece.length;
+          // Grown past its scanned size: stop here (the size differs, so the checkpoint rescans), never fill the host's disk.
+          if (spooled > file.size) break;
+        }
       } finally {
         fs.closeSync(fd);
       }
@@ -103,7 +129,15 @@ export class ExecWorkspaceSource implements WorkspaceSource {
   }
 
   async saveCache(scan: SourceScan, _next: StatCacheBuilder, ids: ReadonlyMap<string, FileIds>, base: string): Promise<void> {
-    const entries = listFiles(scan.scan.root).flatMap((f) => {
+    const files = listFiles(scan.scan.root);
+    // The ids are this host's own (hashed here, or taken from its record of the base), so they can vouch next time.
+    const recorded = new Map<string, RecordedFile>();
+    for (const f of files) {
+      const got = ids.get(f.path);
+      if (got !== undefined) recorded.set(f.path, { size: f.size, sha256: got.sha256, chunks: got.chunks });
+    }
+    this.baseFiles.remember(base, recorded);
+    const entries = files.flatMap((f) => {
       const got = ids.get(f.path);
       return got === undefined
         ? []
@@ -122,4 +156,8 @@ export class ExecWorkspaceSource implements WorkspaceSource {
     });
     await this.client.cacheUpdate({ cacheKey: this.cacheKey, base, racyAfterMs: scan.scan.startedAtMs, entries });
   }
+}
+
+function sameIds(a: FileIds, b: FileIds): boolean {
+  return a.sha256 === b.sha256 && a.chunks.length === b.chunks.length && a.chunks.every((c, i) => c === b.chunks[i]);
 }

@@ -36,7 +36,8 @@ export async function checkpointHandle(
   return agents.use(handle, (client) =>
     snapshots.checkpoint({
       ...rest,
-      source: (workspace) => new ExecWorkspaceSource(client, handle.workspaceRoot, workspace.id, snapshots.services.workers, handle.id),
+      source: (workspace) =>
+        new ExecWorkspaceSource(client, handle.workspaceRoot, workspace.id, snapshots.services.workers, handle.id, snapshots.baseFiles),
     }),
   );
 }
