@@ -262,7 +262,9 @@ describe('s3 driver', () => {
       }
       expect((await failure(store.put('k', body(), { signal: controller.signal }))).code).toBe('CANCELLED');
       expect(await store.stat('k')).toBeUndefined();
-      expect(s3.faults.count({ method: 'DELETE', query: 'uploadId' })).toBe(1);
+      // At least one abort went out; under load s3rver may answer the first with a 500 while the
+      // cancelled parts are still landing, and the driver retries it. No upload may be left.
+      expect(s3.faults.count({ method: 'DELETE', query: 'uploadId' })).toBeGreaterThanOrEqual(1);
       expect(await uploadsLeft()).toEqual([]);
       await store.close();
     });
