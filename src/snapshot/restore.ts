@@ -2,13 +2,16 @@ import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Sha256Hex } from '../core/hash.js';
+import { permissionBits } from '../core/modes.js';
+import { symlinkStaysInside } from '../core/paths.js';
 import type { FileEntry } from '../core/tree.js';
 import { ConflictError, InputError, IntegrityError } from '../errors.js';
 import type { Checkpoint, Workspace } from '../metadata/metadata-store.js';
 import { ObjectReader } from '../objects/object-reader.js';
 import type { SnapshotDeps } from './checkpoint.js';
+import type { ScanLimits } from './scan.js';
 import { StatCache, StatCacheBuilder, statCacheFile } from './stat-cache.js';
-import { type FlatTree, flattenTree } from './tree-walk.js';
+import { type FlatTree, flattenTree, treeLimits } from './tree-walk.js';
 
 /** Chunk bytes fetched per batch of files. */
 const FETCH_BATCH_BYTES = 64 * 1024 * 1024;
@@ -29,6 +32,8 @@ export interface RestoreOptions {
   readonly checkpoint: Checkpoint;
   /** Allow replacing a non-empty target (warm restore: unchanged files are reused). */
   readonly replace?: boolean;
+  /** What the checkpoint may hold; defaults to a scan's limits (see {@link ScanLimits}). */
+  readonly limits?: Partial<ScanLimits>;
   readonly signal?: AbortSignal;
   readonly onProgress?: (progress: RestoreProgress) => void;
 }
@@ -55,6 +60,9 @@ export interface RestoreReceipt {
  * directory beside the target, verifying every object and every file hash, then publishes it
  * by rename. A non-empty target needs `replace`; its unchanged files are reused instead of
  * fetched. On any failure the staging directory is removed and the target is left as it was.
+ * The stored tree is never trusted: it is validated and held to a scan's limits before
+ * anything is created (`INTEGRITY`, `LIMIT_EXCEEDED`), no mode beyond permission bits is
+ * applied, and every symlink is confined.
  */
 export async function restoreCheckpoint(deps: SnapshotDeps, options: RestoreOptions): Promise<RestoreReceipt> {
   const started = performance.now();
@@ -64,7 +72,9 @@ export async function restoreCheckpoint(deps: SnapshotDeps, options: RestoreOpti
   if (rootTree === null)
     throw new InputError('INVALID_INPUT', `checkpoint ${options.checkpoint.id} is ${options.checkpoint.status}, not ready`);
   const reader = new ObjectReader(deps.blobs, deps.meta);
-  const flat = await flattenTree(reader, rootTree);
+  // Every tree is read, validated and counted against the limits before anything is created.
+  const flat = await flattenTree(reader, rootTree, undefined, treeLimits(options.limits));
+  if (existing === 'absent') fs.mkdirSync(path.dirname(target), { recursive: true });
   const staging = path.join(path.dirname(target), `.${path.basename(target)}.holdfast-staging-${randomBytes(6).toString('hex')}`);
   const cache = new StatCacheBuilder(Date.now());
   fs.mkdirSync(staging, { mode: 0o700 });
@@ -76,13 +86,16 @@ export async function restoreCheckpoint(deps: SnapshotDeps, options: RestoreOpti
         : new Set<string>();
     const bytesFetched = await writeFiles(reader, flat, staging, reused, cache, options);
     for (const link of flat.symlinks) {
+      // Checked when the tree was read; checked again here, where the link is made.
+      if (!symlinkStaysInside(link.path, link.target))
+        throw new IntegrityError('INTEGRITY', `symlink ${link.path} leads outside the target`, { data: { path: link.path } });
       const p = path.join(staging, link.path);
       fs.symlinkSync(link.target, p);
       fs.lutimesSync(p, toSeconds(link.mtimeMs), toSeconds(link.mtimeMs));
     }
     for (const dir of [...flat.dirs].reverse()) {
       const p = path.join(staging, dir.path);
-      fs.chmodSync(p, dir.path === '' ? 0o755 : dir.mode);
+      fs.chmodSync(p, dir.path === '' ? 0o755 : permissionBits(dir.mode));
       if (dir.path !== '') fs.utimesSync(p, toSeconds(dir.mtimeMs), toSeconds(dir.mtimeMs));
     }
     publish(staging, target, existing);
@@ -113,7 +126,6 @@ function inspectTarget(target: string, replace: boolean): TargetState {
   try {
     st = fs.lstatSync(target);
   } catch {
-    fs.mkdirSync(path.dirname(target), { recursive: true });
     return 'absent';
   }
   if (!st.isDirectory())
@@ -254,7 +266,7 @@ function finishFile(fd: number, file: FileEntry & { path: string }, digest: stri
   if (digest !== file.sha256) {
     throw new IntegrityError('INTEGRITY', `restored ${file.path} does not match its recorded hash`, { data: { path: file.path } });
   }
-  fs.fchmodSync(fd, file.mode);
+  fs.fchmodSync(fd, permissionBits(file.mode));
   fs.futimesSync(fd, toSeconds(file.mtimeMs), toSeconds(file.mtimeMs));
   const st = fs.fstatSync(fd);
   cache.add(file.path, {
