@@ -9,6 +9,9 @@ import { ConflictError, InputError, IntegrityError } from '../errors.js';
 import type { Checkpoint, Workspace } from '../metadata/metadata-store.js';
 import { ObjectReader } from '../objects/object-reader.js';
 import type { SnapshotDeps } from './checkpoint.js';
+import { reuseUnchanged } from './restore-reuse.js';
+import { beginStaging, endStaging, removeTree, sweepStaleStaging } from './restore-staging.js';
+import { refuseStoreOverlap } from './restore-target.js';
 import type { ScanLimits } from './scan.js';
 import { StatCache, StatCacheBuilder, statCacheFile } from './stat-cache.js';
 import { type FlatTree, flattenTree, treeLimits } from './tree-walk.js';
@@ -60,13 +63,18 @@ export interface RestoreReceipt {
  * directory beside the target, verifying every object and every file hash, then publishes it
  * by rename. A non-empty target needs `replace`; its unchanged files are reused instead of
  * fetched. On any failure the staging directory is removed and the target is left as it was.
+ *
  * The stored tree is never trusted: it is validated and held to a scan's limits before
  * anything is created (`INTEGRITY`, `LIMIT_EXCEEDED`), no mode beyond permission bits is
- * applied, and every symlink is confined.
+ * applied, every symlink is confined, and the old target is read without following its
+ * symlinks. A target overlapping the blob store, the metadata store or the stat cache is
+ * refused with `INVALID_INPUT`. Staging left by a killed restore to the same target is
+ * removed first (only when its owner is gone).
  */
 export async function restoreCheckpoint(deps: SnapshotDeps, options: RestoreOptions): Promise<RestoreReceipt> {
   const started = performance.now();
   const target = path.resolve(options.dir);
+  refuseStoreOverlap(target, deps);
   const existing = inspectTarget(target, options.replace === true);
   const rootTree = options.checkpoint.rootTree;
   if (rootTree === null)
@@ -75,9 +83,9 @@ export async function restoreCheckpoint(deps: SnapshotDeps, options: RestoreOpti
   // Every tree is read, validated and counted against the limits before anything is created.
   const flat = await flattenTree(reader, rootTree, undefined, treeLimits(options.limits));
   if (existing === 'absent') fs.mkdirSync(path.dirname(target), { recursive: true });
-  const staging = path.join(path.dirname(target), `.${path.basename(target)}.holdfast-staging-${randomBytes(6).toString('hex')}`);
+  sweepStaleStaging(deps.cacheDir, target);
+  const staging = beginStaging(deps.cacheDir, target);
   const cache = new StatCacheBuilder(Date.now());
-  fs.mkdirSync(staging, { mode: 0o700 });
   try {
     for (const dir of flat.dirs.slice(1)) fs.mkdirSync(path.join(staging, dir.path), { mode: 0o700 });
     const reused =
@@ -99,6 +107,7 @@ export async function restoreCheckpoint(deps: SnapshotDeps, options: RestoreOpti
       if (dir.path !== '') fs.utimesSync(p, toSeconds(dir.mtimeMs), toSeconds(dir.mtimeMs));
     }
     publish(staging, target, existing);
+    endStaging(deps.cacheDir, staging);
     cache.save(statCacheFile(deps.cacheDir, options.workspace.id, target), options.checkpoint.id);
     return {
       checkpointId: options.checkpoint.id,
@@ -114,7 +123,8 @@ export async function restoreCheckpoint(deps: SnapshotDeps, options: RestoreOpti
       durationMs: Math.round(performance.now() - started),
     };
   } catch (error) {
-    fs.rmSync(staging, { recursive: true, force: true });
+    if (fs.existsSync(staging)) removeTree(staging);
+    endStaging(deps.cacheDir, staging);
     throw error;
   }
 }
@@ -153,45 +163,7 @@ function publish(staging: string, target: string, existing: TargetState): void {
     fs.renameSync(old, target);
     throw error;
   }
-  fs.rmSync(old, { recursive: true, force: true });
-}
-
-/**
- * Hard-links files of the previous copy whose content, mode and mtime already match the
- * checkpoint, so a warm restore fetches and writes only what differs. Links never change
- * the old inode, so a failed restore leaves the target exactly as it was.
- */
-function reuseUnchanged(flat: FlatTree, target: string, staging: string, old: StatCache, cache: StatCacheBuilder): Set<string> {
-  const reused = new Set<string>();
-  for (const file of flat.files) {
-    const from = path.join(target, file.path);
-    let st: fs.Stats;
-    try {
-      st = fs.lstatSync(from);
-    } catch {
-      continue;
-    }
-    if (!st.isFile() || st.size !== file.size || (st.mode & 0o7777) !== file.mode || Math.floor(st.mtimeMs) !== file.mtimeMs) continue;
-    const known = old.lookup(
-      file.path,
-      { size: st.size, mtimeMs: st.mtimeMs, ctimeMs: st.ctimeMs, ino: st.ino, mode: st.mode & 0o7777 },
-      Date.now(),
-    );
-    const sha = known?.sha256 ?? createHash('sha256').update(fs.readFileSync(from)).digest('hex');
-    if (sha !== file.sha256) continue;
-    fs.linkSync(from, path.join(staging, file.path));
-    reused.add(file.path);
-    cache.add(file.path, {
-      size: st.size,
-      mtimeMs: st.mtimeMs,
-      ctimeMs: st.ctimeMs,
-      ino: st.ino,
-      mode: st.mode & 0o7777,
-      sha256: file.sha256,
-      chunks: file.chunks,
-    });
-  }
-  return reused;
+  removeTree(old);
 }
 
 /**
