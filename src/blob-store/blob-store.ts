@@ -11,6 +11,11 @@ import type { Readable } from 'node:stream';
 export interface BlobStore {
   /** Driver name used in messages and metrics, e.g. `local-disk` or `s3`. */
   readonly name: string;
+  /**
+   * The directory on this machine that holds the store's bytes, absolute, when it has one
+   * (local disk); undefined for remote stores. Restore refuses a target overlapping it.
+   */
+  readonly localPath?: string;
 
   /**
    * Stores `body` under `key` if the key does not exist yet.

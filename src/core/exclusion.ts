@@ -1,8 +1,9 @@
 /** The value every exclusion is reported as, and its one-line rendering for people. */
 
 /**
- * Why an entry was left out of a checkpoint. `ExcludeRules` decides `secret-path`, `cache`,
- * `gitignore` and `user-rule`; the walker and file reader report the rest.
+ * Why an entry was left out of a checkpoint, or (`mode-stripped`) kept with less than it had.
+ * `ExcludeRules` decides `secret-path`, `cache`, `gitignore` and `user-rule`; the walker and
+ * file reader report the rest.
  */
 export type ExclusionReason =
   | 'secret-path'
@@ -15,7 +16,6 @@ export type ExclusionReason =
   | 'too-large'
   | 'invalid-path'
   | 'entry-limit'
-  /** Not left out: kept without its setuid, setgid or sticky bit, which are never stored. */
   | 'mode-stripped';
 
 /** Every exclusion reason, for exhaustive rendering and validation. */
@@ -56,7 +56,7 @@ const DESCRIPTIONS: Readonly<Record<ExclusionReason, (e: Exclusion) => string>> 
   'too-large': (e) => `file too large (${e.rule}); raise the file size limit to keep it`,
   'invalid-path': (e) => `name cannot be stored (${e.rule}); rename it`,
   'entry-limit': (e) => `past the entry limit (${e.rule}); raise the limit or exclude more`,
-  'mode-stripped': (e) => `kept without setuid, setgid or sticky (${e.rule}); those bits are never stored`,
+  'mode-stripped': (e) => `kept without setuid, setgid and sticky bits (${e.rule}); a restore never sets them`,
 };
 
 /** One line for people: `path: why, and what to do about it`. */

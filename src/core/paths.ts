@@ -45,9 +45,52 @@ export function resolveWithin(root: string, rel: string): string {
   return path.join(root, ...splitRelativePath(rel));
 }
 
-/** True when a symlink at `linkRel` pointing to `target` stays inside the root. */
+/**
+ * Why `target` cannot be a stored symlink target whatever the link's path, or undefined when
+ * it can: it must be relative, non-empty, at most {@link MAX_PATH_BYTES}, and of the form
+ * `../../a/b` in its raw bytes: `..` (and `.`) segments only before the first name, every
+ * name valid and not reserved. Empty segments (`a//b`, a trailing `/`) are allowed; the
+ * kernel skips them.
+ */
+export function symlinkTargetProblem(target: string): string | undefined {
+  if (typeof target !== 'string' || target === '') return 'empty target';
+  if (target.startsWith('/')) return 'absolute target';
+  if (Buffer.byteLength(target) > MAX_PATH_BYTES) return `target longer than ${MAX_PATH_BYTES} bytes`;
+  let named = false;
+  for (const segment of target.split('/')) {
+    if (segment === '') continue;
+    if (segment === '..' || segment === '.') {
+      if (named) return `"${segment}" after a name`;
+      continue;
+    }
+    const problem = nameProblem(segment);
+    if (problem !== undefined) return `segment ${problem}`;
+    named = true;
+  }
+  return undefined;
+}
+
+/** How many leading `..` segments a target that passed {@link symlinkTargetProblem} climbs. */
+function climbs(target: string): number {
+  return target.split('/').filter((s) => s === '..').length;
+}
+
+/**
+ * True when a symlink at `linkRel` pointing to `target` stays inside the root, however the
+ * kernel resolves it. The rule is {@link symlinkTargetProblem} plus: the leading `..` count
+ * does not exceed the link's depth (the number of directories above it inside the root).
+ *
+ * Why this is sound, unlike normalising `dirname(link)/target`: the kernel resolves a
+ * relative target from the real directory that holds the link, which lies `depth` levels
+ * below the root; each leading `..` then moves to a real parent, so at most `depth` of them
+ * stop at the root at worst. After that only names follow: a name that is a directory keeps
+ * the walk inside, and a name that is a symlink is itself confined by this same rule, so it
+ * lands inside too (by induction on the kernel's bounded resolution depth). Because no `..`
+ * may follow a name, the walk never climbs out of a place a symlink led it to: `d/up2 ->
+ * up/..` with `d/up -> ..` is refused, though it normalises lexically to `d`.
+ */
 export function symlinkStaysInside(linkRel: string, target: string): boolean {
-  if (target === '' || target.startsWith('/')) return false;
-  const resolved = path.posix.normalize(path.posix.join(path.posix.dirname(linkRel), target));
-  return resolved !== '..' && !resolved.startsWith('../') && !resolved.split('/').some((s) => RESERVED_NAMES.has(s));
+  if (symlinkTargetProblem(target) !== undefined) return false;
+  const depth = linkRel.split('/').length - 1;
+  return climbs(target) <= depth;
 }

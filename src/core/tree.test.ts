@@ -39,6 +39,21 @@ describe('tree objects', () => {
     ['a bad hash', { name: 'f', type: 'file', mode: 0o644, size: 1, mtimeMs: 0, sha256: 'nothex', chunks: [] }],
     ['chunks that contradict the size', { name: 'f', type: 'file', mode: 0o644, size: 0, mtimeMs: 0, sha256: h(''), chunks: [h('x')] }],
     ['an unknown type', { name: 'f', type: 'socket', mtimeMs: 0 }],
+    ['a setuid file', { name: 'f', type: 'file', mode: 0o4755, size: 1, mtimeMs: 0, sha256: h('x'), chunks: [h('x')] }],
+    ['a setgid file', { name: 'f', type: 'file', mode: 0o2755, size: 1, mtimeMs: 0, sha256: h('x'), chunks: [h('x')] }],
+    ['a sticky directory', { name: 'tmp', type: 'dir', mode: 0o1777, mtimeMs: 0, tree: h('x') }],
+    ['a file type in the mode', { name: 'f', type: 'file', mode: 0o100644, size: 1, mtimeMs: 0, sha256: h('x'), chunks: [h('x')] }],
+    [
+      'too many chunks for the size',
+      { name: 'f', type: 'file', mode: 0o644, size: 2, mtimeMs: 0, sha256: h('x'), chunks: [h('a'), h('b')] },
+    ],
+    [
+      'too few chunks for the size',
+      { name: 'f', type: 'file', mode: 0o644, size: 5 * 1024 * 1024, mtimeMs: 0, sha256: h('x'), chunks: [h('a')] },
+    ],
+    ['an absolute symlink', { name: 'l', type: 'symlink', target: '/etc/passwd', mtimeMs: 0 }],
+    ['a symlink climbing after a name', { name: 'l', type: 'symlink', target: 'up/../..', mtimeMs: 0 }],
+    ['a symlink into a reserved name', { name: 'l', type: 'symlink', target: '.holdfast/x', mtimeMs: 0 }],
   ])('reject an entry with %s even when the hash matches', (_what, bad) => {
     const bytes = Buffer.from(JSON.stringify({ v: 1, entries: [bad] }));
     expect(() => decodeTree(sha256Hex(bytes), bytes)).toThrow(expect.objectContaining({ code: 'INTEGRITY' }));
@@ -53,6 +68,26 @@ describe('tree objects', () => {
     ]) {
       const bytes = Buffer.from(JSON.stringify({ v: 1, entries: list }));
       expect(() => decodeTree(sha256Hex(bytes), bytes)).toThrow(expect.objectContaining({ code: 'INTEGRITY' }));
+    }
+  });
+
+  it('reject non-canonical bytes for valid entries (extra keys, other key order, whitespace)', () => {
+    const good = { name: 'f', type: 'symlink', target: 'x', mtimeMs: 0 };
+    for (const bytes of [
+      Buffer.from(JSON.stringify({ v: 1, entries: [{ ...good, extra: 1 }] })),
+      Buffer.from(JSON.stringify({ v: 1, entries: [{ type: 'symlink', name: 'f', target: 'x', mtimeMs: 0 }] })),
+      Buffer.from(JSON.stringify({ v: 1, entries: [good] }, null, 1)),
+    ]) {
+      expect(() => decodeTree(sha256Hex(bytes), bytes)).toThrow(expect.objectContaining({ code: 'INTEGRITY' }));
+    }
+  });
+
+  it('refuse to encode what decoding would refuse', () => {
+    const setuid = { ...entries[1], mode: 0o4755 } as TreeEntry;
+    const escaping: TreeEntry = { name: 'l', type: 'symlink', target: '/etc', mtimeMs: 0 };
+    const twice = [entries[0], entries[0]] as TreeEntry[];
+    for (const list of [[setuid], [escaping], twice]) {
+      expect(() => encodeTree(list)).toThrow(expect.objectContaining({ code: 'INVALID_INPUT' }));
     }
   });
 });

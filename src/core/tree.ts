@@ -1,12 +1,14 @@
-import { IntegrityError } from '../errors.js';
+import { InputError, IntegrityError } from '../errors.js';
+import { CDC_MAX_BYTES, CDC_MIN_BYTES } from './fastcdc.js';
 import { isSha256Hex, type Sha256Hex, sha256Hex } from './hash.js';
-import { nameProblem } from './paths.js';
+import { isStorableMode } from './modes.js';
+import { nameProblem, symlinkTargetProblem } from './paths.js';
 
 /** A regular file: its whole-file hash and the ids of its chunks, in order. */
 export interface FileEntry {
   readonly name: string;
   readonly type: 'file';
-  /** Permission bits (`0o755`, `0o644`, …); file type bits are not stored. */
+  /** Permission bits only (`0o755`, `0o644`, …): no file type, setuid, setgid or sticky bits. */
   readonly mode: number;
   readonly size: number;
   /** Modification time in whole milliseconds since the epoch. */
@@ -57,44 +59,85 @@ function canonicalEntry(e: TreeEntry): TreeEntry {
 
 /**
  * Encodes a directory as its canonical tree object: JSON, entries sorted by name bytes, keys
- * in a fixed order. Equal directories give equal bytes and therefore equal ids.
+ * in a fixed order. Equal directories give equal bytes and therefore equal ids. Throws
+ * `INVALID_INPUT` for an entry {@link decodeTree} would refuse (the same rules, one function),
+ * so no tree this code writes can fail to restore.
  */
 export function encodeTree(entries: readonly TreeEntry[]): { bytes: Buffer; id: Sha256Hex } {
   const sorted = [...entries].sort((a, b) => compareNames(a.name, b.name)).map(canonicalEntry);
+  const problem = entriesProblem(sorted);
+  if (problem !== undefined) throw new InputError('INVALID_INPUT', `cannot encode a tree: ${problem}`, { data: { reason: problem } });
   const bytes = Buffer.from(JSON.stringify({ v: TREE_FORMAT_VERSION, entries: sorted }));
   return { bytes, id: sha256Hex(bytes) };
 }
 
 function corrupt(id: string, why: string): IntegrityError {
-  return new IntegrityError('INTEGRITY', `tree ${id} is malformed: ${why}`, { data: { tree: id } });
+  return new IntegrityError('INTEGRITY', `tree ${id} is malformed: ${why}`, { data: { tree: id, reason: why } });
 }
 
 const isCount = (n: unknown): n is number => Number.isSafeInteger(n) && (n as number) >= 0;
-const isMode = (n: unknown): n is number => Number.isInteger(n) && (n as number) >= 0 && (n as number) <= 0o7777;
 
-function checkEntry(id: string, raw: unknown): TreeEntry {
-  const e = raw as Record<string, unknown>;
+/**
+ * Why a file's chunk list cannot belong to a file of `size` bytes: empty exactly when the
+ * file is, and as many chunks as FastCDC can cut from that size (every chunk but the last is
+ * at least {@link CDC_MIN_BYTES}, none more than {@link CDC_MAX_BYTES}).
+ */
+function chunksProblem(size: number, chunks: readonly unknown[]): string | undefined {
+  if (!chunks.every(isSha256Hex)) return 'bad chunk id';
+  if ((size === 0) !== (chunks.length === 0)) return 'chunk list does not match size';
+  if (chunks.length < Math.ceil(size / CDC_MAX_BYTES) || chunks.length > Math.ceil(size / CDC_MIN_BYTES))
+    return `${chunks.length} chunks cannot make ${size} bytes`;
+  return undefined;
+}
+
+/** Why one raw entry is not a valid tree entry, or undefined. The rules that need no path. */
+function entryProblem(raw: unknown): string | undefined {
+  const e = raw as Record<string, unknown> | null;
   const name = e?.name;
-  if (typeof name !== 'string' || nameProblem(name) !== undefined) throw corrupt(id, `bad entry name ${JSON.stringify(name)}`);
-  if (!Number.isSafeInteger(e.mtimeMs)) throw corrupt(id, `${name}: bad mtime`);
+  if (e === null || typeof e !== 'object' || typeof name !== 'string') return 'entry without a name';
+  const named = (why: string): string => `${JSON.stringify(name)}: ${why}`;
+  const nameIssue = nameProblem(name);
+  if (nameIssue !== undefined) return named(nameIssue);
+  if (!Number.isSafeInteger(e.mtimeMs)) return named('bad mtime');
   if (e.type === 'file') {
-    if (!isMode(e.mode) || !isCount(e.size) || !isSha256Hex(e.sha256)) throw corrupt(id, `${name}: bad file fields`);
-    if (!Array.isArray(e.chunks) || !e.chunks.every(isSha256Hex)) throw corrupt(id, `${name}: bad chunk list`);
-    if ((e.size === 0) !== (e.chunks.length === 0)) throw corrupt(id, `${name}: chunk list does not match size`);
-  } else if (e.type === 'dir') {
-    if (!isMode(e.mode) || !isSha256Hex(e.tree)) throw corrupt(id, `${name}: bad directory fields`);
-  } else if (e.type === 'symlink') {
-    if (typeof e.target !== 'string' || e.target === '') throw corrupt(id, `${name}: bad symlink target`);
-  } else {
-    throw corrupt(id, `${name}: unknown type ${JSON.stringify(e.type)}`);
+    if (!isStorableMode(e.mode)) return named('mode is not permission bits only (setuid, setgid and sticky are refused)');
+    if (!isCount(e.size) || !isSha256Hex(e.sha256)) return named('bad file fields');
+    if (!Array.isArray(e.chunks)) return named('bad chunk list');
+    const chunkIssue = chunksProblem(e.size, e.chunks);
+    return chunkIssue === undefined ? undefined : named(chunkIssue);
   }
-  return canonicalEntry(e as unknown as TreeEntry);
+  if (e.type === 'dir') {
+    if (!isStorableMode(e.mode)) return named('mode is not permission bits only (setuid, setgid and sticky are refused)');
+    return isSha256Hex(e.tree) ? undefined : named('bad directory fields');
+  }
+  if (e.type === 'symlink') {
+    const targetIssue = typeof e.target === 'string' ? symlinkTargetProblem(e.target) : 'no target';
+    return targetIssue === undefined ? undefined : named(`bad symlink target: ${targetIssue}`);
+  }
+  return named(`unknown type ${JSON.stringify(e.type)}`);
+}
+
+/**
+ * The one validation of a tree's entries, shared by {@link encodeTree} and {@link decodeTree}:
+ * every entry valid ({@link entryProblem}) and names unique and sorted by their bytes. Rules
+ * that depend on where the tree sits (symlink confinement, path length) are checked by the
+ * walk that knows each entry's path (`snapshot/tree-walk.ts`).
+ */
+function entriesProblem(entries: readonly unknown[]): string | undefined {
+  for (let i = 0; i < entries.length; i += 1) {
+    const problem = entryProblem(entries[i]);
+    if (problem !== undefined) return problem;
+    if (i > 0 && compareNames((entries[i - 1] as TreeEntry).name, (entries[i] as TreeEntry).name) >= 0)
+      return 'entries not sorted or not unique';
+  }
+  return undefined;
 }
 
 /**
  * Decodes and validates a tree object. Throws `INTEGRITY` when the bytes do not hash to `id`,
- * are not canonical, or hold an invalid entry (so a stored tree can never smuggle `..` or a
- * reserved name into a restore).
+ * are not the canonical encoding of their entries, or hold an entry {@link encodeTree} would
+ * refuse (so a stored tree can never smuggle `..`, a reserved name, a setuid mode or an
+ * escaping symlink target into a restore).
  */
 export function decodeTree(id: Sha256Hex, bytes: Uint8Array): TreeEntry[] {
   if (sha256Hex(bytes) !== id) throw corrupt(id, 'content does not match its id');
@@ -104,11 +147,11 @@ export function decodeTree(id: Sha256Hex, bytes: Uint8Array): TreeEntry[] {
   } catch {
     throw corrupt(id, 'not JSON');
   }
-  if (doc.v !== TREE_FORMAT_VERSION || !Array.isArray(doc.entries)) throw corrupt(id, 'unknown format');
-  const entries = doc.entries.map((raw) => checkEntry(id, raw));
-  for (let i = 1; i < entries.length; i += 1) {
-    if (compareNames((entries[i - 1] as TreeEntry).name, (entries[i] as TreeEntry).name) >= 0)
-      throw corrupt(id, 'entries not sorted or not unique');
-  }
+  if (doc === null || typeof doc !== 'object' || doc.v !== TREE_FORMAT_VERSION || !Array.isArray(doc.entries))
+    throw corrupt(id, 'unknown format');
+  const problem = entriesProblem(doc.entries);
+  if (problem !== undefined) throw corrupt(id, problem);
+  const entries = (doc.entries as TreeEntry[]).map(canonicalEntry);
+  if (!Buffer.from(JSON.stringify({ v: TREE_FORMAT_VERSION, entries })).equals(bytes)) throw corrupt(id, 'not in canonical form');
   return entries;
 }

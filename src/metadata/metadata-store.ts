@@ -1,3 +1,4 @@
+import path from 'node:path';
 import type { Kysely, Transaction } from 'kysely';
 import type { MetaConfig } from '../config.js';
 import type { MigratedDatabase } from './migrator.js';
@@ -84,6 +85,12 @@ export interface MetadataTransaction extends MetadataRepositories {
  */
 export interface MetadataStore extends MetadataRepositories {
   readonly dialect: MetadataDialect;
+  /**
+   * The database file on this machine, absolute, when there is one (SQLite on disk);
+   * undefined for PostgreSQL and in-memory SQLite. Restore refuses a target overlapping
+   * its directory, where the WAL and journal files live too.
+   */
+  readonly localPath?: string;
   /** The query layer, for queries no repository offers yet. Errors are translated the same way. */
   readonly db: Kysely<Database>;
   /**
@@ -121,7 +128,8 @@ export async function openMetadataStore(config: MetaConfig, options: MetadataSto
     config.kind === 'sqlite'
       ? await (await import('./dialects/sqlite.js')).openSqlite(config.path, now)
       : await (await import('./dialects/postgres.js')).openPostgres(config.url, now);
-  return createMetadataStore(config.kind, opened, now);
+  const localPath = config.kind === 'sqlite' && config.path !== ':memory:' ? path.resolve(config.path) : undefined;
+  return createMetadataStore(config.kind, opened, now, localPath);
 }
 
 function repositories(context: RepoContext): MetadataRepositories {
@@ -139,10 +147,16 @@ function repositories(context: RepoContext): MetadataRepositories {
   };
 }
 
-function createMetadataStore(dialect: MetadataDialect, { db }: MigratedDatabase, now: () => number): MetadataStore {
+function createMetadataStore(
+  dialect: MetadataDialect,
+  { db }: MigratedDatabase,
+  now: () => number,
+  localPath: string | undefined,
+): MetadataStore {
   let closing: Promise<void> | undefined;
   return {
     dialect,
+    ...(localPath === undefined ? {} : { localPath }),
     db,
     async schemaVersion() {
       const row = await db

@@ -3,6 +3,7 @@ import { splitRelativePath } from '../core/paths.js';
 import type { FileEntry, TreeEntry } from '../core/tree.js';
 import { InputError, NotFoundError } from '../errors.js';
 import type { ObjectReader } from '../objects/object-reader.js';
+import { readTreeAt } from './tree-walk.js';
 
 /** Chunks read per batch when streaming a file out of a checkpoint. */
 const CAT_BATCH_CHUNKS = 8;
@@ -12,10 +13,13 @@ export type Lookup =
   | { readonly kind: 'dir'; readonly tree: Sha256Hex; readonly entries: TreeEntry[] }
   | { readonly kind: 'entry'; readonly entry: TreeEntry };
 
-/** Resolves `relPath` (empty for the root) inside the tree `rootTree`. Missing paths are `NOT_FOUND`. */
+/**
+ * Resolves `relPath` (empty for the root) inside the tree `rootTree`. Missing paths are
+ * `NOT_FOUND`; every tree on the way is checked at its path (`INTEGRITY`, see `readTreeAt`).
+ */
 export async function lookupPath(reader: ObjectReader, rootTree: Sha256Hex, relPath: string): Promise<Lookup> {
   let tree = rootTree;
-  let entries = await reader.readTree(tree);
+  let entries = await readTreeAt(reader, tree, '');
   const segments = relPath === '' || relPath === '.' ? [] : splitRelativePath(relPath.replace(/\/+$/, ''));
   for (let i = 0; i < segments.length; i += 1) {
     const entry = entries.find((e) => e.name === segments[i]);
@@ -27,7 +31,7 @@ export async function lookupPath(reader: ObjectReader, rootTree: Sha256Hex, relP
       });
     }
     tree = entry.tree;
-    entries = await reader.readTree(tree);
+    entries = await readTreeAt(reader, tree, segments.slice(0, i + 1).join('/'));
   }
   return { kind: 'dir', tree, entries };
 }

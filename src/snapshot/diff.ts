@@ -1,6 +1,7 @@
 import type { Sha256Hex } from '../core/hash.js';
 import { compareNames, type TreeEntry } from '../core/tree.js';
 import type { ObjectReader } from '../objects/object-reader.js';
+import { readTreeAt } from './tree-walk.js';
 
 /** One difference between two checkpoints. */
 export interface DiffEntry {
@@ -11,12 +12,13 @@ export interface DiffEntry {
 
 /**
  * Differences from tree `a` to tree `b`. Subtrees with equal ids are skipped without being
- * read, so the cost follows the size of the change, not the size of the workspace.
+ * read, so the cost follows the size of the change, not the size of the workspace. Every
+ * tree read is checked at its path (`INTEGRITY`, see `readTreeAt`).
  */
 export async function diffTrees(reader: ObjectReader, a: Sha256Hex, b: Sha256Hex): Promise<DiffEntry[]> {
   const out: DiffEntry[] = [];
   const walkAll = async (tree: Sha256Hex, prefix: string, change: 'added' | 'removed'): Promise<void> => {
-    for (const e of await reader.readTree(tree)) {
+    for (const e of await readTreeAt(reader, tree, prefix.replace(/\/$/, ''))) {
       const p = prefix + e.name;
       out.push({ path: p, change, type: e.type });
       if (e.type === 'dir') await walkAll(e.tree, `${p}/`, change);
@@ -24,7 +26,8 @@ export async function diffTrees(reader: ObjectReader, a: Sha256Hex, b: Sha256Hex
   };
   const compare = async (ta: Sha256Hex, tb: Sha256Hex, prefix: string): Promise<void> => {
     if (ta === tb) return;
-    const [ea, eb] = [await reader.readTree(ta), await reader.readTree(tb)];
+    const at = prefix.replace(/\/$/, '');
+    const [ea, eb] = [await readTreeAt(reader, ta, at), await readTreeAt(reader, tb, at)];
     let i = 0;
     let j = 0;
     while (i < ea.length || j < eb.length) {

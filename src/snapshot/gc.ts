@@ -7,6 +7,7 @@ import { type LiveRootSource, liveUsage, markLive, markNewCheckpoints } from './
 import { collectOrphans } from './gc-orphans.js';
 import { deletePackJournaled, finishInterruptedDeletions, pruneJournal } from './gc-sweep.js';
 import { repackPacks } from './repack.js';
+import { sweepStaleStaging } from './restore-staging.js';
 import { applyRetention, DEFAULT_RETENTION, type RetentionPolicy } from './retention.js';
 
 /** A condemned or unindexed pack is deleted only after this long (DESIGN section 7). */
@@ -55,11 +56,13 @@ export interface GcReport {
   readonly orphanPacksQueued: number;
   /** Unindexed pack blobs deleted. */
   readonly orphanPacksDeleted: number;
+  /** Restore staging directories whose restore was killed, removed (see `sweepStaleStaging`). */
+  readonly stagingRemoved: number;
   readonly dryRun: boolean;
 }
 
-/** The services GC uses. */
-export type GcDeps = Pick<SnapshotDeps, 'blobs' | 'meta' | 'workers'>;
+/** The services GC uses; with `cacheDir`, staging left there by killed restores is removed too. */
+export type GcDeps = Pick<SnapshotDeps, 'blobs' | 'meta' | 'workers'> & Partial<Pick<SnapshotDeps, 'cacheDir'>>;
 
 /**
  * One garbage-collection run (DESIGN section 7): finish deletions a killed run left, apply
@@ -105,7 +108,8 @@ export async function collectGarbage(deps: GcDeps, options: GcOptions = {}): Pro
   // A pack with no dead object is never sparse, however small: rewriting it would give the same bytes.
   const sparse = open.filter((p) => liveRows(p) > 0 && liveRows(p) < p.objectCount && (usage.get(p.id)?.liveBytes ?? 0) < ratio * p.size);
 
-  const base = { forgotten: retention.forgotten.size, liveObjects: live.trees.size + live.data.size, dryRun };
+  const stagingRemoved = dryRun || deps.cacheDir === undefined ? 0 : sweepStaleStaging(deps.cacheDir);
+  const base = { forgotten: retention.forgotten.size, liveObjects: live.trees.size + live.data.size, stagingRemoved, dryRun };
   if (dryRun) {
     const condemned = packs.filter((p) => p.condemnedAt !== null);
     const doomed = condemned.filter((p) => (p.condemnedAt as number) <= cutoff && liveRows(p) === 0);

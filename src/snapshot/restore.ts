@@ -2,13 +2,19 @@ import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Sha256Hex } from '../core/hash.js';
+import { permissionBits } from '../core/modes.js';
+import { symlinkStaysInside } from '../core/paths.js';
 import type { FileEntry } from '../core/tree.js';
 import { ConflictError, InputError, IntegrityError } from '../errors.js';
 import type { Checkpoint, Workspace } from '../metadata/metadata-store.js';
 import { ObjectReader } from '../objects/object-reader.js';
 import type { SnapshotDeps } from './checkpoint.js';
+import { reuseUnchanged } from './restore-reuse.js';
+import { beginStaging, endStaging, removeTree, sweepStaleStaging } from './restore-staging.js';
+import { refuseStoreOverlap } from './restore-target.js';
+import type { ScanLimits } from './scan.js';
 import { StatCache, StatCacheBuilder, statCacheFile } from './stat-cache.js';
-import { type FlatTree, flattenTree } from './tree-walk.js';
+import { type FlatTree, flattenTree, treeLimits } from './tree-walk.js';
 
 /** Chunk bytes fetched per batch of files. */
 const FETCH_BATCH_BYTES = 64 * 1024 * 1024;
@@ -29,6 +35,8 @@ export interface RestoreOptions {
   readonly checkpoint: Checkpoint;
   /** Allow replacing a non-empty target (warm restore: unchanged files are reused). */
   readonly replace?: boolean;
+  /** What the checkpoint may hold; defaults to a scan's limits (see {@link ScanLimits}). */
+  readonly limits?: Partial<ScanLimits>;
   readonly signal?: AbortSignal;
   readonly onProgress?: (progress: RestoreProgress) => void;
 }
@@ -55,19 +63,29 @@ export interface RestoreReceipt {
  * directory beside the target, verifying every object and every file hash, then publishes it
  * by rename. A non-empty target needs `replace`; its unchanged files are reused instead of
  * fetched. On any failure the staging directory is removed and the target is left as it was.
+ *
+ * The stored tree is never trusted: it is validated and held to a scan's limits before
+ * anything is created (`INTEGRITY`, `LIMIT_EXCEEDED`), no mode beyond permission bits is
+ * applied, every symlink is confined, and the old target is read without following its
+ * symlinks. A target overlapping the blob store, the metadata store or the stat cache is
+ * refused with `INVALID_INPUT`. Staging left by a killed restore to the same target is
+ * removed first (only when its owner is gone).
  */
 export async function restoreCheckpoint(deps: SnapshotDeps, options: RestoreOptions): Promise<RestoreReceipt> {
   const started = performance.now();
   const target = path.resolve(options.dir);
+  refuseStoreOverlap(target, deps);
   const existing = inspectTarget(target, options.replace === true);
   const rootTree = options.checkpoint.rootTree;
   if (rootTree === null)
     throw new InputError('INVALID_INPUT', `checkpoint ${options.checkpoint.id} is ${options.checkpoint.status}, not ready`);
   const reader = new ObjectReader(deps.blobs, deps.meta);
-  const flat = await flattenTree(reader, rootTree);
-  const staging = path.join(path.dirname(target), `.${path.basename(target)}.holdfast-staging-${randomBytes(6).toString('hex')}`);
+  // Every tree is read, validated and counted against the limits before anything is created.
+  const flat = await flattenTree(reader, rootTree, undefined, treeLimits(options.limits));
+  if (existing === 'absent') fs.mkdirSync(path.dirname(target), { recursive: true });
+  sweepStaleStaging(deps.cacheDir, target);
+  const staging = beginStaging(deps.cacheDir, target);
   const cache = new StatCacheBuilder(Date.now());
-  fs.mkdirSync(staging, { mode: 0o700 });
   try {
     for (const dir of flat.dirs.slice(1)) fs.mkdirSync(path.join(staging, dir.path), { mode: 0o700 });
     const reused =
@@ -76,16 +94,20 @@ export async function restoreCheckpoint(deps: SnapshotDeps, options: RestoreOpti
         : new Set<string>();
     const bytesFetched = await writeFiles(reader, flat, staging, reused, cache, options);
     for (const link of flat.symlinks) {
+      // Checked when the tree was read; checked again here, where the link is made.
+      if (!symlinkStaysInside(link.path, link.target))
+        throw new IntegrityError('INTEGRITY', `symlink ${link.path} leads outside the target`, { data: { path: link.path } });
       const p = path.join(staging, link.path);
       fs.symlinkSync(link.target, p);
       fs.lutimesSync(p, toSeconds(link.mtimeMs), toSeconds(link.mtimeMs));
     }
     for (const dir of [...flat.dirs].reverse()) {
       const p = path.join(staging, dir.path);
-      fs.chmodSync(p, dir.path === '' ? 0o755 : dir.mode);
+      fs.chmodSync(p, dir.path === '' ? 0o755 : permissionBits(dir.mode));
       if (dir.path !== '') fs.utimesSync(p, toSeconds(dir.mtimeMs), toSeconds(dir.mtimeMs));
     }
     publish(staging, target, existing);
+    endStaging(deps.cacheDir, staging);
     cache.save(statCacheFile(deps.cacheDir, options.workspace.id, target), options.checkpoint.id);
     return {
       checkpointId: options.checkpoint.id,
@@ -101,7 +123,8 @@ export async function restoreCheckpoint(deps: SnapshotDeps, options: RestoreOpti
       durationMs: Math.round(performance.now() - started),
     };
   } catch (error) {
-    fs.rmSync(staging, { recursive: true, force: true });
+    if (fs.existsSync(staging)) removeTree(staging);
+    endStaging(deps.cacheDir, staging);
     throw error;
   }
 }
@@ -113,7 +136,6 @@ function inspectTarget(target: string, replace: boolean): TargetState {
   try {
     st = fs.lstatSync(target);
   } catch {
-    fs.mkdirSync(path.dirname(target), { recursive: true });
     return 'absent';
   }
   if (!st.isDirectory())
@@ -141,45 +163,7 @@ function publish(staging: string, target: string, existing: TargetState): void {
     fs.renameSync(old, target);
     throw error;
   }
-  fs.rmSync(old, { recursive: true, force: true });
-}
-
-/**
- * Hard-links files of the previous copy whose content, mode and mtime already match the
- * checkpoint, so a warm restore fetches and writes only what differs. Links never change
- * the old inode, so a failed restore leaves the target exactly as it was.
- */
-function reuseUnchanged(flat: FlatTree, target: string, staging: string, old: StatCache, cache: StatCacheBuilder): Set<string> {
-  const reused = new Set<string>();
-  for (const file of flat.files) {
-    const from = path.join(target, file.path);
-    let st: fs.Stats;
-    try {
-      st = fs.lstatSync(from);
-    } catch {
-      continue;
-    }
-    if (!st.isFile() || st.size !== file.size || (st.mode & 0o7777) !== file.mode || Math.floor(st.mtimeMs) !== file.mtimeMs) continue;
-    const known = old.lookup(
-      file.path,
-      { size: st.size, mtimeMs: st.mtimeMs, ctimeMs: st.ctimeMs, ino: st.ino, mode: st.mode & 0o7777 },
-      Date.now(),
-    );
-    const sha = known?.sha256 ?? createHash('sha256').update(fs.readFileSync(from)).digest('hex');
-    if (sha !== file.sha256) continue;
-    fs.linkSync(from, path.join(staging, file.path));
-    reused.add(file.path);
-    cache.add(file.path, {
-      size: st.size,
-      mtimeMs: st.mtimeMs,
-      ctimeMs: st.ctimeMs,
-      ino: st.ino,
-      mode: st.mode & 0o7777,
-      sha256: file.sha256,
-      chunks: file.chunks,
-    });
-  }
-  return reused;
+  removeTree(old);
 }
 
 /**
@@ -254,7 +238,7 @@ function finishFile(fd: number, file: FileEntry & { path: string }, digest: stri
   if (digest !== file.sha256) {
     throw new IntegrityError('INTEGRITY', `restored ${file.path} does not match its recorded hash`, { data: { path: file.path } });
   }
-  fs.fchmodSync(fd, file.mode);
+  fs.fchmodSync(fd, permissionBits(file.mode));
   fs.futimesSync(fd, toSeconds(file.mtimeMs), toSeconds(file.mtimeMs));
   const st = fs.fstatSync(fd);
   cache.add(file.path, {

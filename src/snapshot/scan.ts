@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { DirectoryRules, ExcludeRules, Exclusion } from '../core/excludes.js';
+import { hasSpecialBits, permissionBits } from '../core/modes.js';
 import { nameProblem, symlinkStaysInside } from '../core/paths.js';
 import { InputError } from '../errors.js';
 
@@ -9,10 +10,24 @@ export const DEFAULT_MAX_FILE_BYTES = 1024 * 1024 * 1024;
 /** Most files and symlinks one scan accepts; more fails with `LIMIT_EXCEEDED` (never a partial checkpoint). */
 export const DEFAULT_MAX_ENTRIES = 100_000;
 
-/** Limits applied by a scan. */
+/** Most directories one scan accepts (the root not counted); more fails with `LIMIT_EXCEEDED`. */
+export const DEFAULT_MAX_DIRS = 100_000;
+/**
+ * Most bytes of files one scan accepts in all; more fails with `LIMIT_EXCEEDED`. A hundred
+ * files at the file limit: far above a real workspace, far below what a restore of a crafted
+ * tree (one shared 1 GiB file under many names) could otherwise write to the host's disk.
+ */
+export const DEFAULT_MAX_TOTAL_BYTES = 100 * DEFAULT_MAX_FILE_BYTES;
+
+/**
+ * Limits applied by a scan, and by every restore and walk of a stored tree (which counts a
+ * shared subtree each time it appears). Unset optional limits take their `DEFAULT_MAX_*`.
+ */
 export interface ScanLimits {
   readonly maxFileBytes: number;
   readonly maxEntries: number;
+  readonly maxDirs?: number;
+  readonly maxTotalBytes?: number;
 }
 
 /** A regular file as seen by `lstat`. */
@@ -68,6 +83,9 @@ export interface ScanResult {
  * Walks `root` synchronously (`readdirSync` + `lstatSync` is several times faster than the
  * promise API for many small entries), never following symlinks, applying exclusion rules.
  * Directories a walk cannot read fail the scan rather than silently dropping content.
+ * Modes keep their permission bits only: an entry with setuid, setgid or sticky is kept
+ * without them and reported in `excluded` with reason `mode-stripped` (its content is not
+ * left out; the report is the one place a checkpoint says what it changed).
  */
 export function scanWorkspace(root: string, rules: ExcludeRules, limits: ScanLimits): ScanResult {
   const startedAtMs = Date.now();
@@ -75,6 +93,18 @@ export function scanWorkspace(root: string, rules: ExcludeRules, limits: ScanLim
   const counts = { files: 0, dirs: 0, symlinks: 0, bytes: 0 };
   const rootStat = fs.statSync(root);
   if (!rootStat.isDirectory()) throw new InputError('INVALID_INPUT', `${root} is not a directory`, { data: { path: root } });
+  const maxDirs = limits.maxDirs ?? DEFAULT_MAX_DIRS;
+  const maxTotalBytes = limits.maxTotalBytes ?? DEFAULT_MAX_TOTAL_BYTES;
+  const tooMany = (what: string, limit: number): InputError =>
+    new InputError('LIMIT_EXCEEDED', `${root} has more than ${limit} ${what}; raise the limit or exclude some`, { data: { limit, what } });
+  const stripped = (relPath: string, st: fs.Stats): void => {
+    if (hasSpecialBits(st.mode))
+      excluded.push({
+        path: relPath,
+        reason: 'mode-stripped',
+        rule: `mode ${(st.mode & 0o7777).toString(8)} kept as ${permissionBits(st.mode).toString(8)}`,
+      });
+  };
 
   const walk = (abs: string, rel: string, dirRules: DirectoryRules, children: ScannedEntry[]): void => {
     // Any stable order will do: tree encoding sorts entries by name bytes itself.
@@ -97,6 +127,8 @@ export function scanWorkspace(root: string, rules: ExcludeRules, limits: ScanLim
       if (isDir) {
         const dir: ScannedDir = dirEntry(name, relPath, st);
         counts.dirs += 1;
+        if (counts.dirs > maxDirs) throw tooMany('directories', maxDirs);
+        stripped(relPath, st);
         walk(absPath, relPath, rules.enter(relPath, readGitignore(rules, absPath)), dir.children);
         children.push(dir);
       } else if (st.isFile()) {
@@ -106,11 +138,13 @@ export function scanWorkspace(root: string, rules: ExcludeRules, limits: ScanLim
         }
         counts.files += 1;
         counts.bytes += st.size;
+        if (counts.bytes > maxTotalBytes) throw tooMany('bytes of files', maxTotalBytes);
+        stripped(relPath, st);
         children.push({
           type: 'file',
           name,
           path: relPath,
-          mode: st.mode & 0o7777,
+          mode: permissionBits(st.mode),
           size: st.size,
           mtimeMs: st.mtimeMs,
           ctimeMs: st.ctimeMs,
@@ -128,15 +162,7 @@ export function scanWorkspace(root: string, rules: ExcludeRules, limits: ScanLim
         excluded.push({ path: relPath, reason: 'special-file', rule: 'socket, FIFO or device' });
         continue;
       }
-      if (counts.files + counts.symlinks > limits.maxEntries) {
-        throw new InputError(
-          'LIMIT_EXCEEDED',
-          `${root} has more than ${limits.maxEntries} files and symlinks; raise the limit or exclude some`,
-          {
-            data: { limit: limits.maxEntries },
-          },
-        );
-      }
+      if (counts.files + counts.symlinks > limits.maxEntries) throw tooMany('files and symlinks', limits.maxEntries);
     }
   };
 
@@ -159,7 +185,7 @@ function dirEntry(name: string, relPath: string, st: fs.Stats): ScannedDir {
     type: 'dir',
     name,
     path: relPath,
-    mode: st.mode & 0o7777,
+    mode: permissionBits(st.mode),
     mtimeMs: Math.floor(st.mtimeMs),
     exactMtimeMs: st.mtimeMs,
     ctimeMs: st.ctimeMs,
@@ -184,7 +210,7 @@ export function unchangedSince(root: string, scan: ScanResult, wasRead: (path: s
       !st.isDirectory() ||
       st.mtimeMs !== dir.exactMtimeMs ||
       st.ctimeMs !== dir.ctimeMs ||
-      (st.mode & 0o7777) !== dir.mode
+      permissionBits(st.mode) !== dir.mode
     )
       return false;
     for (const e of dir.children) {
@@ -198,7 +224,7 @@ export function unchangedSince(root: string, scan: ScanResult, wasRead: (path: s
           f.mtimeMs !== e.mtimeMs ||
           f.ctimeMs !== e.ctimeMs ||
           f.ino !== e.ino ||
-          (f.mode & 0o7777) !== e.mode
+          permissionBits(f.mode) !== e.mode
         )
           return false;
       }

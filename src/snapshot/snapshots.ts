@@ -79,12 +79,16 @@ export class Snapshots {
     return this.deps;
   }
 
-  /** Restores a checkpoint (default: the head) of `workspace` into `dir`. */
+  /**
+   * Restores a checkpoint (default: the head) of `workspace` into `dir`; see
+   * {@link restoreCheckpoint} for what a stored tree and a target must satisfy.
+   */
   async restore(options: {
     dir: string;
     workspace: string;
     checkpoint?: string;
     replace?: boolean;
+    limits?: Partial<ScanLimits>;
     signal?: AbortSignal;
     onProgress?: (progress: RestoreProgress) => void;
   }): Promise<RestoreReceipt> {

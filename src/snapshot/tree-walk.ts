@@ -1,6 +1,9 @@
 import type { Sha256Hex } from '../core/hash.js';
-import { decodeTree, type FileEntry, type SymlinkEntry } from '../core/tree.js';
+import { MAX_PATH_BYTES, symlinkStaysInside } from '../core/paths.js';
+import { decodeTree, type FileEntry, type SymlinkEntry, type TreeEntry } from '../core/tree.js';
+import { InputError, IntegrityError } from '../errors.js';
 import type { ObjectReader } from '../objects/object-reader.js';
+import { DEFAULT_MAX_DIRS, DEFAULT_MAX_ENTRIES, DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_TOTAL_BYTES, type ScanLimits } from './scan.js';
 
 /** A checkpoint's content, flattened: every directory, file and symlink with its path. */
 export interface FlatTree {
@@ -10,28 +13,83 @@ export interface FlatTree {
   readonly symlinks: Array<SymlinkEntry & { readonly path: string }>;
 }
 
+/** The limits a walk applies: a scan's, every one filled in with the scan's default. */
+export type TreeLimits = Required<ScanLimits>;
+
+/** `limits` with the scan defaults for everything not given. */
+export function treeLimits(limits: Partial<ScanLimits> = {}): TreeLimits {
+  return {
+    maxFileBytes: limits.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES,
+    maxEntries: limits.maxEntries ?? DEFAULT_MAX_ENTRIES,
+    maxDirs: limits.maxDirs ?? DEFAULT_MAX_DIRS,
+    maxTotalBytes: limits.maxTotalBytes ?? DEFAULT_MAX_TOTAL_BYTES,
+  };
+}
+
+/**
+ * The path of `entry` inside a tree found at `dirPath`, after the rules that depend on it:
+ * the path fits in {@link MAX_PATH_BYTES} and a symlink stays inside the root
+ * ({@link symlinkStaysInside}). Throws `INTEGRITY` (data: `tree`, `path`) otherwise. The
+ * rules that need no path were applied by `decodeTree`.
+ */
+export function entryPath(tree: Sha256Hex, dirPath: string, entry: TreeEntry): string {
+  const p = dirPath === '' ? entry.name : `${dirPath}/${entry.name}`;
+  const refuse = (why: string): IntegrityError =>
+    new IntegrityError('INTEGRITY', `tree ${tree} is malformed: ${p} ${why}`, { data: { tree, path: p, reason: why } });
+  if (Buffer.byteLength(p) > MAX_PATH_BYTES) throw refuse(`is longer than ${MAX_PATH_BYTES} bytes`);
+  if (entry.type === 'symlink' && !symlinkStaysInside(p, entry.target)) throw refuse(`is a symlink leading outside (${entry.target})`);
+  return p;
+}
+
+/** Reads and decodes the tree `id` found at `dirPath`, checking every entry at its path ({@link entryPath}). */
+export async function readTreeAt(reader: ObjectReader, id: Sha256Hex, dirPath: string): Promise<TreeEntry[]> {
+  const entries = await reader.readTree(id);
+  for (const entry of entries) entryPath(id, dirPath, entry);
+  return entries;
+}
+
+function limitExceeded(what: string, limit: number, at: string): InputError {
+  return new InputError('LIMIT_EXCEEDED', `this checkpoint holds more than ${limit} ${what} (at ${at}); nothing was written`, {
+    data: { limit, path: at, what },
+  });
+}
+
 /**
  * Reads a checkpoint's trees level by level (one batched, coalesced read per level) and
- * flattens them. Every tree is verified by the reader. `rootMode`/`rootMtimeMs` describe the
- * root directory, which has no entry of its own.
+ * flattens them. Every tree is verified by the reader and every entry checked at its path
+ * ({@link entryPath}). The scan's limits hold here too, counting a subtree each time it
+ * appears (a tree may share one subtree many times over): more files and symlinks than
+ * `maxEntries`, more directories than `maxDirs`, a file over `maxFileBytes` or more than
+ * `maxTotalBytes` in all fail with `LIMIT_EXCEEDED` as soon as the walk sees them, so a
+ * small store cannot unfold into an unbounded restore. `root` describes the root directory,
+ * which has no entry of its own.
  */
 export async function flattenTree(
   reader: ObjectReader,
   rootTree: Sha256Hex,
   root: { mode: number; mtimeMs: number } = { mode: 0o755, mtimeMs: 0 },
+  limits: TreeLimits = treeLimits(),
 ): Promise<FlatTree> {
   const flat: FlatTree = { dirs: [{ path: '', mode: root.mode, mtimeMs: root.mtimeMs, tree: rootTree }], files: [], symlinks: [] };
   let level: Array<{ path: string; tree: Sha256Hex }> = [{ path: '', tree: rootTree }];
+  let totalBytes = 0;
   while (level.length > 0) {
     const objects = await reader.readMany(level.map((d) => d.tree));
     const nextLevel: Array<{ path: string; tree: Sha256Hex }> = [];
     for (const dir of level) {
       for (const entry of decodeTree(dir.tree, objects.get(dir.tree) as Uint8Array)) {
-        const p = dir.path === '' ? entry.name : `${dir.path}/${entry.name}`;
+        const p = entryPath(dir.tree, dir.path, entry);
         if (entry.type === 'dir') {
+          if (flat.dirs.length > limits.maxDirs) throw limitExceeded('directories', limits.maxDirs, p);
           flat.dirs.push({ path: p, mode: entry.mode, mtimeMs: entry.mtimeMs, tree: entry.tree });
           nextLevel.push({ path: p, tree: entry.tree });
-        } else if (entry.type === 'file') {
+          continue;
+        }
+        if (flat.files.length + flat.symlinks.length >= limits.maxEntries) throw limitExceeded('files and symlinks', limits.maxEntries, p);
+        if (entry.type === 'file') {
+          if (entry.size > limits.maxFileBytes) throw limitExceeded('bytes in one file', limits.maxFileBytes, p);
+          totalBytes += entry.size;
+          if (totalBytes > limits.maxTotalBytes) throw limitExceeded('bytes of files', limits.maxTotalBytes, p);
           flat.files.push({ ...entry, path: p });
         } else {
           flat.symlinks.push({ ...entry, path: p });

@@ -34,10 +34,13 @@ const DEFAULT_STALE_TEMP_AGE_MS = 60 * 60 * 1000;
 export class LocalDiskBlobStore implements BlobStore {
   readonly name = 'local-disk';
   readonly root: string;
+  /** Same as {@link LocalDiskBlobStore.root}: see {@link BlobStore.localPath}. */
+  readonly localPath: string;
   private readonly tempDir: string;
 
   private constructor(root: string) {
     this.root = root;
+    this.localPath = root;
     this.tempDir = path.join(root, TEMP_DIR);
   }
 

@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { ExcludeRules, type Exclusion } from '../../core/excludes.js';
 import { isSha256Hex } from '../../core/hash.js';
 import { InputError, IntegrityError, StoreError } from '../../errors.js';
-import type { ScanLimits, ScanResult } from '../../snapshot/scan.js';
+import { DEFAULT_MAX_DIRS, type ScanLimits, type ScanResult } from '../../snapshot/scan.js';
 import { checkAgentScan } from '../transport/scan-check.js';
 import { type AgentChannel, AgentConnection, type AgentExit } from './agent-connection.js';
 import { type FileBytes, type FileToRead, readFiles, readStream } from './agent-reads.js';
@@ -54,12 +54,14 @@ export interface WriteBatch {
 const DEFAULT_TIMEOUT_MS = 60_000;
 /** Scan answer bytes allowed whatever the limits: the root and its directories. */
 const SCAN_BASE_BYTES = 16 * 1024 * 1024;
-/** Scan answer bytes allowed per file or symlink the limits permit (entry JSON with a long path, and its cached ids). */
-const SCAN_BYTES_PER_ENTRY = 2048;
+/** Scan answer bytes allowed per file or symlink the limits permit (its entry with a long path, and its cached ids). */
+const SCAN_BYTES_PER_ENTRY = 1536;
+/** Scan answer bytes allowed per directory the limits permit. */
+const SCAN_BYTES_PER_DIR = 512;
 
 /** Largest scan answer accepted for `limits`: a real tree within them is far smaller. */
 export function maxScanBytes(limits: ScanLimits): number {
-  return SCAN_BASE_BYTES + limits.maxEntries * SCAN_BYTES_PER_ENTRY;
+  return SCAN_BASE_BYTES + limits.maxEntries * SCAN_BYTES_PER_ENTRY + (limits.maxDirs ?? DEFAULT_MAX_DIRS) * SCAN_BYTES_PER_DIR;
 }
 
 /** Offered ids, kept only when well-formed (one per path); whether they are used is decided elsewhere. */

@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { ExcludeOptions } from '../../core/excludes.js';
 import { findSecret } from '../../core/secrets.js';
+import { isHoldfastError } from '../../errors.js';
 import type { ContentWorkers, DigestOutcome } from '../../objects/content-workers.js';
 import type { BaseFiles, RecordedFile } from '../../snapshot/base-files.js';
 import { type FileChunk, type FileContent, readLargeFile } from '../../snapshot/file-reader.js';
@@ -58,7 +59,7 @@ export class ExecWorkspaceSource implements WorkspaceSource {
     });
     const usable = new Map<string, RecordedFile>();
     if (base !== null && agentScan.base === base && agentScan.cached.size > 0) {
-      const recorded = await this.baseFiles.of(base, this.workspaceId);
+      const recorded = await this.recordedFiles(base, limits);
       for (const [p, offered] of agentScan.cached) {
         const own = recorded.get(p);
         if (own !== undefined && sameIds(own, offered)) usable.set(p, own);
@@ -75,6 +76,16 @@ export class ExecWorkspaceSource implements WorkspaceSource {
       agentScan,
     };
     return scan;
+  }
+
+  /** The host's record of the base's files; none when the base cannot be walked (its files are then read). */
+  private async recordedFiles(base: string, limits: ScanLimits): Promise<ReadonlyMap<string, RecordedFile>> {
+    try {
+      return await this.baseFiles.of(base, this.workspaceId, limits);
+    } catch (error) {
+      if (isHoldfastError(error, 'STORE_UNAVAILABLE')) throw error;
+      return new Map();
+    }
   }
 
   async digest(files: readonly ScannedFile[]): Promise<DigestOutcome[]> {

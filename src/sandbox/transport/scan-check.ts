@@ -3,7 +3,14 @@ import { EXCLUSION_REASONS } from '../../core/exclusion.js';
 import { hasSpecialBits, permissionBits } from '../../core/modes.js';
 import { MAX_PATH_BYTES, nameProblem, symlinkStaysInside } from '../../core/paths.js';
 import { InputError, IntegrityError } from '../../errors.js';
-import type { ScanLimits, ScannedDir, ScannedEntry, ScanResult } from '../../snapshot/scan.js';
+import {
+  DEFAULT_MAX_DIRS,
+  DEFAULT_MAX_TOTAL_BYTES,
+  type ScanLimits,
+  type ScannedDir,
+  type ScannedEntry,
+  type ScanResult,
+} from '../../snapshot/scan.js';
 
 /** Exclusions an agent may report on its own; more are counted, not kept. */
 export const MAX_AGENT_EXCLUSIONS = 10_000;
@@ -24,8 +31,8 @@ export interface CheckedScan {
  *
  * - refuses what no real directory can hold (a value of the wrong type, two entries of one
  *   name, a path longer than {@link MAX_PATH_BYTES}) with `INTEGRITY`, and more files and
- *   symlinks than `limits.maxEntries` with `LIMIT_EXCEEDED`, so the checkpoint fails and the
- *   head stays;
+ *   symlinks, directories or bytes than the limits allow with `LIMIT_EXCEEDED`, so the
+ *   checkpoint fails and the head stays;
  * - leaves out, with the reason a local scan gives, names a workspace cannot hold, escaping
  *   symlinks, files over `limits.maxFileBytes` and everything `rules` exclude (credential
  *   paths, caches, user rules; `.gitignore` files are the agent's to apply, since skipping
@@ -109,6 +116,8 @@ class ScanChecker {
     const { counts, limits } = this;
     if (entry.type === 'dir') {
       counts.dirs += 1;
+      const maxDirs = limits.maxDirs ?? DEFAULT_MAX_DIRS;
+      if (counts.dirs > maxDirs) throw tooMany('directories', maxDirs);
       return true;
     }
     if (entry.type === 'file') {
@@ -118,6 +127,8 @@ class ScanChecker {
       }
       counts.files += 1;
       counts.bytes += entry.size;
+      const maxTotalBytes = limits.maxTotalBytes ?? DEFAULT_MAX_TOTAL_BYTES;
+      if (counts.bytes > maxTotalBytes) throw tooMany('bytes of files', maxTotalBytes);
     } else {
       if (!symlinkStaysInside(entry.path, entry.target)) {
         const rule = `points outside the workspace (${printable(entry.target).slice(0, MAX_RULE_CHARS)})`;
@@ -126,13 +137,7 @@ class ScanChecker {
       }
       counts.symlinks += 1;
     }
-    if (counts.files + counts.symlinks > limits.maxEntries) {
-      throw new InputError(
-        'LIMIT_EXCEEDED',
-        `the sandbox holds more than ${limits.maxEntries} files and symlinks; raise the limit or exclude some`,
-        { data: { limit: limits.maxEntries } },
-      );
-    }
+    if (counts.files + counts.symlinks > limits.maxEntries) throw tooMany('files and symlinks', limits.maxEntries);
     return true;
   }
 
@@ -169,6 +174,12 @@ class ScanChecker {
     if (hasSpecialBits(mode)) this.excluded.push(modeStripped(relPath, mode));
     return permissionBits(mode);
   }
+}
+
+function tooMany(what: string, limit: number): InputError {
+  return new InputError('LIMIT_EXCEEDED', `the sandbox holds more than ${limit} ${what}; raise the limit or exclude some`, {
+    data: { limit, what, source: 'agent' },
+  });
 }
 
 /** The report of a stripped setuid, setgid or sticky bit. */
