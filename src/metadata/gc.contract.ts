@@ -74,5 +74,42 @@ export function describeGcCases(ctx: ContractContext): void {
       await store.gc.finishDeletion(p, 600);
       expect(await store.gc.pruneFinishedDeletions(601)).toBe(1);
     });
+
+    it('upload intents protect a pack while its checkpoint is pending or the intent is young; release and prune forget them', async () => {
+      const { store } = await fixture();
+      const { workspaceId } = await makeWorkspace(store);
+      const pending = await store.checkpoints.createPending({ workspaceId, parentId: null, reason: 'manual' });
+      const [p, q, r] = [sha256('intent-p'), sha256('intent-q'), sha256('intent-r')];
+      await store.gc.recordIntent({ packId: p, writerId: pending.id, checkpointId: pending.id });
+      await store.gc.recordIntent({ packId: p, writerId: pending.id, checkpointId: pending.id }); // idempotent
+      await store.gc.recordIntent({ packId: q, writerId: 'repack-contract', checkpointId: null });
+      const later = Number.MAX_SAFE_INTEGER;
+      // Young intents protect whoever wrote them; old ones only while their checkpoint is pending.
+      expect([...(await store.gc.protectedPacks([p, q, r], 0))].sort()).toEqual([p, q].sort());
+      expect([...(await store.gc.protectedPacks([p, q, r], later))]).toEqual([p]);
+      expect(await store.gc.pruneIntents(later)).toBeGreaterThanOrEqual(1);
+      expect([...(await store.gc.protectedPacks([p, q], 0))]).toEqual([p]);
+
+      await store.checkpoints.markFailed(pending.id, { code: 'INTERNAL', message: 'contract' });
+      expect([...(await store.gc.protectedPacks([p], later))]).toEqual([]);
+      expect([...(await store.gc.protectedPacks([p], 0))]).toEqual([p]);
+      await store.gc.releaseIntents(pending.id);
+      expect([...(await store.gc.protectedPacks([p], 0))]).toEqual([]);
+    });
+
+    it('a commit that registers a pack and releases its intent is seen whole: the pack is protected or registered, never neither', async () => {
+      const { store } = await fixture();
+      const { workspaceId } = await makeWorkspace(store);
+      const pending = await store.checkpoints.createPending({ workspaceId, parentId: null, reason: 'manual' });
+      const { packs, objects } = makeObjects('intent-commit', 2, 2);
+      const packId = packs[0]?.id as string;
+      await store.gc.recordIntent({ packId, writerId: pending.id, checkpointId: pending.id });
+      await store.transaction(async (tx) => {
+        await tx.objects.insertPacksAndObjects(packs, objects);
+        await tx.gc.releaseIntents(pending.id);
+      });
+      expect([...(await store.gc.protectedPacks([packId], 0))]).toEqual([]);
+      expect((await store.objects.packStates([packId])).get(packId)).toBe('live');
+    });
   });
 }

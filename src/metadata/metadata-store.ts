@@ -23,7 +23,7 @@ export type {
   ReadyCheckpointInput,
 } from './repos/checkpoints-repo.js';
 export type { Channel, DeploymentRecord } from './repos/deployments-repo.js';
-export type { DeletionRecord, QueuedOrphan } from './repos/gc-repo.js';
+export type { DeletionRecord, QueuedOrphan, UploadIntent } from './repos/gc-repo.js';
 export type { IdempotencyBegin } from './repos/idempotency-repo.js';
 export type { ObjectLocation, ObjectRecord, PackInfo, PackRecord } from './repos/objects-repo.js';
 export type { CreateRunInput, Lease, Run } from './repos/runs-repo.js';
@@ -59,7 +59,7 @@ export interface MetadataRepositories {
   readonly objects: ObjectIndexRepo;
   readonly workspaces: WorkspacesRepo;
   readonly checkpoints: CheckpointsRepo;
-  /** GC bookkeeping: the orphan-pack queue and the deletion journal. */
+  /** GC bookkeeping: the orphan-pack queue, the deletion journal and upload intents. */
   readonly gc: GcRepo;
   /** Deployments and channels. */
   readonly deployments: DeploymentsRepo;

@@ -120,25 +120,45 @@ export function describeRunsCases(ctx: ContractContext): void {
     });
     it('idempotency receipts: first claims, a running one is in progress, a finished one replays, another request mismatches', async () => {
       const { store } = await fixture();
-      const { tenantId } = await makeWorkspace(store);
+      const principalId = uniqueName('principal');
       const [key, hash, otherHash] = [uniqueName('key'), sha256('request'), sha256('other')];
-      const begin = (requestHash: string, expireBeforeMs = 0) => store.idempotency.begin({ tenantId, key, requestHash, expireBeforeMs });
+      const begin = (requestHash: string, expireBeforeMs = 0) => store.idempotency.begin({ principalId, key, requestHash, expireBeforeMs });
       expect(await begin(hash)).toEqual({ kind: 'new' });
       expect(await begin(hash)).toEqual({ kind: 'in_progress' });
       expect(await begin(otherHash)).toEqual({ kind: 'mismatch' });
-      await store.idempotency.finish(tenantId, key, 201, '{"id":1}');
+      await store.idempotency.finish(principalId, key, 201, '{"id":1}');
       expect(await begin(hash)).toEqual({ kind: 'replay', statusCode: 201, response: '{"id":1}' });
-      await store.idempotency.abandon(tenantId, key); // finished receipts are kept
+      await store.idempotency.abandon(principalId, key); // finished receipts are kept
       expect((await begin(hash)).kind).toBe('replay');
       expect(await begin(otherHash, Number.MAX_SAFE_INTEGER)).toEqual({ kind: 'new' }); // expired: the key is free again
-      await store.idempotency.abandon(tenantId, key);
+      await store.idempotency.abandon(principalId, key);
       expect(await begin(hash)).toEqual({ kind: 'new' });
       // Claiming any key first deletes every expired receipt, whatever its key.
       const other = uniqueName('other-key');
-      expect((await store.idempotency.begin({ tenantId, key: other, requestHash: hash, expireBeforeMs: 0 })).kind).toBe('new');
-      await store.idempotency.begin({ tenantId, key: uniqueName('third-key'), requestHash: hash, expireBeforeMs: Number.MAX_SAFE_INTEGER });
+      expect((await store.idempotency.begin({ principalId, key: other, requestHash: hash, expireBeforeMs: 0 })).kind).toBe('new');
+      await store.idempotency.begin({
+        principalId,
+        key: uniqueName('third-key'),
+        requestHash: hash,
+        expireBeforeMs: Number.MAX_SAFE_INTEGER,
+      });
       expect(await begin(hash)).toEqual({ kind: 'new' });
-      expect((await store.idempotency.begin({ tenantId, key: other, requestHash: otherHash, expireBeforeMs: 0 })).kind).toBe('new');
+      expect((await store.idempotency.begin({ principalId, key: other, requestHash: otherHash, expireBeforeMs: 0 })).kind).toBe('new');
+    });
+
+    it('idempotency receipts are per principal: the same key of another principal is a new claim, and its finish and abandon touch only its own', async () => {
+      const { store } = await fixture();
+      const [owner, intruder] = [uniqueName('owner'), uniqueName('intruder')];
+      const [key, hash] = [uniqueName('key'), sha256('request')];
+      const begin = (principalId: string) => store.idempotency.begin({ principalId, key, requestHash: hash, expireBeforeMs: 0 });
+      expect(await begin(owner)).toEqual({ kind: 'new' });
+      await store.idempotency.finish(owner, key, 201, '{"owner":true}');
+      expect(await begin(intruder)).toEqual({ kind: 'new' });
+      await store.idempotency.abandon(intruder, key);
+      expect(await begin(owner)).toEqual({ kind: 'replay', statusCode: 201, response: '{"owner":true}' });
+      expect(await begin(intruder)).toEqual({ kind: 'new' });
+      await store.idempotency.finish(intruder, key, 200, '{"intruder":true}');
+      expect(await begin(owner)).toEqual({ kind: 'replay', statusCode: 201, response: '{"owner":true}' });
     });
   });
 }

@@ -193,9 +193,12 @@ export interface TokensTable {
   revoked_at: number | null;
 }
 
-/** `idempotency_keys` (migration 4): one receipt per tenant and `Idempotency-Key`. */
-export interface IdempotencyKeysTable {
-  tenant_id: string;
+/**
+ * `idempotency_receipts` (migration 5): one receipt per calling principal (its token id) and
+ * `Idempotency-Key`. Never holds a credential: answers that carry one are stored redacted.
+ */
+export interface IdempotencyReceiptsTable {
+  principal_id: string;
   key: string;
   /** SHA-256 of method, path and body: a key reused for another request is refused. */
   request_hash: string;
@@ -204,6 +207,16 @@ export interface IdempotencyKeysTable {
   response: string | null;
   created_at: number;
   finished_at: number | null;
+}
+
+/** `upload_intents` (migration 5): a pack about to be uploaded by a writer that has not committed yet. */
+export interface UploadIntentsTable {
+  pack_id: string;
+  /** One id per ObjectWriter user: the checkpoint id, or a repack's own id. */
+  writer_id: string;
+  /** The pending checkpoint the pack is written for; `null` for a repack. */
+  checkpoint_id: string | null;
+  created_at: number;
 }
 
 /** `holdfast_schema_migrations`: one row per applied migration, written by the migrator only. */
@@ -228,6 +241,7 @@ export interface Database {
   turns: TurnsTable;
   run_events: RunEventsTable;
   tokens: TokensTable;
-  idempotency_keys: IdempotencyKeysTable;
+  idempotency_receipts: IdempotencyReceiptsTable;
+  upload_intents: UploadIntentsTable;
   holdfast_schema_migrations: SchemaMigrationsTable;
 }

@@ -31,6 +31,12 @@ export interface WrittenObjects {
   readonly stats: WriteStats;
 }
 
+/**
+ * Records durably that the pack `packId` is about to be uploaded (an upload intent), so GC
+ * leaves its blob alone until the writer commits or fails. Resolves once the record is durable.
+ */
+export type RecordUploadIntent = (packId: Sha256Hex) => Promise<void>;
+
 interface Batch {
   readonly kind: ObjectKind;
   readonly ids: Sha256Hex[];
@@ -42,7 +48,9 @@ interface Batch {
  * Collects new objects for one checkpoint: compresses them in worker threads, appends them
  * to data or tree packs of about 16 MiB, and uploads full packs with bounded concurrency.
  * Nothing is registered in the index here; `finish()` returns the pack and object rows for
- * the checkpoint's single commit transaction, after every pack is durable.
+ * the checkpoint's single commit transaction, after every pack is durable. Each pack's upload
+ * intent is recorded (`recordIntent`) before its blob is written: the committer releases the
+ * intents with the commit, or when it fails.
  */
 export class ObjectWriter {
   private readonly added = new Set<Sha256Hex>();
@@ -59,6 +67,7 @@ export class ObjectWriter {
   constructor(
     private readonly blobs: BlobStore,
     private readonly workers: ContentWorkers,
+    private readonly recordIntent: RecordUploadIntent,
     private readonly signal?: AbortSignal,
   ) {
     this.packs = { data: new PackWriter('data'), tree: new PackWriter('tree') };
@@ -154,7 +163,11 @@ export class ObjectWriter {
   private startUpload(pack: SealedPack): void {
     this.sealed.push({ id: pack.id, kind: pack.kind, objects: pack.objects, size: pack.size });
     this.stats.packsWritten += 1;
-    const job: Promise<void> = uploadPack(this.blobs, pack, this.signal).then(
+    const upload = async () => {
+      await this.recordIntent(pack.id);
+      return uploadPack(this.blobs, pack, this.signal);
+    };
+    const job: Promise<void> = upload().then(
       ({ writes, created }) => {
         this.stats.blobWrites += writes;
         if (!created) this.preexisting.push(pack.id);

@@ -1,4 +1,4 @@
-import { Hono } from 'hono';
+import { Hono, type MiddlewareHandler } from 'hono';
 import type { Holdfast } from '../index.js';
 import type { AppEnv } from './app-env.js';
 import { bearerAuth } from './auth.js';
@@ -67,9 +67,18 @@ export function createApp(options: AppOptions): Hono<AppEnv> {
     '/v1/*',
     bearerAuth((hash) => hf.tokens.principal(hash)),
   );
-  app.use('/v1/*', idempotency(hf.meta));
-  for (const route of routes) app.on(route.doc.method.toUpperCase(), route.doc.path, route.handler);
+  for (const route of routes) {
+    app.on(route.doc.method.toUpperCase(), route.doc.path, authorizeRoute(route), idempotency(hf.meta, route), route.handler);
+  }
   return app;
+}
+
+/** The route's own authorization, before its idempotency receipt is consulted. */
+function authorizeRoute(route: RouteDef): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    route.authorize?.(c.get('principal'));
+    await next();
+  };
 }
 
 /** Run metrics: turns by outcome, recorded steps by kind and outcome with their durations, active turns. */

@@ -8,6 +8,8 @@ import type { AppEnv } from './app-env.js';
 export const IDEMPOTENCY_HEADER = 'idempotency-key';
 /** Header set on an answer replayed from a receipt. */
 export const REPLAYED_HEADER = 'idempotent-replayed';
+/** Header set on a replayed answer whose credential fields were not kept (they read `null`). */
+export const REDACTED_HEADER = 'idempotent-redacted';
 /** How long a receipt (and so a key) is kept. */
 export const IDEMPOTENCY_RETENTION_MS = 24 * 60 * 60 * 1000;
 /** Largest response stored for replay; larger ones are not retried safely and the key is released. */
@@ -16,15 +18,30 @@ const KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;
 /** Answers a retry may change (server errors, conflicts such as a busy run, rate limits): never replayed. */
 const RETRYABLE = (status: number): boolean => status >= 500 || status === 408 || status === 409 || status === 425 || status === 429;
 
+/** What the middleware needs to know about the route it guards. */
+export interface IdempotentRoute {
+  /**
+   * Top-level fields of the route's JSON answer that carry a credential (the secret of a new
+   * token). The receipt keeps them as `null`, so no credential is ever stored, and a replay
+   * says so with `Idempotent-Redacted: true`.
+   */
+  readonly credentialFields?: readonly string[];
+}
+
 /**
- * `Idempotency-Key` on writes (POST, PUT, DELETE): the first request with a key runs and its
- * JSON answer is kept for 24 h; a retry with the same key and the same request gets that answer
- * again (header `Idempotent-Replayed: true`) without running anything. The same key for a
- * different request is `INVALID_INPUT`; a retry while the first is still running is `CONFLICT`.
- * Answers a retry may change (5xx, 409 such as a busy run or a stale lease, 429) release the
- * key, so a retry runs again: such a request committed nothing.
+ * `Idempotency-Key` on writes (POST, PUT, DELETE): the first request of a principal with a key
+ * runs and its JSON answer is kept for 24 h; a retry by the same principal with the same key
+ * and request gets that answer again (header `Idempotent-Replayed: true`) without running
+ * anything. Keys are per principal (token): another token's request with the same key runs as
+ * its own request. Mount it after the route's authorization, so a replay is only ever given to
+ * a caller the route itself would serve. The same key for a different request is
+ * `INVALID_INPUT`; a retry while the first is still running is `CONFLICT`. Answers a retry may
+ * change (5xx, 409 such as a busy run or a stale lease, 429) release the key, so a retry runs
+ * again: such a request committed nothing. Credential fields ({@link IdempotentRoute}) are
+ * stored as `null`: the secret is shown once, in the first answer only.
  */
-export function idempotency(meta: MetadataStore): MiddlewareHandler<AppEnv> {
+export function idempotency(meta: MetadataStore, route: IdempotentRoute = {}): MiddlewareHandler<AppEnv> {
+  const redacted = (route.credentialFields?.length ?? 0) > 0;
   return async (c, next) => {
     const key = c.req.header(IDEMPOTENCY_HEADER);
     if (key === undefined || c.req.method === 'GET' || c.req.method === 'HEAD') return next();
@@ -33,17 +50,16 @@ export function idempotency(meta: MetadataStore): MiddlewareHandler<AppEnv> {
         data: { header: IDEMPOTENCY_HEADER },
       });
     }
-    const { tenantId } = c.get('principal');
+    const principalId = c.get('principal').tokenId;
     const requestHash = createHash('sha256')
       .update(`${c.req.method}\0${c.req.path}\0`)
       .update(await c.req.text())
       .digest('hex');
-    const found = await meta.idempotency.begin({ tenantId, key, requestHash, expireBeforeMs: Date.now() - IDEMPOTENCY_RETENTION_MS });
+    const found = await meta.idempotency.begin({ principalId, key, requestHash, expireBeforeMs: Date.now() - IDEMPOTENCY_RETENTION_MS });
     if (found.kind === 'replay') {
-      return new Response(found.response, {
-        status: found.statusCode,
-        headers: { 'content-type': 'application/json; charset=utf-8', [REPLAYED_HEADER]: 'true' },
-      });
+      const headers: Record<string, string> = { 'content-type': 'application/json; charset=utf-8', [REPLAYED_HEADER]: 'true' };
+      if (redacted) headers[REDACTED_HEADER] = 'true';
+      return new Response(found.response, { status: found.statusCode, headers });
     }
     if (found.kind === 'in_progress') {
       throw new ConflictError('CONFLICT', `a request with Idempotency-Key ${key} is still running; retry after it finished`, {
@@ -58,20 +74,38 @@ export function idempotency(meta: MetadataStore): MiddlewareHandler<AppEnv> {
     try {
       await next();
     } catch (error) {
-      await meta.idempotency.abandon(tenantId, key).catch(() => undefined);
+      await meta.idempotency.abandon(principalId, key).catch(() => undefined);
       throw error;
     }
-    const body = RETRYABLE(c.res.status) ? undefined : await storable(c.res);
-    if (body === undefined) await meta.idempotency.abandon(tenantId, key);
-    else await meta.idempotency.finish(tenantId, key, c.res.status, body);
+    const body = RETRYABLE(c.res.status) ? undefined : await storable(c.res, route.credentialFields ?? []);
+    if (body === undefined) await meta.idempotency.abandon(principalId, key);
+    else await meta.idempotency.finish(principalId, key, c.res.status, body);
   };
 }
 
-/** The answer's JSON text when it can be replayed, else `undefined`. */
-async function storable(response: Response): Promise<string | undefined> {
+/**
+ * The answer's JSON text as a receipt keeps it (credential fields set to `null`), or
+ * `undefined` when it cannot be replayed: not JSON, too large, or a credential-carrying answer
+ * that is not a JSON object (so its credential could not be removed).
+ */
+async function storable(response: Response, credentialFields: readonly string[]): Promise<string | undefined> {
   if (!(response.headers.get('content-type') ?? '').includes('application/json')) return undefined;
   const declared = Number(response.headers.get('content-length') ?? 0);
   if (declared > MAX_IDEMPOTENT_RESPONSE_BYTES) return undefined;
   const text = await response.clone().text();
-  return Buffer.byteLength(text) > MAX_IDEMPOTENT_RESPONSE_BYTES ? undefined : text;
+  if (Buffer.byteLength(text) > MAX_IDEMPOTENT_RESPONSE_BYTES) return undefined;
+  return credentialFields.length === 0 ? text : redact(text, credentialFields);
+}
+
+function redact(text: string, fields: readonly string[]): string | undefined {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return undefined;
+  const kept: Record<string, unknown> = { ...value };
+  for (const field of fields) if (field in kept) kept[field] = null;
+  return JSON.stringify(kept);
 }

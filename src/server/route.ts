@@ -1,17 +1,33 @@
 import type { Context, Handler } from 'hono';
 import type { z } from 'zod';
-import { InputError } from '../errors.js';
+import { HoldfastError, InputError } from '../errors.js';
 import type { Holdfast, TenantServices } from '../index.js';
 import type { AppEnv } from './app-env.js';
+import type { Principal } from './auth.js';
+import type { IdempotentRoute } from './idempotency.js';
 import type { RouteDoc } from './openapi.js';
 
 /** Largest JSON request body accepted. */
 export const MAX_JSON_BODY_BYTES = 1024 * 1024;
 
-/** One route: its documentation (also the validation schemas) and its handler. */
-export interface RouteDef {
+/**
+ * One route: its documentation (also the validation schemas), who may call it, and its
+ * handler. `createApp` runs, in order: `authorize`, the idempotency receipt (so a replay is
+ * only given to a caller the route serves), then `handler`.
+ */
+export interface RouteDef extends IdempotentRoute {
   readonly doc: RouteDoc;
+  /**
+   * Throws (`FORBIDDEN`) when the authenticated principal may not call this route; runs
+   * before anything else of the route, a replayed answer included. Default: every principal.
+   */
+  readonly authorize?: (principal: Principal) => void;
   readonly handler: Handler<AppEnv>;
+}
+
+/** {@link RouteDef.authorize} for routes only admin tokens may call. */
+export function requireAdmin(principal: Principal): void {
+  if (!principal.admin) throw new HoldfastError('FORBIDDEN', 'only admin tokens may call this route: use an admin token', { data: {} });
 }
 
 /** What route handlers share. */

@@ -98,7 +98,7 @@ export async function createCheckpoint(deps: SnapshotDeps, options: CheckpointOp
     reason: options.reason ?? 'manual',
   });
   try {
-    const captured = await capture(deps, options);
+    const captured = await capture(deps, options, pending.id);
     if (performance.now() - started > MAX_CHECKPOINT_MS) {
       throw new HoldfastError('TIMEOUT', `checkpoint of ${options.source.label} took longer than ${MAX_CHECKPOINT_MS / 60_000} minutes`);
     }
@@ -113,6 +113,7 @@ export async function createCheckpoint(deps: SnapshotDeps, options: CheckpointOp
     const checkpoint = await deps.meta.transaction(async (tx) => {
       await guardPreexistingPacks(tx, captured.written.preexistingPacks, startedAtMs);
       await tx.objects.insertPacksAndObjects(captured.written.packs, captured.written.objects);
+      await tx.gc.releaseIntents(pending.id);
       const ready = await tx.checkpoints.markReady(pending.id, {
         rootTree: captured.rootId,
         stats: { ...stats, excluded: captured.excluded.slice(0, STORED_EXCLUSIONS), allowed: captured.allowed },
@@ -131,6 +132,8 @@ export async function createCheckpoint(deps: SnapshotDeps, options: CheckpointOp
         })
       : error;
     await deps.meta.checkpoints.markFailed(pending.id, errorToJson(reported)).catch(() => undefined);
+    // Failed, its uploaded packs are orphans for GC (after grace); while pending they are protected.
+    await deps.meta.gc.releaseIntents(pending.id).catch(() => undefined);
     throw reported;
   }
 }
@@ -175,13 +178,14 @@ interface Captured {
   readonly ids: ReadonlyMap<string, FileIds>;
 }
 
-async function capture(deps: SnapshotDeps, options: CheckpointOptions): Promise<Captured> {
+async function capture(deps: SnapshotDeps, options: CheckpointOptions, checkpointId: string): Promise<Captured> {
   const { source, workspace, signal, onProgress } = options;
   const limits: ScanLimits = {
     maxFileBytes: options.limits?.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES,
     maxEntries: options.limits?.maxEntries ?? DEFAULT_MAX_ENTRIES,
   };
-  const writer = new ObjectWriter(deps.blobs, deps.workers, signal);
+  const recordIntent = (packId: Sha256Hex) => deps.meta.gc.recordIntent({ packId, writerId: checkpointId, checkpointId });
+  const writer = new ObjectWriter(deps.blobs, deps.workers, recordIntent, signal);
   const sink = new ContentSink(deps.meta, writer);
   const maxAttempts = options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
   const totals = { filesHashed: 0, bytesHashed: 0 };

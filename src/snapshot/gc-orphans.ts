@@ -1,6 +1,6 @@
 import type { Sha256Hex } from '../core/hash.js';
 import { packIdFromKey } from '../objects/pack-format.js';
-import { deletePackJournaled, type SweepDeps } from './gc-sweep.js';
+import { deletePackJournaled, intentCutoff, type SweepDeps } from './gc-sweep.js';
 
 /** What the orphan step found and did. */
 export interface OrphanResult {
@@ -17,9 +17,12 @@ export interface OrphanResult {
  * listed once; the index is read after the listing, so a pack committed in between counts as
  * indexed. A pack is deleted only once it has been seen unindexed for longer than the grace
  * (`firstSeenAt <= cutoff`, tracked in `gc_queue`) and is still unindexed when re-checked
- * right before deletion: a running checkpoint's packs are unindexed until it commits, and a
- * checkpoint never runs longer than MAX_CHECKPOINT_MS, far less than the grace. With
- * `dryRun` nothing is written, and packs seen for the first time count from `now`.
+ * right before deletion. A running checkpoint's (or repack's) packs are unindexed until it
+ * commits, so they are not orphans at all while an upload intent protects them (read after the
+ * listing, so an intent recorded before its blob was written is seen; checked again under the
+ * pack lock before deletion): they are not queued, whatever the grace, and their grace starts
+ * once their writer failed. With `dryRun` nothing is written, and packs seen for the first
+ * time count from `now`.
  */
 export async function collectOrphans(deps: SweepDeps, options: { now: number; cutoff: number; dryRun: boolean }): Promise<OrphanResult> {
   const stored = new Map<Sha256Hex, number>();
@@ -28,7 +31,9 @@ export async function collectOrphans(deps: SweepDeps, options: { now: number; cu
     if (id !== undefined) stored.set(id, size);
   }
   const indexed = new Set((await deps.meta.objects.listPacks()).map((p) => p.id));
-  const orphans = [...stored.keys()].filter((id) => !indexed.has(id));
+  const unindexed = [...stored.keys()].filter((id) => !indexed.has(id));
+  const inFlight = await deps.meta.gc.protectedPacks(unindexed, intentCutoff(options.now));
+  const orphans = unindexed.filter((id) => !inFlight.has(id));
   const queue = new Map((await deps.meta.gc.listQueue()).map((q) => [q.packId, q.firstSeenAt]));
   const due = orphans.filter((id) => (queue.get(id) ?? options.now) <= options.cutoff);
   const bytesOf = (ids: readonly Sha256Hex[]): number => ids.reduce((n, id) => n + (stored.get(id) ?? 0), 0);

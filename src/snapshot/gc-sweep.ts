@@ -2,6 +2,7 @@ import type { BlobStore } from '../blob-store/blob-store.js';
 import type { Sha256Hex } from '../core/hash.js';
 import type { MetadataStore } from '../metadata/metadata-store.js';
 import { packKey } from '../objects/pack-format.js';
+import { MAX_CHECKPOINT_MS } from './checkpoint.js';
 
 /** The stores a sweep touches. */
 export interface SweepDeps {
@@ -27,17 +28,30 @@ export interface SweepResult {
  * the journal row is written only if the pack is still not live, under the same pack lock a
  * checkpoint takes when it commits, so a checkpoint that re-registered the pack meanwhile
  * wins, and one that commits later sees the journal row and refuses to rely on the blob.
- * Resolves with whether the pack was deleted.
+ * A pack with a protecting upload intent ({@link intentCutoff}) is never deleted, whatever the
+ * grace: its writer may still commit it. The intent is read before the pack's state: a
+ * writer's commit registers the pack and drops its intent atomically, so a reader that finds
+ * the intent gone then finds the pack registered. Resolves with whether the pack was deleted.
  */
 export async function deletePackJournaled(deps: SweepDeps, packId: Sha256Hex, at: number): Promise<boolean> {
   const started = await deps.meta.transaction(async (tx) => {
     await tx.objects.lockPacks([packId]);
+    if ((await tx.gc.protectedPacks([packId], intentCutoff(at))).has(packId)) return false;
     if ((await tx.objects.packStates([packId])).get(packId) === 'live') return false;
     await tx.gc.startDeletion({ packId, key: packKey(packId) }, at);
     return true;
   });
   if (started) await completeDeletion(deps, packId, at);
   return started;
+}
+
+/**
+ * Upload intents recorded at or after this time protect their packs even when their writer is
+ * not a pending checkpoint (a repack, or a checkpoint whose process died): no writer runs longer
+ * than MAX_CHECKPOINT_MS.
+ */
+export function intentCutoff(now: number): number {
+  return now - MAX_CHECKPOINT_MS;
 }
 
 /** Blob, then index rows (only if still condemned), then the queue entry, then the journal mark. */
@@ -73,7 +87,11 @@ export async function finishInterruptedDeletions(deps: SweepDeps, at: number): P
   return result;
 }
 
-/** Drops finished journal entries older than {@link JOURNAL_KEEP_MS}, so the journal stays bounded. */
+/**
+ * Drops finished journal entries older than {@link JOURNAL_KEEP_MS}, and upload intents that no
+ * longer protect anything (older than {@link intentCutoff}, writer not pending), so both stay bounded.
+ */
 export async function pruneJournal(meta: MetadataStore, now: number): Promise<void> {
   await meta.gc.pruneFinishedDeletions(now - JOURNAL_KEEP_MS);
+  await meta.gc.pruneIntents(intentCutoff(now));
 }

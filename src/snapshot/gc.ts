@@ -21,7 +21,10 @@ export type { LiveRootSource };
 export interface GcOptions {
   /** Report what would happen and change nothing. */
   readonly dryRun?: boolean;
-  /** Default {@link DEFAULT_GC_GRACE_MS}; must exceed MAX_CHECKPOINT_MS in production. */
+  /**
+   * Default {@link DEFAULT_GC_GRACE_MS}. Any value, 0 included, is safe for writers still running:
+   * their packs have upload intents and are never deleted while those protect them.
+   */
   readonly graceMs?: number;
   /** Default {@link DEFAULT_REPACK_BELOW_LIVE_RATIO}; 0 disables repacking. */
   readonly repackBelowLiveRatio?: number;

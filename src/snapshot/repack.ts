@@ -1,7 +1,8 @@
+import { randomUUID } from 'node:crypto';
 import type { Sha256Hex } from '../core/hash.js';
 import type { PackInfo } from '../metadata/metadata-store.js';
 import { ObjectReader } from '../objects/object-reader.js';
-import { ObjectWriter } from '../objects/object-writer.js';
+import { ObjectWriter, type WrittenObjects } from '../objects/object-writer.js';
 import type { SnapshotDeps } from './checkpoint.js';
 
 /** The services a repack uses. */
@@ -25,9 +26,10 @@ export interface RepackResult {
  * the ObjectReader (every one verified against its id), written with an ObjectWriter (new
  * packs, durable before anything else changes), then ONE transaction condemns the old packs
  * and registers the new ones; registering re-points each object whose row still names a
- * condemned pack (see `insertPacksAndObjects`). Killed before that commit, the new packs are
- * merely unindexed blobs for GC to remove after grace; after it, the index is already
- * consistent. `isLive` decides which rows of the old packs move; the rest stay behind.
+ * condemned pack (see `insertPacksAndObjects`). Each new pack has an upload intent from before
+ * its blob is written until that commit, so a concurrent GC leaves it alone. Killed before the
+ * commit, the new packs are merely unindexed blobs for GC to remove once their intents are
+ * older than MAX_CHECKPOINT_MS and the grace has passed; after it, the index is consistent. `isLive` decides which rows of the old packs move; the rest stay behind.
  */
 export async function repackPacks(
   deps: RepackDeps,
@@ -40,14 +42,24 @@ export async function repackPacks(
   for (const group of await groupByLiveBytes(deps, packs, isLive)) {
     const ids = group.rows.map((r) => r.id);
     const raws = await reader.readMany(ids);
-    const writer = new ObjectWriter(deps.blobs, deps.workers);
-    for (const row of group.rows) await writer.add(row.id, row.kind, raws.get(row.id) as Uint8Array);
-    const written = await writer.finish();
+    const writerId = `repack-${randomUUID()}`;
+    const writer = new ObjectWriter(deps.blobs, deps.workers, (packId) =>
+      deps.meta.gc.recordIntent({ packId, writerId, checkpointId: null }),
+    );
     const packIds = group.packs.map((p) => p.id);
-    await deps.meta.transaction(async (tx) => {
-      await tx.objects.condemnPacks(packIds, at);
-      await tx.objects.insertPacksAndObjects(written.packs, written.objects);
-    });
+    let written: WrittenObjects;
+    try {
+      for (const row of group.rows) await writer.add(row.id, row.kind, raws.get(row.id) as Uint8Array);
+      written = await writer.finish();
+      await deps.meta.transaction(async (tx) => {
+        await tx.objects.condemnPacks(packIds, at);
+        await tx.objects.insertPacksAndObjects(written.packs, written.objects);
+        await tx.gc.releaseIntents(writerId);
+      });
+    } catch (error) {
+      await deps.meta.gc.releaseIntents(writerId).catch(() => undefined);
+      throw error;
+    }
     result.repacked.push(...packIds);
     result.packsWritten += written.packs.length;
     result.objectsMoved += written.objects.length;

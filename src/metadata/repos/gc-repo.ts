@@ -21,8 +21,17 @@ export interface DeletionRecord {
   readonly finishedAt: number | null;
 }
 
+/** A pack about to be uploaded by a writer that has not committed it yet. */
+export interface UploadIntent {
+  readonly packId: string;
+  /** The writer: a checkpoint id, or a repack's own id. */
+  readonly writerId: string;
+  /** The pending checkpoint the pack is written for; `null` for a repack. */
+  readonly checkpointId: string | null;
+}
+
 /**
- * GC bookkeeping (`gc_queue`, `deletion_journal`). Timestamps are passed in by GC rather than
+ * GC bookkeeping (`gc_queue`, `deletion_journal`, `upload_intents`). Timestamps are passed in by GC rather than
  * taken from the store's clock, so one GC run compares everything against one `now`.
  */
 export interface GcRepo {
@@ -48,10 +57,25 @@ export interface GcRepo {
   deletionsSince(packIds: readonly string[], since: number): Promise<string[]>;
   /** Drops finished journal entries older than `before`; resolves with how many. */
   pruneFinishedDeletions(before: number): Promise<number>;
+  /**
+   * Records, durably and before the blob is written, that a writer is about to upload a pack
+   * (stamped with the store's clock). Idempotent per pack and writer.
+   */
+  recordIntent(intent: UploadIntent): Promise<void>;
+  /** Forgets every intent of `writerId`: its packs were registered (in the same transaction) or it failed. */
+  releaseIntents(writerId: string): Promise<void>;
+  /**
+   * The packs among `packIds` that a writer may still register, so GC must not delete them,
+   * whatever its grace: they have an intent whose checkpoint is still pending, or one recorded
+   * at or after `since` (a repack, or a writer that died and could still be committing).
+   */
+  protectedPacks(packIds: readonly string[], since: number): Promise<Set<string>>;
+  /** Drops intents recorded before `before` whose checkpoint is not pending; resolves with how many. */
+  pruneIntents(before: number): Promise<number>;
 }
 
 /** Builds the GC repository over `context.db` (a store or a transaction). */
-export function createGcRepo({ db }: RepoContext): GcRepo {
+export function createGcRepo({ db, now }: RepoContext): GcRepo {
   return {
     async queueOrphans(packIds, at) {
       const unique = [...new Set(packIds)];
@@ -112,6 +136,44 @@ export function createGcRepo({ db }: RepoContext): GcRepo {
         .deleteFrom('deletion_journal')
         .where('finished_at', 'is not', null)
         .where('finished_at', '<', before)
+        .executeTakeFirst();
+      return Number(result.numDeletedRows);
+    },
+    async recordIntent(intent) {
+      await db
+        .insertInto('upload_intents')
+        .values({ pack_id: intent.packId, writer_id: intent.writerId, checkpoint_id: intent.checkpointId, created_at: now() })
+        .onConflict((oc) => oc.columns(['pack_id', 'writer_id']).doNothing())
+        .execute();
+    },
+    async releaseIntents(writerId) {
+      await db.deleteFrom('upload_intents').where('writer_id', '=', writerId).execute();
+    },
+    async protectedPacks(packIds, since) {
+      const found = new Set<string>();
+      const unique = [...new Set(packIds)];
+      for (let i = 0; i < unique.length; i += BATCH_IDS) {
+        const rows = await db
+          .selectFrom('upload_intents')
+          .leftJoin('checkpoints', 'checkpoints.id', 'upload_intents.checkpoint_id')
+          .select('upload_intents.pack_id')
+          .where('upload_intents.pack_id', 'in', unique.slice(i, i + BATCH_IDS))
+          .where((eb) => eb.or([eb('checkpoints.status', '=', 'pending'), eb('upload_intents.created_at', '>=', since)]))
+          .execute();
+        for (const row of rows) found.add(row.pack_id);
+      }
+      return found;
+    },
+    async pruneIntents(before) {
+      const result = await db
+        .deleteFrom('upload_intents')
+        .where('created_at', '<', before)
+        .where((eb) =>
+          eb.or([
+            eb('checkpoint_id', 'is', null),
+            eb('checkpoint_id', 'not in', eb.selectFrom('checkpoints').select('id').where('status', '=', 'pending')),
+          ]),
+        )
         .executeTakeFirst();
       return Number(result.numDeletedRows);
     },

@@ -12,33 +12,36 @@ export type IdempotencyBegin =
   /** The key was used for a different request. */
   | { readonly kind: 'mismatch' };
 
-/** The `idempotency_keys` table. */
+/**
+ * The `idempotency_receipts` table. Receipts are scoped to the calling principal (its token
+ * id): a key claimed by one principal is unknown to every other, even inside one tenant.
+ */
 export interface IdempotencyRepo {
   /**
-   * Claims `key` for a request with `requestHash`, or reports what an earlier request with the
-   * key did. Receipts (of any key) created before `expireBeforeMs`, finished or not, are deleted
+   * Claims `key` of `principalId` for a request with `requestHash`, or reports what an earlier
+   * request of the same principal with the key did. Receipts (of any key) created before `expireBeforeMs`, finished or not, are deleted
    * first: so receipts never outlive their retention, a key is reusable after it, and a crashed
    * request does not pin its key.
    */
-  begin(input: { tenantId: string; key: string; requestHash: string; expireBeforeMs: number }): Promise<IdempotencyBegin>;
-  /** Stores the response of the request that claimed `key`. */
-  finish(tenantId: string, key: string, statusCode: number, response: string): Promise<void>;
+  begin(input: { principalId: string; key: string; requestHash: string; expireBeforeMs: number }): Promise<IdempotencyBegin>;
+  /** Stores the response of the request that claimed `key`; it must hold no credential. */
+  finish(principalId: string, key: string, statusCode: number, response: string): Promise<void>;
   /** Forgets an unfinished claim (the request failed in a way a retry may fix). */
-  abandon(tenantId: string, key: string): Promise<void>;
+  abandon(principalId: string, key: string): Promise<void>;
 }
 
 /** Builds the idempotency repository over `context.db` (a store or a transaction). */
 export function createIdempotencyRepo({ db, now }: RepoContext): IdempotencyRepo {
-  const existing = (tenantId: string, key: string) =>
-    db.selectFrom('idempotency_keys').selectAll().where('tenant_id', '=', tenantId).where('key', '=', key).executeTakeFirst();
+  const existing = (principalId: string, key: string) =>
+    db.selectFrom('idempotency_receipts').selectAll().where('principal_id', '=', principalId).where('key', '=', key).executeTakeFirst();
   return {
-    async begin({ tenantId, key, requestHash, expireBeforeMs }) {
-      await db.deleteFrom('idempotency_keys').where('created_at', '<', expireBeforeMs).execute();
+    async begin({ principalId, key, requestHash, expireBeforeMs }) {
+      await db.deleteFrom('idempotency_receipts').where('created_at', '<', expireBeforeMs).execute();
       try {
         await db
-          .insertInto('idempotency_keys')
+          .insertInto('idempotency_receipts')
           .values({
-            tenant_id: tenantId,
+            principal_id: principalId,
             key,
             request_hash: requestHash,
             status_code: null,
@@ -51,24 +54,24 @@ export function createIdempotencyRepo({ db, now }: RepoContext): IdempotencyRepo
       } catch (error) {
         if (!isHoldfastError(error, 'ALREADY_EXISTS')) throw error;
       }
-      const row = await existing(tenantId, key);
+      const row = await existing(principalId, key);
       if (row === undefined) return { kind: 'in_progress' }; // abandoned between our insert and read: the client retries
       if (row.request_hash !== requestHash) return { kind: 'mismatch' };
       if (row.status_code === null || row.response === null) return { kind: 'in_progress' };
       return { kind: 'replay', statusCode: row.status_code, response: row.response };
     },
-    async finish(tenantId, key, statusCode, response) {
+    async finish(principalId, key, statusCode, response) {
       await db
-        .updateTable('idempotency_keys')
+        .updateTable('idempotency_receipts')
         .set({ status_code: statusCode, response, finished_at: now() })
-        .where('tenant_id', '=', tenantId)
+        .where('principal_id', '=', principalId)
         .where('key', '=', key)
         .execute();
     },
-    async abandon(tenantId, key) {
+    async abandon(principalId, key) {
       await db
-        .deleteFrom('idempotency_keys')
-        .where('tenant_id', '=', tenantId)
+        .deleteFrom('idempotency_receipts')
+        .where('principal_id', '=', principalId)
         .where('key', '=', key)
         .where('finished_at', 'is', null)
         .execute();

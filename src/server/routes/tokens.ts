@@ -1,6 +1,5 @@
-import { HoldfastError } from '../../errors.js';
 import type { Holdfast } from '../../index.js';
-import { type RouteDef, readJson } from '../route.js';
+import { type RouteDef, readJson, requireAdmin } from '../route.js';
 import { TokenBody } from './schemas.js';
 
 /** Admin-only: API tokens for any tenant (the tenant is created on first use). */
@@ -15,8 +14,10 @@ export function tokenRoutes(hf: Holdfast): RouteDef[] {
         body: TokenBody,
         responseStatus: 201,
       },
+      authorize: requireAdmin,
+      // The secret exists once: a replay of this request answers the token's id and metadata, `token: null`.
+      credentialFields: ['token'],
       async handler(c) {
-        if (!c.get('principal').admin) throw new HoldfastError('FORBIDDEN', 'only admin tokens may create tokens', { data: {} });
         const body = await readJson(c, TokenBody);
         return c.json(await hf.tokens.create({ tenant: body.tenant, name: body.name, admin: body.admin ?? false }), 201);
       },
