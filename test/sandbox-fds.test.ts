@@ -32,7 +32,7 @@ interface Run {
  * shell's own open descriptors, then read, overwrite and create through every leaked number.
  */
 const ATTACK = [
-  'for f in /proc/$$/fd/*; do [ -e "$f" ] && echo "fd ${f##*/} $(readlink "$f")"; done',
+  'for f in /proc/$$/fd/*; do [ -e "$f" ] && echo "fd $(basename "$f") $(readlink "$f")"; done',
   `cat /proc/self/fd/${HOST_FILE_FD}`,
   `echo pwned > /proc/self/fd/${HOST_FILE_FD}`,
   `echo pwned >> /proc/self/fd/${HOST_FILE_FD}`,
