@@ -18,6 +18,7 @@ export type ErrorCode =
   | 'INVALID_INPUT'
   | 'SECRET_EXCLUDED'
   | 'STORE_UNAVAILABLE'
+  | 'STORE_FULL'
   | 'UNAUTHORIZED'
   | 'FORBIDDEN'
   | 'SETUP_FAILED'
@@ -39,6 +40,7 @@ export const ERROR_CODES: readonly ErrorCode[] = Object.freeze([
   'INVALID_INPUT',
   'SECRET_EXCLUDED',
   'STORE_UNAVAILABLE',
+  'STORE_FULL',
   'UNAUTHORIZED',
   'FORBIDDEN',
   'SETUP_FAILED',
@@ -115,6 +117,18 @@ export class StoreError extends HoldfastError {
   /** True when the same request may succeed if retried (timeouts, 5xx, resets). */
   get transient(): boolean {
     return this.data.transient === true;
+  }
+}
+
+/**
+ * A backing store has no space left for the write (`STORE_FULL`): nothing of the failed
+ * write was kept, and the same request succeeds once space is freed. `data.store` names the
+ * store (`metadata`), `data.target` where it is.
+ */
+export class StoreFullError extends HoldfastError {
+  override readonly name = 'StoreFullError';
+  constructor(message: string, options: HoldfastErrorOptions = {}) {
+    super('STORE_FULL', message, options);
   }
 }
 

@@ -1,7 +1,6 @@
 #!/usr/bin/env node
 import { CommanderError } from 'commander';
-import { isHoldfastError } from '../errors.js';
-import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Output, takeRequestedExitCode } from './output.js';
+import { EXIT_OK, EXIT_USAGE, exitCodeFor, Output, takeRequestedExitCode } from './output.js';
 import { buildProgram } from './program.js';
 
 // The AWS SDK warns on every start under Node 20; the CLI's output must stay clean for scripts.
@@ -21,7 +20,7 @@ export async function runCli(argv: readonly string[]): Promise<number> {
       return benign ? EXIT_OK : EXIT_USAGE;
     }
     new Output(argv.includes('--json')).error(error);
-    return isHoldfastError(error, 'INVALID_INPUT') ? EXIT_USAGE : EXIT_FAILURE;
+    return exitCodeFor(error);
   }
 }
 

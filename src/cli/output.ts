@@ -1,9 +1,22 @@
-import { errorToJson } from '../errors.js';
+import { type ErrorCode, errorToJson, isHoldfastError } from '../errors.js';
 
 /** Exit codes of the CLI: 0 ok, 1 a failed operation, 2 a usage error. */
 export const EXIT_OK = 0;
 export const EXIT_FAILURE = 1;
 export const EXIT_USAGE = 2;
+
+/**
+ * The codes that mean the caller's own input is wrong (an argument, a path, a variable, a
+ * value that would store a credential): fixing the command line, not retrying, is the remedy,
+ * so they exit {@link EXIT_USAGE}. `LIMIT_EXCEEDED` is not here: it also reports workspace
+ * contents past a limit, which no change to the command fixes.
+ */
+export const USAGE_ERROR_CODES: readonly ErrorCode[] = Object.freeze(['INVALID_INPUT', 'INVALID_PATH', 'SECRET_EXCLUDED']);
+
+/** The exit code for a command that failed with `error`: 2 for the caller's bad input, else 1. */
+export function exitCodeFor(error: unknown): number {
+  return isHoldfastError(error) && USAGE_ERROR_CODES.includes(error.code) ? EXIT_USAGE : EXIT_FAILURE;
+}
 
 let requestedExitCode: number | undefined;
 

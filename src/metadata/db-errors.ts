@@ -1,4 +1,4 @@
-import { ConflictError, describeError, HoldfastError, InputError, StoreError } from '../errors.js';
+import { ConflictError, describeError, HoldfastError, InputError, StoreError, StoreFullError } from '../errors.js';
 
 /**
  * The one place where driver errors (better-sqlite3 `SqliteError`, pg `DatabaseError`, socket
@@ -12,7 +12,8 @@ import { ConflictError, describeError, HoldfastError, InputError, StoreError } f
  * | CHECK / NOT NULL violation                         | `INVALID_INPUT`     | InputError     |
  * | busy, locked, serialization failure, deadlock      | `STORE_UNAVAILABLE`, transient | StoreError |
  * | unreachable, refused, shut down, too many clients  | `STORE_UNAVAILABLE`, transient | StoreError |
- * | auth failure, missing database, disk full, corrupt | `STORE_UNAVAILABLE`, not transient | StoreError |
+ * | disk full (SQLITE_FULL, SQLSTATE 53100)           | `STORE_FULL`        | StoreFullError |
+ * | auth failure, missing database, corrupt, I/O error | `STORE_UNAVAILABLE`, not transient | StoreError |
  *
  * Unique violations are `ALREADY_EXISTS`, not `CONFLICT`: the named thing exists and the
  * caller should fetch it, whereas `CONFLICT` means "you lost a race on state you read"
@@ -28,9 +29,13 @@ export interface DbErrorContext {
 }
 
 const PG_TRANSIENT = new Set(['40001', '40P01', '55P03', '57014', '57P01', '57P02', '57P03', '53300', '53400']);
-const PG_FATAL = new Set(['28000', '28P01', '3D000', '53100', '53200', '58030']);
+const PG_FATAL = new Set(['28000', '28P01', '3D000', '53200', '58030']);
+/** PostgreSQL's disk_full. */
+const PG_DISK_FULL = '53100';
 const NET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN']);
-const SQLITE_FATAL = /^SQLITE_(FULL|IOERR|CANTOPEN|READONLY|CORRUPT|NOTADB|PERM)/;
+const SQLITE_FATAL = /^SQLITE_(IOERR|CANTOPEN|READONLY|CORRUPT|NOTADB|PERM)/;
+/** SQLite's full database or disk (also `max_page_count` reached). */
+const SQLITE_DISK_FULL = /^SQLITE_FULL/;
 
 /**
  * Converts a driver error into the matching {@link HoldfastError}; returns `error` itself when
@@ -74,6 +79,12 @@ export function translateDbError(error: unknown, context: DbErrorContext): unkno
       cause: error,
       transient: true,
     });
+  }
+  if (code !== undefined && (code === PG_DISK_FULL || SQLITE_DISK_FULL.test(code))) {
+    return new StoreFullError(
+      `${tag} ${where} is full (${describeError(error)}): free space on its disk (or raise its size limit), then retry; nothing of the failed write was kept`,
+      { data: { store: 'metadata', dialect: context.dialect, ...data }, cause: error },
+    );
   }
   if (code !== undefined && (PG_FATAL.has(code) || SQLITE_FATAL.test(code))) {
     return new StoreError(`${tag} ${where} refused the request (${describeError(error)}): check HOLDFAST_META, credentials and disk`, {

@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import type { Writable } from 'node:stream';
+import { sealedStdio } from './inherited-fds.js';
 import type { ExecExit, ExecOptions, ExecProcess } from './sandbox-provider.js';
 
 /** One command as a provider starts it on the host (for bwrap: the `bwrap` process itself). */
@@ -13,6 +14,13 @@ export interface HostCommand {
   readonly detached: boolean;
   /** Additional pipes from the command (fd 3, 4, …), for provider protocols such as bwrap's `--info-fd`. */
   readonly extraPipes?: number;
+  /**
+   * Arguments, put before `args`, that make the command close descriptor `fd` before it starts
+   * anything (bwrap: `--args FD`). Every descriptor the host process would otherwise inherit
+   * from Holdfast's parent is a `/dev/null` placeholder in the child (see `inherited-fds.ts`);
+   * with this, what the command runs does not hold even the placeholder.
+   */
+  readonly closeFdArgs?: (fd: number) => readonly string[];
 }
 
 /** How a provider tracks and kills what one command started; see {@link ProcessHooks.start}. */
@@ -39,14 +47,23 @@ const EXIT_NOT_EXECUTABLE = 126;
 /**
  * Starts `cmd` and wraps it as an {@link ExecProcess}: streams output, feeds stdin, enforces
  * `timeoutMs` and `signal` by killing the whole tree. Shared by every provider that runs
- * commands through a host process.
+ * commands through a host process, and the only place Holdfast starts one: the command gets
+ * its stdio, its `extraPipes` and no other descriptor of the host, whatever Holdfast's own
+ * parent left open.
  */
 export function startHostProcess(cmd: HostCommand, options: ExecOptions, hooks: ProcessHooks): ExecProcess {
   const input = options.stdin;
-  const child = spawn(cmd.command, [...cmd.args], {
+  const { stdio, placeholders } = sealedStdio([
+    input === undefined ? 'ignore' : 'pipe',
+    'pipe',
+    'pipe',
+    ...Array<'pipe'>(cmd.extraPipes ?? 0).fill('pipe'),
+  ]);
+  const closeArgs = cmd.closeFdArgs === undefined ? [] : placeholders.flatMap(cmd.closeFdArgs);
+  const child = spawn(cmd.command, [...closeArgs, ...cmd.args], {
     env: { ...cmd.env },
     detached: cmd.detached,
-    stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe', ...Array<'pipe'>(cmd.extraPipes ?? 0).fill('pipe')],
+    stdio,
     ...(cmd.cwd === undefined ? {} : { cwd: cmd.cwd }),
   });
   const pid = child.pid;

@@ -24,6 +24,8 @@ const STATUS_BY_CODE: Readonly<Record<ErrorCode, number>> = {
   INVALID_INPUT: 400,
   SECRET_EXCLUDED: 422,
   STORE_UNAVAILABLE: 503,
+  // RFC 4918 Insufficient Storage: the request was fine, the server has no room to keep it.
+  STORE_FULL: 507,
   UNAUTHORIZED: 401,
   FORBIDDEN: 403,
   // The caller's setup step failed, not the server: the request was valid but not achievable.

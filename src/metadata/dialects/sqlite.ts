@@ -45,7 +45,12 @@ export async function openSqlite(file: string, now: () => number = Date.now): Pr
     raw.pragma('synchronous = FULL');
     raw.pragma('foreign_keys = ON');
     const migration = migrateSqlite(raw, file, now);
-    const dialect = new TranslatingDialect(new SqliteDialect({ database: raw }), { translate, beginSql: 'begin immediate' });
+    const dialect = new TranslatingDialect(new SqliteDialect({ database: raw }), {
+      translate,
+      beginSql: 'begin immediate',
+      // One connection per database: the database's own flag is the connection's.
+      inTransaction: () => raw.inTransaction,
+    });
     return { db: new Kysely<Database>({ dialect }), migration };
   } catch (error) {
     raw.close();

@@ -21,6 +21,13 @@ export interface TranslatingDialectOptions {
    * `busy_timeout`, instead of failing with SQLITE_BUSY when a read lock cannot be upgraded.
    */
   readonly beginSql?: string;
+  /**
+   * Whether `connection` still has an open transaction. SQLite rolls a transaction back by
+   * itself on some errors (SQLITE_FULL, SQLITE_IOERR, SQLITE_NOMEM, …); the ROLLBACK Kysely then
+   * sends would fail with "no transaction is active" and replace the error that explains the
+   * failure. With this, rollback is skipped when there is nothing left to roll back.
+   */
+  readonly inTransaction?: (connection: DatabaseConnection) => boolean;
 }
 
 /**
@@ -114,8 +121,11 @@ class TranslatingDriver implements Driver {
     return this.#guard(() => this.#inner.commitTransaction(this.#unwrap(connection)));
   }
 
+  /** Rolls back, unless the database already did (see `inTransaction`): the caller's original error is what it rethrows. */
   rollbackTransaction(connection: DatabaseConnection): Promise<void> {
-    return this.#guard(() => this.#inner.rollbackTransaction(this.#unwrap(connection)));
+    const inner = this.#unwrap(connection);
+    if (this.#options.inTransaction?.(inner) === false) return Promise.resolve();
+    return this.#guard(() => this.#inner.rollbackTransaction(inner));
   }
 
   savepoint(connection: DatabaseConnection, name: string, compileQuery: QueryCompiler['compileQuery']): Promise<void> {

@@ -16,7 +16,15 @@ import type {
   SandboxSpec,
 } from '../sandbox-provider.js';
 import { checkedEnv } from '../sandbox-spec.js';
-import { BWRAP_HOME, BWRAP_PATH, BWRAP_WORKSPACE, bwrapArgs, systemMountArgs, writeSandboxEtc } from './bwrap/bwrap-args.js';
+import {
+  BWRAP_HOME,
+  BWRAP_PATH,
+  BWRAP_WORKSPACE,
+  bwrapArgs,
+  bwrapCloseFdArgs,
+  systemMountArgs,
+  writeSandboxEtc,
+} from './bwrap/bwrap-args.js';
 import { BWRAP_INFO_FD, bwrapProcessTree } from './bwrap/bwrap-process-tree.js';
 
 /** Settings of {@link BwrapSandboxProvider}. */
@@ -129,9 +137,11 @@ export class BwrapSandboxProvider implements SandboxProvider {
         '--',
         ...argv,
       ];
-      return startHostProcess({ command: this.executable(), args, env, detached: false, extraPipes: 1 }, options, {
-        start: (child) => bwrapProcessTree(child, dirs, record.id),
-      });
+      return startHostProcess(
+        { command: this.executable(), args, env, detached: false, extraPipes: 1, closeFdArgs: bwrapCloseFdArgs },
+        options,
+        { start: (child) => bwrapProcessTree(child, dirs, record.id) },
+      );
     };
     return {
       id: record.id,

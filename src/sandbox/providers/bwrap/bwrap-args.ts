@@ -69,6 +69,15 @@ export function bwrapArgs(inv: BwrapInvocation): string[] {
 }
 
 /**
+ * Makes bwrap close `fd` before it starts the command: `--args FD` reads further arguments from
+ * FD and closes it, and the `/dev/null` placeholder Holdfast puts at every descriptor bwrap would
+ * otherwise inherit holds none. So the sandboxed process holds only its stdio.
+ */
+export function bwrapCloseFdArgs(fd: number): string[] {
+  return ['--args', String(fd)];
+}
+
+/**
  * Read-only mounts of the host's system: /usr, the top-level directories or their merged-/usr
  * symlinks, the needed /etc entries, and `extraPaths` (for example a Node installed under
  * /opt). Computed once per provider, from the host as it is.

@@ -1,0 +1,69 @@
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { writeFile } from './support/trees.js';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const bin = path.join(root, 'dist', 'bin', 'main.js');
+const EXIT_FAILURE = 1;
+const EXIT_USAGE = 2;
+
+interface Run {
+  readonly exit: number;
+  /** The `error.code` of the `--json` error document on stderr. */
+  readonly code: string | undefined;
+}
+
+describe('holdfast exit codes (compiled bin): the caller’s bad input exits 2, a failed operation 1', () => {
+  let dir: string;
+  let store: string;
+  let checkpoint: string;
+  const holdfast = (args: string[]): Promise<Run & { stdout: string }> =>
+    new Promise((resolve) => {
+      const env = { ...process.env, HOLDFAST_META: '', HOLDFAST_BLOBS: '', HOLDFAST_CACHE_DIR: path.join(dir, 'cache') };
+      execFile(process.execPath, [bin, '--store', store, '--json', ...args], { env }, (error, stdout, stderr) => {
+        const exit = error === null ? 0 : typeof error.code === 'number' ? error.code : -1;
+        const code = stderr === '' ? undefined : (JSON.parse(stderr) as { error: { code: string } }).error.code;
+        resolve({ exit, code, stdout });
+      });
+    });
+
+  beforeAll(async () => {
+    expect(fs.existsSync(bin), `${bin} is missing: run npm run build first (npm test does)`).toBe(true);
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hf-cli-exit-'));
+    store = path.join(dir, 'store');
+    const ws = path.join(dir, 'ws');
+    writeFile(ws, 'a/file.txt', 'inside\n');
+    writeFile(dir, 'outside.txt', 'outside the checkpoint\n');
+    const created = await holdfast(['checkpoint', ws, '-w', 'w']);
+    expect(created.exit).toBe(0);
+    checkpoint = (JSON.parse(created.stdout) as { id: string }).id;
+  });
+  afterAll(() => {
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('cat and ls of a path that climbs out of the checkpoint are INVALID_PATH, exit 2', async () => {
+    for (const bad of ['../outside.txt', '/etc/passwd', 'a//file.txt', 'a/./file.txt']) {
+      expect({ bad, ...(await holdfast(['cat', checkpoint, bad])) }).toMatchObject({
+        bad,
+        exit: EXIT_USAGE,
+        code: 'INVALID_PATH',
+        stdout: '',
+      });
+      expect({ bad, ...(await holdfast(['ls', checkpoint, bad])) }).toMatchObject({
+        bad,
+        exit: EXIT_USAGE,
+        code: 'INVALID_PATH',
+        stdout: '',
+      });
+    }
+  });
+
+  it('a well-formed path that is not there is NOT_FOUND, exit 1', async () => {
+    expect(await holdfast(['cat', checkpoint, 'a/missing.txt'])).toMatchObject({ exit: EXIT_FAILURE, code: 'NOT_FOUND' });
+  });
+});
