@@ -1,6 +1,8 @@
 import { createHash } from 'node:crypto';
 import type { Sha256Hex } from '../core/hash.js';
+import { symlinkStaysInside } from '../core/paths.js';
 import { encodeTree, type TreeEntry } from '../core/tree.js';
+import { InputError } from '../errors.js';
 import type { ScannedDir } from './scan.js';
 import type { DirIdentity, StatCache, StatCacheBuilder } from './stat-cache.js';
 
@@ -40,7 +42,9 @@ function identityOf(dir: ScannedDir): DirIdentity {
  * and included names are unchanged, whose files all came from the stat cache, whose
  * subdirectories were all reused and which holds no symlink (a symlink's mtime can change
  * without its directory's) keeps its cached tree id: nothing is encoded, and the tree is
- * known to exist. Returns the root id and the trees that were encoded.
+ * known to exist. Returns the root id and the trees that were encoded. Every tree passes the
+ * validation a restore applies (`INVALID_INPUT` otherwise, e.g. a setuid mode or an escaping
+ * symlink a source reported): a checkpoint never stores a tree it could not restore.
  */
 export function buildTrees(
   root: ScannedDir,
@@ -79,6 +83,10 @@ function entriesOf(dir: ScannedDir, ids: ReadonlyMap<string, FileIds>, subtrees:
     if (child.type === 'dir') {
       entries.push({ name: child.name, type: 'dir', mode: child.mode, mtimeMs: child.mtimeMs, tree: subtrees.get(child) as Sha256Hex });
     } else if (child.type === 'symlink') {
+      // The scan (or the host's check of an agent's scan) already excluded escaping links; a
+      // tree is never written with one, whatever its source reported.
+      if (!symlinkStaysInside(child.path, child.target))
+        throw new InputError('INVALID_INPUT', `symlink ${child.path} leads outside the workspace`, { data: { path: child.path } });
       entries.push({ name: child.name, type: 'symlink', target: child.target, mtimeMs: child.mtimeMs });
     } else {
       const content = ids.get(child.path);
