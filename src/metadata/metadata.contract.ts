@@ -69,6 +69,28 @@ function describeMigrationCases(ctx: ContractContext): void {
       expect(await versionRows(stores[0] as MetadataStore)).toEqual(EXPECTED_VERSIONS);
     });
 
+    it('migration 5 drops the tenant-scoped receipts of version 4 (they could hold token secrets) and adds the new tables', async () => {
+      const database = await ctx.freshDatabase();
+      const store = await database.open();
+      // Put the database back at version 4, with a receipt holding a plain-text token.
+      const v4 = MIGRATIONS.find((m) => m.version === 4);
+      await sql.raw('DROP TABLE idempotency_receipts').execute(store.db);
+      await sql.raw('DROP TABLE upload_intents').execute(store.db);
+      for (const statement of v4?.[store.dialect] ?? []) await sql.raw(statement).execute(store.db);
+      await store.db.deleteFrom('holdfast_schema_migrations').where('version', '=', 5).execute();
+      const tenant = await store.tenants.create({ name: uniqueName('receipts') });
+      const secret = 'hf_plain-text-secret-of-version-4';
+      await sql`INSERT INTO idempotency_keys (tenant_id, key, request_hash, status_code, response, created_at, finished_at)
+        VALUES (${tenant.id}, ${'k'}, ${'a'.repeat(64)}, ${201}, ${JSON.stringify({ token: secret })}, ${1}, ${2})`.execute(store.db);
+      await store.close();
+
+      const upgraded = await database.open();
+      expect(await upgraded.schemaVersion()).toBe(LATEST_SCHEMA_VERSION);
+      await expect(sql.raw('SELECT * FROM idempotency_keys').execute(upgraded.db)).rejects.toBeDefined();
+      expect(await upgraded.db.selectFrom('idempotency_receipts').selectAll().execute()).toEqual([]);
+      expect(await upgraded.db.selectFrom('upload_intents').selectAll().execute()).toEqual([]);
+    });
+
     it('a database newer than this build is refused with STORE_UNAVAILABLE naming both versions', async () => {
       const database = await ctx.freshDatabase();
       const store = await database.open();

@@ -2,6 +2,7 @@ import { Hono, type MiddlewareHandler } from 'hono';
 import type { Holdfast } from '../index.js';
 import type { AppEnv } from './app-env.js';
 import { bearerAuth } from './auth.js';
+import { bodyLimit, MAX_REQUEST_BODY_BYTES } from './body-limit.js';
 import { errorHandler, notFoundHandler } from './error-response.js';
 import { idempotency } from './idempotency.js';
 import type { Logger } from './logger.js';
@@ -40,7 +41,8 @@ const PUBLIC_DOCS: readonly RouteDoc[] = [
 /**
  * The HTTP API v1 (DESIGN section 12) over an open Holdfast: every `/v1` route but the OpenAPI
  * document needs a bearer token and acts inside the token's tenant only, so another tenant's
- * ids answer 404. Errors are `{error: {code, message, data}}`, mapped in one place.
+ * ids answer 404. Errors are `{error: {code, message, data}}`, mapped in one place. Every
+ * route's request body is bounded while it streams (413 `LIMIT_EXCEEDED` past its limit).
  */
 export function createApp(options: AppOptions): Hono<AppEnv> {
   const { hf, log, metrics } = options;
@@ -68,7 +70,8 @@ export function createApp(options: AppOptions): Hono<AppEnv> {
     bearerAuth((hash) => hf.tokens.principal(hash)),
   );
   for (const route of routes) {
-    app.on(route.doc.method.toUpperCase(), route.doc.path, authorizeRoute(route), idempotency(hf.meta, route), route.handler);
+    const limit = bodyLimit(route.maxBodyBytes ?? MAX_REQUEST_BODY_BYTES);
+    app.on(route.doc.method.toUpperCase(), route.doc.path, limit, authorizeRoute(route), idempotency(hf.meta, route), route.handler);
   }
   return app;
 }

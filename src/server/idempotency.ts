@@ -8,7 +8,7 @@ import type { AppEnv } from './app-env.js';
 export const IDEMPOTENCY_HEADER = 'idempotency-key';
 /** Header set on an answer replayed from a receipt. */
 export const REPLAYED_HEADER = 'idempotent-replayed';
-/** Header set on a replayed answer whose credential fields were not kept (they read `null`). */
+/** Header set on a replayed success answer whose credential fields were not kept (they read `null`). */
 export const REDACTED_HEADER = 'idempotent-redacted';
 /** How long a receipt (and so a key) is kept. */
 export const IDEMPOTENCY_RETENTION_MS = 24 * 60 * 60 * 1000;
@@ -58,7 +58,7 @@ export function idempotency(meta: MetadataStore, route: IdempotentRoute = {}): M
     const found = await meta.idempotency.begin({ principalId, key, requestHash, expireBeforeMs: Date.now() - IDEMPOTENCY_RETENTION_MS });
     if (found.kind === 'replay') {
       const headers: Record<string, string> = { 'content-type': 'application/json; charset=utf-8', [REPLAYED_HEADER]: 'true' };
-      if (redacted) headers[REDACTED_HEADER] = 'true';
+      if (redacted && found.statusCode < 300) headers[REDACTED_HEADER] = 'true';
       return new Response(found.response, { status: found.statusCode, headers });
     }
     if (found.kind === 'in_progress') {

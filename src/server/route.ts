@@ -12,7 +12,7 @@ export const MAX_JSON_BODY_BYTES = 1024 * 1024;
 
 /**
  * One route: its documentation (also the validation schemas), who may call it, and its
- * handler. `createApp` runs, in order: `authorize`, the idempotency receipt (so a replay is
+ * handler. `createApp` runs, in order: the body limit, `authorize`, the idempotency receipt (so a replay is
  * only given to a caller the route serves), then `handler`.
  */
 export interface RouteDef extends IdempotentRoute {
@@ -22,6 +22,11 @@ export interface RouteDef extends IdempotentRoute {
    * before anything else of the route, a replayed answer included. Default: every principal.
    */
   readonly authorize?: (principal: Principal) => void;
+  /**
+   * Largest request body this route reads, bounded while it streams; default
+   * MAX_REQUEST_BODY_BYTES (`body-limit.ts`). Upload routes declare a larger one here.
+   */
+  readonly maxBodyBytes?: number;
   readonly handler: Handler<AppEnv>;
 }
 
