@@ -1,9 +1,8 @@
 import { NotFoundError } from '../errors.js';
 import type { MetadataStore } from '../metadata/metadata-store.js';
 import type { ObjectReader } from '../objects/object-reader.js';
-import type { ScanLimits } from './scan.js';
 import type { FileIds } from './tree-builder.js';
-import { flattenTree, treeLimits } from './tree-walk.js';
+import { checkpointLimits, flattenTree } from './tree-walk.js';
 
 /** A file of a checkpoint as the host recorded it: its size and content ids. */
 export interface RecordedFile extends FileIds {
@@ -36,9 +35,9 @@ export class BaseFiles {
   /**
    * The files of checkpoint `checkpointId` by path. It must be a ready checkpoint of workspace
    * `workspaceId` (`NOT_FOUND` otherwise), so a caller cannot borrow another workspace's ids.
-   * Its trees are walked within `limits`, as a restore would walk them.
+   * Its trees are walked within the limits a restore of it applies.
    */
-  async of(checkpointId: string, workspaceId: string, limits: Partial<ScanLimits> = {}): Promise<ReadonlyMap<string, RecordedFile>> {
+  async of(checkpointId: string, workspaceId: string): Promise<ReadonlyMap<string, RecordedFile>> {
     const checkpoint = await this.meta.checkpoints.find(checkpointId);
     if (checkpoint?.workspaceId !== workspaceId || checkpoint.status !== 'ready' || checkpoint.rootTree === null) {
       throw new NotFoundError(`checkpoint ${checkpointId} is not a ready checkpoint of workspace ${workspaceId}`, {
@@ -52,7 +51,7 @@ export class BaseFiles {
       return hit;
     }
     const files = new Map<string, RecordedFile>();
-    for (const f of (await flattenTree(this.reader, checkpoint.rootTree, undefined, treeLimits(limits))).files) {
+    for (const f of (await flattenTree(this.reader, checkpoint.rootTree, undefined, checkpointLimits(checkpoint))).files) {
       files.set(f.path, { size: f.size, sha256: f.sha256, chunks: f.chunks });
     }
     this.remember(checkpointId, files);

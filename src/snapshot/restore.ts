@@ -14,7 +14,7 @@ import { beginStaging, endStaging, removeTree, sweepStaleStaging } from './resto
 import { refuseStoreOverlap } from './restore-target.js';
 import type { ScanLimits } from './scan.js';
 import { StatCache, StatCacheBuilder, statCacheFile } from './stat-cache.js';
-import { type FlatTree, flattenTree, treeLimits } from './tree-walk.js';
+import { checkpointLimits, type FlatTree, flattenTree } from './tree-walk.js';
 
 /** Chunk bytes fetched per batch of files. */
 const FETCH_BATCH_BYTES = 64 * 1024 * 1024;
@@ -35,7 +35,7 @@ export interface RestoreOptions {
   readonly checkpoint: Checkpoint;
   /** Allow replacing a non-empty target (warm restore: unchanged files are reused). */
   readonly replace?: boolean;
-  /** What the checkpoint may hold; defaults to a scan's limits (see {@link ScanLimits}). */
+  /** What the checkpoint may hold; defaults to a scan's limits raised to what its row records (see `checkpointLimits`). */
   readonly limits?: Partial<ScanLimits>;
   readonly signal?: AbortSignal;
   readonly onProgress?: (progress: RestoreProgress) => void;
@@ -81,7 +81,7 @@ export async function restoreCheckpoint(deps: SnapshotDeps, options: RestoreOpti
     throw new InputError('INVALID_INPUT', `checkpoint ${options.checkpoint.id} is ${options.checkpoint.status}, not ready`);
   const reader = new ObjectReader(deps.blobs, deps.meta);
   // Every tree is read, validated and counted against the limits before anything is created.
-  const flat = await flattenTree(reader, rootTree, undefined, treeLimits(options.limits));
+  const flat = await flattenTree(reader, rootTree, undefined, checkpointLimits(options.checkpoint, options.limits));
   if (existing === 'absent') fs.mkdirSync(path.dirname(target), { recursive: true });
   sweepStaleStaging(deps.cacheDir, target);
   const staging = beginStaging(deps.cacheDir, target);

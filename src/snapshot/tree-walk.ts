@@ -26,6 +26,35 @@ export function treeLimits(limits: Partial<ScanLimits> = {}): TreeLimits {
   };
 }
 
+/** Figures a checkpoint row records about its own tree (written by the host at commit). */
+interface RecordedStats {
+  readonly files?: unknown;
+  readonly symlinks?: unknown;
+  readonly dirs?: unknown;
+  readonly bytes?: unknown;
+}
+
+/**
+ * The limits a walk of checkpoint `checkpoint`'s tree applies: `given` where set, otherwise a
+ * scan's defaults, raised to what the checkpoint's own row says it holds. The row is the
+ * host's record (the metadata store is trusted; stored trees are not), so a checkpoint taken
+ * with raised limits still restores, while a tree that holds more than its checkpoint
+ * recorded fails with `LIMIT_EXCEEDED` before anything is created.
+ */
+export function checkpointLimits(checkpoint: { readonly stats: unknown }, given: Partial<ScanLimits> = {}): TreeLimits {
+  const stats = (checkpoint.stats ?? {}) as RecordedStats;
+  const n = (v: unknown): number => (Number.isSafeInteger(v) && (v as number) >= 0 ? (v as number) : 0);
+  const bytes = n(stats.bytes);
+  return treeLimits({
+    maxEntries: Math.max(DEFAULT_MAX_ENTRIES, n(stats.files) + n(stats.symlinks)),
+    maxDirs: Math.max(DEFAULT_MAX_DIRS, n(stats.dirs)),
+    maxTotalBytes: Math.max(DEFAULT_MAX_TOTAL_BYTES, bytes),
+    // The largest file is not recorded; no file is larger than all of them together.
+    maxFileBytes: Math.max(DEFAULT_MAX_FILE_BYTES, bytes),
+    ...given,
+  });
+}
+
 /**
  * The path of `entry` inside a tree found at `dirPath`, after the rules that depend on it:
  * the path fits in {@link MAX_PATH_BYTES} and a symlink stays inside the root

@@ -5,7 +5,7 @@ import type { Checkpoint, Workspace } from '../../metadata/metadata-store.js';
 import { ObjectReader } from '../../objects/object-reader.js';
 import type { SnapshotDeps } from '../../snapshot/checkpoint.js';
 import type { RestoreProgress, RestoreReceipt } from '../../snapshot/restore.js';
-import { flattenTree } from '../../snapshot/tree-walk.js';
+import { checkpointLimits, flattenTree } from '../../snapshot/tree-walk.js';
 import { type AgentClient, agentCacheKey } from '../agent/agent-client.js';
 import { BatchWriter } from '../agent/batch-writer.js';
 
@@ -43,7 +43,7 @@ export async function restoreIntoSandbox(deps: SnapshotDeps, options: ExecRestor
   const { client, root, checkpoint } = options;
   if (checkpoint.rootTree === null) throw new InputError('INVALID_INPUT', `checkpoint ${checkpoint.id} is ${checkpoint.status}, not ready`);
   const reader = new ObjectReader(deps.blobs, deps.meta);
-  const flat = await flattenTree(reader, checkpoint.rootTree);
+  const flat = await flattenTree(reader, checkpoint.rootTree, undefined, checkpointLimits(checkpoint));
   const stagingId = `r${createHash('sha256').update(`${checkpoint.id}\0${root}`).digest('hex').slice(0, 24)}`;
   const begin = await client.stageBegin({
     stagingId,

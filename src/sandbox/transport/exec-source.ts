@@ -59,7 +59,7 @@ export class ExecWorkspaceSource implements WorkspaceSource {
     });
     const usable = new Map<string, RecordedFile>();
     if (base !== null && agentScan.base === base && agentScan.cached.size > 0) {
-      const recorded = await this.recordedFiles(base, limits);
+      const recorded = await this.recordedFiles(base);
       for (const [p, offered] of agentScan.cached) {
         const own = recorded.get(p);
         if (own !== undefined && sameIds(own, offered)) usable.set(p, own);
@@ -79,9 +79,9 @@ export class ExecWorkspaceSource implements WorkspaceSource {
   }
 
   /** The host's record of the base's files; none when the base cannot be walked (its files are then read). */
-  private async recordedFiles(base: string, limits: ScanLimits): Promise<ReadonlyMap<string, RecordedFile>> {
+  private async recordedFiles(base: string): Promise<ReadonlyMap<string, RecordedFile>> {
     try {
-      return await this.baseFiles.of(base, this.workspaceId, limits);
+      return await this.baseFiles.of(base, this.workspaceId);
     } catch (error) {
       if (isHoldfastError(error, 'STORE_UNAVAILABLE')) throw error;
       return new Map();
