@@ -55,4 +55,11 @@ describe('context and structure rules', () => {
       }
     }
   });
+
+  it('finds nothing in input built from anchor-shaped runs (the per-run work is bounded)', () => {
+    // Before `runBytes`, every `eyJ` of `_eyJ_eyJ…` re-read up to 8 KiB: quadratic in the input.
+    for (const unit of ['_eyJ', 'eyJ.', 'eyJ ', '"auth": "', 'http://a:', '_authToken=', 'LS0tLS1CRUdJTi ']) {
+      expect(findSecret(Buffer.from(unit.repeat((1 << 20) / unit.length))), unit).toBeUndefined();
+    }
+  });
 });

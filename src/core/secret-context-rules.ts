@@ -49,6 +49,7 @@ export const CONTEXT_RULE_SPECS: readonly RuleSpec[] = [
     ),
     spanBytes: 3 + JWT_HEADER_CHARS + 1 + 3 + JWT_CLAIMS_CHARS + 1 + JWT_SIGNATURE_CHARS + 1,
     placeholders: false,
+    runChars: `${'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789'}_-.`,
     check: (m) => isSignedJwt(m[1] as string, m[2] as string, m[3] as string),
   },
   {

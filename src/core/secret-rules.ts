@@ -38,6 +38,12 @@ export interface SecretRule {
    * characters (`[A-Za-z0-9+.-]`, first a letter) ending at the anchor; 0 for other rules.
    */
   readonly schemeBytes: number;
+  /**
+   * For tokens that are one run of these bytes (a JWT's base64url and dots): the byte before
+   * the token must not be one of them, and the pattern reads no further than the run. Keeps
+   * the work per run bounded, so input made of token-like runs scans in linear time.
+   */
+  readonly runBytes: Uint8Array | undefined;
   /** A last test on the pattern's match (a decoded header, a password's shape); true keeps the finding. */
   readonly check: ((match: RegExpExecArray) => boolean) | undefined;
 }
@@ -50,15 +56,24 @@ const LETTER_I = 0x49;
 export const MAX_SECRET_SPAN_BYTES = 8191;
 
 /** One rule as the tables write it: every lead it may follow, defaults left out. */
-export type RuleSpec = Omit<SecretRule, 'follow' | 'wordStart' | 'placeholders' | 'lead' | 'schemeBytes' | 'check'> &
+export type RuleSpec = Omit<SecretRule, 'follow' | 'wordStart' | 'placeholders' | 'lead' | 'schemeBytes' | 'check' | 'runBytes'> &
   Partial<Pick<SecretRule, 'follow' | 'wordStart' | 'placeholders' | 'schemeBytes'>> & {
     readonly leads: readonly string[];
     readonly check?: (match: RegExpExecArray) => boolean;
+    /** The bytes of `runBytes`, as a string. */
+    readonly runChars?: string;
   };
 
+function byteTable(chars: string): Uint8Array {
+  const table = new Uint8Array(256);
+  for (let i = 0; i < chars.length; i += 1) table[chars.charCodeAt(i)] = 1;
+  return table;
+}
+
 function expand(spec: RuleSpec): SecretRule[] {
-  const { leads, check, ...rest } = spec;
-  return leads.map((lead) => ({ follow: '', wordStart: true, placeholders: true, schemeBytes: 0, ...rest, lead, check }));
+  const { leads, check, runChars, ...rest } = spec;
+  const runBytes = runChars === undefined ? undefined : byteTable(runChars);
+  return leads.map((lead) => ({ follow: '', wordStart: true, placeholders: true, schemeBytes: 0, ...rest, lead, check, runBytes }));
 }
 
 // A private key is only a key with its body: a header quoted in code or documentation, or

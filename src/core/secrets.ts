@@ -112,7 +112,15 @@ function tryRule(buf: Buffer, rule: SecretRule, anchorAt: number, anchorBytes: n
   const start = rule.schemeBytes > 0 ? schemeStart(buf, anchorAt, rule.schemeBytes) : anchorAt - rule.lead.length;
   if (start === undefined || start < from || start >= to || !bytesAt(buf, start, rule.lead)) return undefined;
   if (rule.wordStart && start > 0 && WORD_BYTE[buf[start - 1] as number] === 1) return undefined;
-  const window = buf.toString('latin1', start, Math.min(buf.length, start + rule.spanBytes));
+  let end = Math.min(buf.length, start + rule.spanBytes);
+  const run = rule.runBytes;
+  if (run !== undefined) {
+    if (start > 0 && run[buf[start - 1] as number] === 1) return undefined;
+    let runEnd = start;
+    while (runEnd < end && run[buf[runEnd] as number] === 1) runEnd += 1;
+    end = Math.min(end, runEnd + 1);
+  }
+  const window = buf.toString('latin1', start, end);
   rule.pattern.lastIndex = 0;
   const match = rule.pattern.exec(window);
   if (match === null) return undefined;
