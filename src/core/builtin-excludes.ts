@@ -17,6 +17,19 @@ export const SECRET_PATH_RULES: readonly string[] = Object.freeze([
   '.netrc',
   '.git-credentials',
   '.docker/config.json',
+  // Files that hold nothing but credentials: PostgreSQL and PyPI passwords, kubeconfig
+  // tokens and client keys, the Terraform CLI's API tokens, Azure CLI token caches.
+  '.pgpass',
+  '.pypirc',
+  '.kube/config',
+  '.terraform.d/credentials.tfrc.json',
+  '.azure/accessTokens.json',
+  '.azure/msal_token_cache.json',
+  // gcloud's credentials under `.config/gcloud/` (its `configurations/` are plain settings).
+  'gcloud/application_default_credentials.json',
+  'gcloud/credentials.db',
+  'gcloud/access_tokens.db',
+  'gcloud/legacy_credentials/',
   '.env',
   '.env.*',
   'id_rsa',

@@ -43,6 +43,14 @@ describe('secret path rules', () => {
     ['.netrc', '.netrc'],
     ['.git-credentials', '.git-credentials'],
     ['.docker/config.json', '.docker/config.json'],
+    ['.pgpass', '.pgpass'],
+    ['.pypirc', '.pypirc'],
+    ['.kube/config', '.kube/config'],
+    ['.terraform.d/credentials.tfrc.json', '.terraform.d/credentials.tfrc.json'],
+    ['.azure/msal_token_cache.json', '.azure/msal_token_cache.json'],
+    ['.config/gcloud/application_default_credentials.json', 'gcloud/application_default_credentials.json'],
+    ['.config/gcloud/credentials.db', 'gcloud/credentials.db'],
+    ['.config/gcloud/access_tokens.db', 'gcloud/access_tokens.db'],
     ['.env', '.env'],
     ['.env.local', '.env.*'],
     ['.env.production', '.env.*'],
@@ -68,10 +76,23 @@ describe('secret path rules', () => {
     'config.json',
     '.docker/daemon.json',
     'docker/config.json',
+    'kube/config',
+    '.kube/cache',
+    '.config/gcloud/configurations/config_default',
+    '.config/gcloud/active_config',
+    '.npmrc',
     '.envrc',
     'environment.ts',
   ])('keep %s', (path) => {
     for (const at of depths) expect(decide(create(), `${at}${path}`)).toBeUndefined();
+  });
+
+  it('exclude gcloud legacy credentials as a directory', () => {
+    expect(decide(create(), '.config/gcloud/legacy_credentials', true)).toEqual({
+      path: '.config/gcloud/legacy_credentials',
+      reason: 'secret-path',
+      rule: 'gcloud/legacy_credentials/',
+    });
   });
 
   it('apply directory rules to directories only', () => {

@@ -5,11 +5,15 @@
  * files and minified code, and an exclusion that is usually wrong teaches people to turn
  * the rules off.
  *
- * Every rule is found through an *anchor*: one byte (`_` or `-`) or a short literal that
- * `Buffer.indexOf` finds natively. Sharing the two separator bytes across most rules keeps
- * the number of passes over the data at four, which is what makes the scan fast on binary
- * input (the cost of a pass is set by how often its first byte occurs, not by its length).
+ * Every rule is found through an *anchor*: one byte (`_`, `-`, `I`, `:`, `J`) or a short
+ * literal that `Buffer.indexOf` finds natively. Sharing five bytes across all rules keeps the
+ * number of passes over the data at five, which is what makes the scan fast on binary input (the cost
+ * of a pass is set by how often its first byte occurs, not by its length). Rules that need a
+ * key name or a decoded structure to be sure live in `secret-context-rules.ts`.
  */
+import { CONTEXT_RULE_SPECS } from './secret-context-rules.js';
+
+export { looksLikePlaceholder } from './secret-values.js';
 
 /** One content rule. */
 export interface SecretRule {
@@ -29,20 +33,47 @@ export interface SecretRule {
   readonly wordStart: boolean;
   /** Skip values that are obviously placeholders (`EXAMPLE`, `xxxxxx`, `123456`). */
   readonly placeholders: boolean;
+  /**
+   * For URL rules: the token starts at the URL scheme, a run of up to this many scheme
+   * characters (`[A-Za-z0-9+.-]`, first a letter) ending at the anchor; 0 for other rules.
+   */
+  readonly schemeBytes: number;
+  /**
+   * For tokens that are one run of these bytes (a JWT's base64url and dots): the byte before
+   * the token must not be one of them, and the pattern reads no further than the run. Keeps
+   * the work per run bounded, so input made of token-like runs scans in linear time.
+   */
+  readonly runBytes: Uint8Array | undefined;
+  /** A last test on the pattern's match (a decoded header, a password's shape); true keeps the finding. */
+  readonly check: ((match: RegExpExecArray) => boolean) | undefined;
 }
 
 const UNDERSCORE = 0x5f;
 const DASH = 0x2d;
+const LETTER_I = 0x49;
 
-/** Most bytes any rule reads from a token's start; chunked scanning keeps this much overlap. */
-export const MAX_SECRET_SPAN_BYTES = 1023;
+/** Most bytes any rule reads from a token's start (a JWT's header and claims); chunked scanning keeps this much overlap. */
+export const MAX_SECRET_SPAN_BYTES = 8191;
 
-type RuleSpec = Omit<SecretRule, 'follow' | 'wordStart' | 'placeholders' | 'lead'> &
-  Partial<Pick<SecretRule, 'follow' | 'wordStart' | 'placeholders'>> & { readonly leads: readonly string[] };
+/** One rule as the tables write it: every lead it may follow, defaults left out. */
+export type RuleSpec = Omit<SecretRule, 'follow' | 'wordStart' | 'placeholders' | 'lead' | 'schemeBytes' | 'check' | 'runBytes'> &
+  Partial<Pick<SecretRule, 'follow' | 'wordStart' | 'placeholders' | 'schemeBytes'>> & {
+    readonly leads: readonly string[];
+    readonly check?: (match: RegExpExecArray) => boolean;
+    /** The bytes of `runBytes`, as a string. */
+    readonly runChars?: string;
+  };
+
+function byteTable(chars: string): Uint8Array {
+  const table = new Uint8Array(256);
+  for (let i = 0; i < chars.length; i += 1) table[chars.charCodeAt(i)] = 1;
+  return table;
+}
 
 function expand(spec: RuleSpec): SecretRule[] {
-  const { leads, ...rest } = spec;
-  return leads.map((lead) => ({ follow: '', wordStart: true, placeholders: true, ...rest, lead }));
+  const { leads, check, runChars, ...rest } = spec;
+  const runBytes = runChars === undefined ? undefined : byteTable(runChars);
+  return leads.map((lead) => ({ follow: '', wordStart: true, placeholders: true, schemeBytes: 0, ...rest, lead, check, runBytes }));
 }
 
 // A private key is only a key with its body: a header quoted in code or documentation, or
@@ -78,8 +109,9 @@ const SPECS: readonly RuleSpec[] = [
   },
   {
     id: 'aws-access-key-id',
-    anchor: 'IA',
+    anchor: LETTER_I,
     leads: ['AK', 'AS'],
+    follow: 'A',
     pattern: /A[KS]IA([A-Z0-9]{16})(?![A-Za-z0-9])/y,
     spanBytes: 21,
   },
@@ -118,8 +150,9 @@ const SPECS: readonly RuleSpec[] = [
   },
   {
     id: 'google-api-key',
-    anchor: 'AIza',
-    leads: [''],
+    anchor: LETTER_I,
+    leads: ['A'],
+    follow: 'za',
     pattern: /AIza([A-Za-z0-9_-]{35})(?![A-Za-z0-9_-])/y,
     spanBytes: 40,
   },
@@ -155,33 +188,59 @@ const SPECS: readonly RuleSpec[] = [
     pattern: /hf_([A-Za-z]{34})(?![A-Za-z0-9])/y,
     spanBytes: 38,
   },
+  {
+    // The client secret of a Google OAuth client (gcloud's application-default credentials).
+    id: 'google-oauth-client-secret',
+    anchor: DASH,
+    leads: ['GOCSPX'],
+    pattern: /GOCSPX-([A-Za-z0-9_-]{28})(?![A-Za-z0-9_-])/y,
+    spanBytes: 36,
+  },
+  {
+    // A macaroon whose first caveat names the index: `AgEI` + base64 of `pypi.org`, `AgEN` + `test.pypi.org`.
+    id: 'pypi-token',
+    anchor: DASH,
+    leads: ['pypi'],
+    follow: 'AgE',
+    pattern: /pypi-AgE[IN]([A-Za-z0-9_-]{50})/y,
+    spanBytes: 59,
+  },
+  {
+    id: 'age-secret-key',
+    anchor: DASH,
+    leads: ['AGE'],
+    follow: 'SECRET-KEY-1',
+    pattern: /AGE-SECRET-KEY-1([QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58})(?![A-Za-z0-9])/y,
+    spanBytes: 75,
+  },
+  {
+    id: 'slack-app-token',
+    anchor: DASH,
+    leads: ['xapp'],
+    pattern: /xapp-[0-9]-[A-Z0-9]{9,12}-[0-9]{10,14}-([a-f0-9]{64})/y,
+    spanBytes: 5 + 2 + 13 + 15 + 64 + 1,
+  },
+  {
+    id: 'shopify-token',
+    anchor: UNDERSCORE,
+    leads: ['shpat', 'shpss', 'shpca', 'shppa'],
+    pattern: /shp(?:at|ss|ca|pa)_([a-fA-F0-9]{32})(?![A-Za-z0-9])/y,
+    spanBytes: 39,
+  },
+  {
+    id: 'digitalocean-token',
+    anchor: UNDERSCORE,
+    leads: ['dop', 'doo', 'dor'],
+    follow: 'v1_',
+    pattern: /do[por]_v1_([a-f0-9]{64})(?![A-Za-z0-9])/y,
+    spanBytes: 72,
+  },
 ];
 
+const ALL_SPECS: readonly RuleSpec[] = [...SPECS, ...CONTEXT_RULE_SPECS];
+
 /** Every content rule, one entry per lead. */
-export const SECRET_RULES: readonly SecretRule[] = Object.freeze(SPECS.flatMap(expand));
+export const SECRET_RULES: readonly SecretRule[] = Object.freeze(ALL_SPECS.flatMap(expand));
 
 /** The rule names `findSecret` can report. */
-export const SECRET_RULE_IDS: readonly string[] = Object.freeze([...new Set(SPECS.map((s) => s.id))]);
-
-const PLACEHOLDER_WORD_RE = /example/i;
-const PLACEHOLDER_RUN = 6;
-
-/**
- * True for values people write in documentation instead of a credential: containing
- * `EXAMPLE` (the AWS docs keys), or six identical or consecutive characters in a row
- * (`xxxxxx`, `000000`, `123456`, `abcdef`), which random tokens of these lengths almost
- * never contain.
- */
-export function looksLikePlaceholder(value: string): boolean {
-  if (PLACEHOLDER_WORD_RE.test(value)) return true;
-  let same = 1;
-  let ascending = 1;
-  for (let i = 1; i < value.length; i += 1) {
-    const code = value.charCodeAt(i);
-    const previous = value.charCodeAt(i - 1);
-    same = code === previous ? same + 1 : 1;
-    ascending = code === previous + 1 ? ascending + 1 : 1;
-    if (same >= PLACEHOLDER_RUN || ascending >= PLACEHOLDER_RUN) return true;
-  }
-  return false;
-}
+export const SECRET_RULE_IDS: readonly string[] = Object.freeze([...new Set(ALL_SPECS.map((s) => s.id))]);

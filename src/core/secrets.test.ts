@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { credentialSamples } from '../../test/support/secret-samples.js';
 import { MAX_SECRET_SPAN_BYTES, SECRET_RULES } from './secret-rules.js';
 import { createSecretScanner, findSecret, SECRET_RULE_IDS, SECRET_SCAN_OVERLAP_BYTES, type SecretFinding } from './secrets.js';
 
@@ -73,6 +74,7 @@ const POSITIVES: readonly (readonly [string, string])[] = [
   ['openai-api-key', `s${'k'}-${random(ALNUM, 20)}T3BlbkFJ${random(ALNUM, 20)}`],
   ['anthropic-api-key', `s${'k-ant'}-api03-${random(`${ALNUM}_-`, 93)}AA`],
   ['huggingface-token', `h${'f'}_${random(UPPER + LOWER, 34)}`],
+  ...credentialSamples(),
 ];
 
 /** Text that looks close to a secret but is not one. */
@@ -217,7 +219,7 @@ describe('createSecretScanner', () => {
 
   it('keeps returning its finding once it has one, and nothing for a clean or empty stream', () => {
     const scanner = createSecretScanner();
-    const { bytes } = embed(`AI${'za'}${random(ALNUM, 35)}`, `${'z'.repeat(4999)} `, `"${'z'.repeat(2000)}`);
+    const { bytes } = embed(`AI${'za'}${random(ALNUM, 35)}`, `${'z'.repeat(4999)} `, `"${'z'.repeat(2000 + SECRET_SCAN_OVERLAP_BYTES)}`);
     const first = scanner.push(bytes);
     expect(first).toEqual({ rule: 'google-api-key', offset: 5000 });
     expect(scanner.push(Buffer.from('more'))).toEqual(first);

@@ -30,6 +30,8 @@ interface AnchorGroup {
   readonly byte: number | undefined;
   /** For each unled rule: how many anchor bytes its `follow` starts with. */
   readonly unledRuns: readonly number[];
+  /** For each unled rule: the first byte after the anchor that is not part of such a run (-1: none to check). */
+  readonly unledNext: readonly number[];
 }
 
 function leadingRun(text: string, byte: number): number {
@@ -61,9 +63,13 @@ function groupRules(rules: readonly SecretRule[]): readonly AnchorGroup[] {
       byLeadEnd,
       unled,
       anchorBytes: byte === undefined ? (anchor as string).length : 1,
-      maxLeadBytes: Math.max(...own.map((r) => r.lead.length)),
+      maxLeadBytes: Math.max(...own.map((r) => Math.max(r.lead.length, r.schemeBytes))),
       byte,
       unledRuns: unled.map((r) => (byte === undefined ? 0 : leadingRun(r.follow, byte))),
+      unledNext: unled.map((r) => {
+        const run = byte === undefined ? 0 : leadingRun(r.follow, byte);
+        return run < r.follow.length ? r.follow.charCodeAt(run) : -1;
+      }),
     };
   });
 }
@@ -84,40 +90,79 @@ function bytesAt(buf: Buffer, at: number, literal: string): boolean {
   return true;
 }
 
+const SCHEME_BYTE = new Uint8Array(256);
+for (let c = 0; c < 256; c += 1) SCHEME_BYTE[c] = WORD_BYTE[c] === 1 || c === 0x2b || c === 0x2d || c === 0x2e ? 1 : 0;
+
+/**
+ * Where the URL scheme ending at `anchorAt` starts: the run of scheme bytes before it, at
+ * most `most` long and starting with a letter; undefined when there is none or it is longer.
+ */
+function schemeStart(buf: Buffer, anchorAt: number, most: number): number | undefined {
+  let start = anchorAt;
+  while (start > 0 && anchorAt - start < most && SCHEME_BYTE[buf[start - 1] as number] === 1) start -= 1;
+  if (start === anchorAt || (start > 0 && SCHEME_BYTE[buf[start - 1] as number] === 1)) return undefined;
+  const first = (buf[start] as number) | 0x20;
+  return first >= 0x61 && first <= 0x7a ? start : undefined;
+}
+
 /** Runs `rule` for an anchor hit at `anchorAt`; returns the token start when it matches. */
 function tryRule(buf: Buffer, rule: SecretRule, anchorAt: number, anchorBytes: number, from: number, to: number): number | undefined {
   // Cheapest rejections first: most anchor hits in ordinary text fail on the follow bytes.
   if (!bytesAt(buf, anchorAt + anchorBytes, rule.follow)) return undefined;
-  const start = anchorAt - rule.lead.length;
-  if (start < from || start >= to || !bytesAt(buf, start, rule.lead)) return undefined;
+  const start = rule.schemeBytes > 0 ? schemeStart(buf, anchorAt, rule.schemeBytes) : anchorAt - rule.lead.length;
+  if (start === undefined || start < from || start >= to || !bytesAt(buf, start, rule.lead)) return undefined;
   if (rule.wordStart && start > 0 && WORD_BYTE[buf[start - 1] as number] === 1) return undefined;
-  const window = buf.toString('latin1', start, Math.min(buf.length, start + rule.spanBytes));
+  let end = Math.min(buf.length, start + rule.spanBytes);
+  const run = rule.runBytes;
+  if (run !== undefined) {
+    if (start > 0 && run[buf[start - 1] as number] === 1) return undefined;
+    let runEnd = start;
+    while (runEnd < end && run[buf[runEnd] as number] === 1) runEnd += 1;
+    end = Math.min(end, runEnd + 1);
+  }
+  const window = buf.toString('latin1', start, end);
   rule.pattern.lastIndex = 0;
   const match = rule.pattern.exec(window);
   if (match === null) return undefined;
   const value = match[1] ?? match[2];
   if (rule.placeholders && value !== undefined && looksLikePlaceholder(value)) return undefined;
+  if (rule.check !== undefined && !rule.check(match)) return undefined;
   return start;
 }
+
+/** Bytes scanned by every anchor group before the next block: small enough to stay in the core's cache between passes. */
+const SCAN_BLOCK_BYTES = 128 * 1024;
 
 /**
  * The earliest secret whose first byte lies in `[from, to)` of `buf`. The caller guarantees
  * that every byte a rule may read for such a start is present (or that `buf` ends the data),
- * and that the byte before `from` is present unless `from` is 0 and starts the data.
+ * and that the byte before `from` is present unless `from` is 0 and starts the data. Large
+ * ranges go block by block, so each anchor's pass reads the block from cache, not memory.
  */
 function scanRange(buf: Buffer, from: number, to: number): SecretFinding | undefined {
+  for (let at = from; at < to; at += SCAN_BLOCK_BYTES) {
+    const found = scanBlock(buf, at, Math.min(to, at + SCAN_BLOCK_BYTES));
+    if (found !== undefined) return found;
+  }
+  return undefined;
+}
+
+/** {@link scanRange} for one block: every anchor group, each searching only as far as a start in the block can reach. */
+function scanBlock(buf: Buffer, from: number, to: number): SecretFinding | undefined {
   let best: SecretRule | undefined;
   let limit = to;
-  for (const { search, byte, byLeadEnd, unled, unledRuns, anchorBytes, maxLeadBytes } of GROUPS) {
-    let at = buf.indexOf(search, from);
+  for (const { search, byte, byLeadEnd, unled, unledRuns, unledNext, anchorBytes, maxLeadBytes } of GROUPS) {
+    // An anchor at or past `limit + maxLeadBytes` cannot start a secret before `limit`.
+    const window = buf.subarray(0, Math.min(buf.length, limit + maxLeadBytes + anchorBytes));
+    let at = window.indexOf(search, from);
     while (at !== -1 && at - maxLeadBytes < limit) {
       const led = at > 0 ? byLeadEnd[buf[at - 1] as number] : undefined;
       for (const rule of led ?? NO_RULES) {
         const start = tryRule(buf, rule, at, anchorBytes, from, limit);
         if (start !== undefined) [best, limit] = [rule, start];
       }
-      // A run of the anchor byte (`-----`, `____`) is handled in one step: leads end in a
-      // letter, so only the run's first byte can follow one, and an unled rule whose follow
+      // A run of the anchor byte (`-----`, `____`) is handled in one step: no lead ends in the
+      // anchor byte, so only the run's first byte can follow one, and an unled rule whose follow
       // starts with m anchor bytes can only sit m + 1 bytes before the run's end. A file of
       // dashes then costs a byte loop instead of an `indexOf` call per byte.
       let runEnd = at + 1;
@@ -125,10 +170,14 @@ function scanRange(buf: Buffer, from: number, to: number): SecretFinding | undef
       for (let i = 0; i < unled.length; i += 1) {
         const rule = unled[i] as SecretRule;
         const position = byte === undefined ? at : runEnd - 1 - (unledRuns[i] as number);
-        const start = position >= at ? tryRule(buf, rule, position, anchorBytes, from, limit) : undefined;
+        // Inline first test: on a common anchor byte most hits fail here, before any call.
+        const next = unledNext[i] as number;
+        const nextAt = byte === undefined ? at + anchorBytes : runEnd;
+        if (position < at || (next !== -1 && (nextAt >= buf.length || buf[nextAt] !== next))) continue;
+        const start = tryRule(buf, rule, position, anchorBytes, from, limit);
         if (start !== undefined) [best, limit] = [rule, start];
       }
-      at = buf.indexOf(search, runEnd);
+      at = window.indexOf(search, runEnd);
     }
   }
   return best === undefined ? undefined : { rule: best.id, offset: limit };
@@ -140,11 +189,17 @@ function asBuffer(bytes: Uint8Array): Buffer {
 
 /**
  * The first (lowest-offset) high-confidence secret in `content`, or undefined. Detects PEM
- * and PGP private-key blocks with a key body (a bare header quoted in code is not a key),
- * AWS access key ids and `aws_secret_access_key = …` assignments, GitHub, GitLab, Slack,
- * npm and Hugging Face tokens, Google API keys, Stripe live keys, OpenAI and Anthropic API
- * keys. Public keys, certificates and documentation placeholders (`AKIAIOSFODNN7EXAMPLE`)
- * do not match. Pure and synchronous; linear in the input, fast on binary data.
+ * and PGP private-key blocks with a key body (a bare header quoted in code is not a key) and
+ * their base64 form (kubeconfig `client-key-data`); AWS access key ids and secret keys
+ * assigned to their conventional names (`aws_secret_access_key = …`, `"SecretAccessKey": …`);
+ * GitHub, GitLab, Slack (tokens and webhooks), npm, PyPI, Hugging Face, Shopify and
+ * DigitalOcean tokens; Google API keys, OAuth client secrets and refresh tokens; Stripe live
+ * keys, OpenAI and Anthropic API keys, age secret keys; signed JWTs (Kubernetes
+ * service-account tokens); `.npmrc` credentials (`_authToken=`, `_auth=`, `_password=`),
+ * Docker `"auth"` values and URLs with an embedded password (`scheme://user:password@host`).
+ * Public keys, certificates, environment references (`${NPM_TOKEN}`) and documentation
+ * placeholders (`AKIAIOSFODNN7EXAMPLE`, `user:password@`) do not match. Pure and
+ * synchronous; linear in the input, fast on binary data.
  */
 export function findSecret(content: Uint8Array): SecretFinding | undefined {
   const buf = asBuffer(content);

@@ -115,6 +115,7 @@ export async function readFiles(input: ReadFilesInput): Promise<ReadFilesResult>
     } else {
       const content = await source.readLarge(file, (chunk) => sink.offerRaw(chunk.id, chunk.bytes));
       if (content.kind === 'secret') excluded.push({ path: file.path, reason: 'secret-content', rule: content.finding.rule });
+      else if (content.kind === 'changed') changedWhileReading = true;
       else record(file, content.sha256, content.chunkIds, content.size);
     }
     filesDone += 1;

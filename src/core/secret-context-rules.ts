@@ -1,0 +1,139 @@
+/**
+ * Content rules that recognise a credential by its context or structure rather than a
+ * prefix of its own: a key name next to the value (`"SecretAccessKey": "…"`, `_authToken=`,
+ * `"auth": "…"`, `refresh_token`), a URL's userinfo (`scheme://user:password@host`), or a
+ * decoded structure (a JWT header naming its `alg`, base64 of a private-key PEM block). Each
+ * runs a `check` on its match so that placeholders, environment references (`${NPM_TOKEN}`)
+ * and documentation samples do not count. Anchors are bytes the prefix rules already scan for
+ * (`_`) or two more (`:`, `J`), so the whole table costs two extra passes over the data.
+ */
+import type { RuleSpec } from './secret-rules.js';
+import {
+  isBase64PrivateKey,
+  isBasicAuthBase64,
+  isPasswordBase64,
+  isSignedJwt,
+  looksGenerated,
+  looksLikeTokenValue,
+} from './secret-values.js';
+
+const UNDERSCORE = 0x5f;
+const COLON = 0x3a;
+const LETTER_J = 0x4a;
+
+/** Longest JWT header and claims the rule reads; real ones (Kubernetes, Azure AD) stay well under. */
+const JWT_HEADER_CHARS = 1000;
+const JWT_CLAIMS_CHARS = 6000;
+/** Signature characters that prove a JWT is signed (HS256 has 43, RS256 342). */
+const JWT_SIGNATURE_CHARS = 16;
+/** Base64 characters decoded to recognise a private-key block: header, armor lines and 40 body characters. */
+const BASE64_KEY_CHARS = 256;
+const URL_SCHEME_CHARS = 32;
+const URL_USER_CHARS = 64;
+const URL_PASSWORD_CHARS = 128;
+const NPM_VALUE_CHARS = 512;
+
+/** Userinfo characters of a URL, stopping at anything that ends a URL in text or code. */
+const USERINFO = String.raw`[^\s:@/?#"'<>\\\`]`;
+
+/** The context and structure rules, merged into `SECRET_RULES` by `secret-rules.ts`. */
+export const CONTEXT_RULE_SPECS: readonly RuleSpec[] = [
+  {
+    // Kubernetes service-account tokens, OIDC ID tokens, API bearer tokens: header.claims.signature.
+    id: 'jwt',
+    anchor: LETTER_J,
+    leads: ['ey'],
+    pattern: new RegExp(
+      `(eyJ[A-Za-z0-9_-]{4,${JWT_HEADER_CHARS}})\\.(eyJ[A-Za-z0-9_-]{4,${JWT_CLAIMS_CHARS}})\\.([A-Za-z0-9_-]{${JWT_SIGNATURE_CHARS}})`,
+      'y',
+    ),
+    spanBytes: 3 + JWT_HEADER_CHARS + 1 + 3 + JWT_CLAIMS_CHARS + 1 + JWT_SIGNATURE_CHARS + 1,
+    placeholders: false,
+    runChars: `${'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789'}_-.`,
+    check: (m) => isSignedJwt(m[1] as string, m[2] as string, m[3] as string),
+  },
+  {
+    // A private key stored base64-encoded: kubeconfig `client-key-data`, Kubernetes `tls.key`.
+    // `LS0tLS1CRUdJTi` is base64 of `-----BEGIN `.
+    id: 'base64-private-key',
+    anchor: LETTER_J,
+    leads: ['LS0tLS1CRUd'],
+    follow: 'Ti',
+    pattern: new RegExp(`LS0tLS1CRUdJTi[A-Za-z0-9+/]{90,${BASE64_KEY_CHARS - 14}}`, 'y'),
+    spanBytes: BASE64_KEY_CHARS + 1,
+    placeholders: false,
+    check: (m) => isBase64PrivateKey(m[0].slice(0, m[0].length - (m[0].length % 4))),
+  },
+  {
+    // The JSON and JavaScript spellings of an AWS secret key (`aws sts` output, SDK config).
+    id: 'aws-secret-access-key',
+    anchor: COLON,
+    leads: ['SecretAccessKey"', "SecretAccessKey'", 'SecretAccessKey'].flatMap((l) => [l, `s${l.slice(1)}`]),
+    pattern: /[Ss]ecretAccessKey["']?:[ \t]{0,8}["']([A-Za-z0-9/+]{40})["']/y,
+    spanBytes: 15 + 2 + 8 + 1 + 40 + 1,
+  },
+  {
+    // Docker's config.json (`"auths": {"registry": {"auth": "…"}}`): base64 of `user:password`.
+    id: 'docker-auth',
+    anchor: COLON,
+    leads: ['"auth"'],
+    pattern: /"auth":[ \t]{0,8}"([A-Za-z0-9+/]{8,600}={0,2})"/y,
+    spanBytes: 7 + 8 + 1 + 602 + 1,
+    placeholders: false,
+    check: (m) => isBasicAuthBase64(m[1] as string),
+  },
+  {
+    id: 'slack-webhook',
+    anchor: COLON,
+    leads: ['https'],
+    follow: '//hooks.slack.com/',
+    pattern: /https:\/\/hooks\.slack\.com\/services\/T[A-Z0-9]{8,12}\/B[A-Z0-9]{8,12}\/([A-Za-z0-9]{24})(?![A-Za-z0-9])/y,
+    spanBytes: 34 + 13 + 13 + 24 + 1,
+  },
+  {
+    // `scheme://user:password@host` with a generated-looking password; `user:password@`,
+    // `${PASS}` and friends are documentation.
+    id: 'url-password',
+    anchor: COLON,
+    leads: [''],
+    follow: '//',
+    schemeBytes: URL_SCHEME_CHARS,
+    pattern: new RegExp(
+      `[A-Za-z][A-Za-z0-9+.-]{0,${URL_SCHEME_CHARS - 1}}://(${USERINFO}{0,${URL_USER_CHARS}}):(${USERINFO}{1,${URL_PASSWORD_CHARS}})@[A-Za-z0-9[]`,
+      'y',
+    ),
+    spanBytes: URL_SCHEME_CHARS + 3 + URL_USER_CHARS + 1 + URL_PASSWORD_CHARS + 2 + 1,
+    placeholders: false,
+    check: (m) => !/[$<>{}]/.test(m[1] as string) && looksGenerated(m[2] as string),
+  },
+  {
+    // `.npmrc`: `//registry/:_authToken=…`, `_auth=` (base64 of user:password), `_password=` (base64).
+    id: 'npmrc-auth',
+    anchor: UNDERSCORE,
+    leads: [''],
+    follow: 'auth',
+    pattern: new RegExp(`_(authToken|auth)[ \\t]{0,8}=[ \\t]{0,8}["']?([^\\s"']{1,${NPM_VALUE_CHARS}})`, 'y'),
+    spanBytes: 10 + 8 + 1 + 8 + 1 + NPM_VALUE_CHARS + 1,
+    placeholders: false,
+    check: (m) => (m[1] === 'auth' ? isBasicAuthBase64(m[2] as string) : looksLikeTokenValue(m[2] as string)),
+  },
+  {
+    id: 'npmrc-auth',
+    anchor: UNDERSCORE,
+    leads: [''],
+    follow: 'password',
+    pattern: new RegExp(`_password[ \\t]{0,8}=[ \\t]{0,8}["']?([A-Za-z0-9+/=]{8,${NPM_VALUE_CHARS}})(?![^\\s"'])`, 'y'),
+    spanBytes: 9 + 8 + 1 + 8 + 1 + NPM_VALUE_CHARS + 1,
+    placeholders: false,
+    check: (m) => isPasswordBase64(m[1] as string),
+  },
+  {
+    // Google OAuth refresh tokens (gcloud's application-default credentials) start `1//`.
+    id: 'google-oauth-refresh-token',
+    anchor: UNDERSCORE,
+    leads: ['refresh'],
+    follow: 'token',
+    pattern: /refresh_token["']?[ \t]{0,8}[:=][ \t]{0,8}["']?1\/\/([A-Za-z0-9_-]{40,})/y,
+    spanBytes: 13 + 1 + 8 + 1 + 8 + 1 + 3 + 41,
+  },
+];
