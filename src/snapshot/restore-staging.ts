@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { removeTree } from './remove-tree.js';
 
 /** What every restore staging directory's name holds after `.<target name>`. */
 export const STAGING_MARK = '.holdfast-staging-';
@@ -48,26 +49,6 @@ function readRecord(file: string): StagingRecord | undefined {
     return r as StagingRecord;
   } catch {
     return undefined;
-  }
-}
-
-/**
- * Removes a tree even when it holds read-only directories (a staged `0555` directory lets
- * nobody but root unlink its entries): on `EACCES`/`EPERM` every directory is given owner
- * rwx and the removal is tried again. Symlinks are never followed.
- */
-export function removeTree(p: string): void {
-  try {
-    fs.rmSync(p, { recursive: true, force: true });
-  } catch (error) {
-    const code = (error as { code?: unknown }).code;
-    if (code !== 'EACCES' && code !== 'EPERM') throw error;
-    const open = (dir: string): void => {
-      fs.chmodSync(dir, 0o700);
-      for (const e of fs.readdirSync(dir, { withFileTypes: true })) if (e.isDirectory()) open(path.join(dir, e.name));
-    };
-    open(p);
-    fs.rmSync(p, { recursive: true, force: true });
   }
 }
 

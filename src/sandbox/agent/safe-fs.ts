@@ -4,6 +4,9 @@ import path from 'node:path';
 import { splitRelativePath } from '../../core/paths.js';
 import { type ErrorCode, HoldfastError, InputError, NotFoundError } from '../../errors.js';
 
+/** Shared with the host, which removes restore staging the same way. */
+export { removeTree } from '../../snapshot/remove-tree.js';
+
 const { O_RDONLY, O_NOFOLLOW } = fs.constants;
 const HASH_BLOCK_BYTES = 4 * 1024 * 1024;
 
@@ -81,26 +84,6 @@ export function hashFile(abs: string): string {
     }
   } finally {
     fs.closeSync(fd);
-  }
-}
-
-/**
- * Removes a tree, read-only directories included (a restored workspace may hold `0555`
- * directories, whose entries not even their owner may unlink): on `EACCES`/`EPERM` every
- * directory is given owner rwx and the removal is tried again. Symlinks are never followed.
- */
-export function removeTree(p: string): void {
-  try {
-    fs.rmSync(p, { recursive: true, force: true });
-  } catch (error) {
-    const code = (error as { code?: unknown }).code;
-    if (code !== 'EACCES' && code !== 'EPERM') throw error;
-    const open = (dir: string): void => {
-      fs.chmodSync(dir, 0o700);
-      for (const e of fs.readdirSync(dir, { withFileTypes: true })) if (e.isDirectory()) open(path.join(dir, e.name));
-    };
-    open(p);
-    fs.rmSync(p, { recursive: true, force: true });
   }
 }
 
