@@ -11,6 +11,14 @@ export const RESERVED_NAMES: ReadonlySet<string> = new Set(['.holdfast']);
 // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are exactly what is rejected.
 const CONTROL_RE = /[\u0000-\u001f\u007f]/;
 
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is replaced.
+const CONTROL_ALL_RE = /[\u0000-\u001f\u007f]/g;
+
+/** `text` (a name, a link target, a message from a sandbox) with every control character shown as `?`, fit for a report or a log line. */
+export function printable(text: string): string {
+  return text.replace(CONTROL_ALL_RE, '?');
+}
+
 /** Why `name` cannot be one entry of a workspace path, or undefined when it can. */
 export function nameProblem(name: string): string | undefined {
   if (name === '' || name === '.' || name === '..') return 'empty, "." or ".." segment';

@@ -11,7 +11,7 @@ import { BACKENDS, type OpenedBackends } from '../support/backends.js';
 import { codeOf } from '../support/error-code.js';
 import { describeTree, seededBytes, writeFile } from '../support/trees.js';
 import { startAgent, tempDir } from './agent-harness.js';
-import { lyingChannel, type ScanRewrite } from './lying-agent.js';
+import { ErrorAnswer, lyingChannel, type ScanRewrite } from './lying-agent.js';
 
 const sha = (b: Uint8Array | string): string => createHash('sha256').update(b).digest('hex');
 const OLD_MS = Date.UTC(2024, 1, 2, 3, 4, 5);
@@ -140,6 +140,24 @@ for (const backend of BACKENDS) {
       expect(ws.headCheckpointId).toBe(first.checkpoint.id);
       const log = await b.snapshots.log('malformed');
       expect(log.filter((c) => c.status === 'failed').map((c) => c.error?.code)).toEqual(lies.map(([, , code]) => code).reverse());
+    });
+
+    it('an agent cannot speak for the host: a code only the host raises arrives as INTERNAL, its text bounded and printable', async () => {
+      const { root, checkpoint } = sandbox('codes');
+      writeFile(root, 'a.txt', 'a', 0o644, OLD_MS);
+      const first = await checkpoint(b.snapshots, 'codes', honest);
+      for (const code of ['STALE_LEASE', 'UNAUTHORIZED', 'SETUP_FAILED', 'STORE_FULL', 'WORKSPACE_CHANGED', 'NO_SUCH_CODE']) {
+        const lie = () => new ErrorAnswer({ code, message: `\u001b[31m${'x'.repeat(50_000)}`, data: { padding: 'y'.repeat(100_000) } });
+        const error = await checkpoint(b.snapshots, 'codes', lie).then(
+          () => undefined,
+          (e: unknown) => e as { code: string; message: string; data: Record<string, unknown> },
+        );
+        expect(error?.code, code).toBe('INTERNAL');
+        expect(error?.message.length).toBeLessThan(2000);
+        expect(error?.message).not.toContain('\u001b');
+        expect(error?.data.padding).toBeUndefined();
+      }
+      expect((await b.snapshots.workspace('codes', false)).headCheckpointId).toBe(first.checkpoint.id);
     });
 
     it('offered object ids that the host did not record for that path are ignored: the bytes are read', async () => {

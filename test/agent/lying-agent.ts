@@ -6,6 +6,11 @@ import { SCAN_PART_BYTES, type ScanWire } from '../../src/sandbox/agent/protocol
 /** Rewrites one scan answer (the parsed JSON the real agent sent); return what the host should get. */
 export type ScanRewrite = (wire: ScanWire) => unknown;
 
+/** Returned by a {@link ScanRewrite}: answer the scan with this error frame instead. */
+export class ErrorAnswer {
+  constructor(readonly error: Record<string, unknown>) {}
+}
+
 /**
  * What a sandbox can do to its own agent: the real agent keeps running and answers every request,
  * but its scan answers pass through `rewrite` before the host sees them (the sandbox user owns the
@@ -48,7 +53,12 @@ export function lyingChannel(
         }
         if (header.result !== undefined) {
           const wire = JSON.parse(Buffer.concat(scanParts.get(id) ?? []).toString('utf8')) as ScanWire;
-          const json = Buffer.from(JSON.stringify(rewrite(wire)), 'utf8');
+          const answer = rewrite(wire);
+          if (answer instanceof ErrorAnswer) {
+            send({ id, error: answer.error });
+            continue;
+          }
+          const json = Buffer.from(JSON.stringify(answer), 'utf8');
           for (let at = 0; at < json.length; at += SCAN_PART_BYTES) send({ id, more: true, at }, json.subarray(at, at + SCAN_PART_BYTES));
           send({ id, result: { ...(header.result as object), bytes: json.length } });
           continue;

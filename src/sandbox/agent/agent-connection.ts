@@ -1,7 +1,7 @@
 import type { Readable, Writable } from 'node:stream';
+import { printable } from '../../core/paths.js';
 import {
   ConflictError,
-  ERROR_CODES,
   type ErrorCode,
   type ErrorData,
   HoldfastError,
@@ -180,7 +180,7 @@ export class AgentConnection {
       if (d.kind === 'malformed') continue;
       const header = d.frame.header as unknown as ResponseHeader;
       // An error without an id answers a frame the agent could not read; it explains a death that may follow.
-      if (header.id === null && header.error !== undefined) this.agentComplaint = String(header.error.message);
+      if (header.id === null && header.error !== undefined) this.agentComplaint = agentText(header.error?.message);
       const p = typeof header.id === 'number' ? this.pending.get(header.id) : undefined;
       if (p === undefined) continue;
       if (header.more === true) {
@@ -245,30 +245,68 @@ function describeExit(exit: AgentExit): string {
   return `exited with code ${exit.code ?? 'unknown'}`;
 }
 
-/** An error frame as the `HoldfastError` subclass its code belongs to. */
+/**
+ * Codes an agent may answer with: the ones its own ops raise. Any other code (`STALE_LEASE`,
+ * `UNAUTHORIZED`, `SETUP_FAILED`, …) speaks for the host, and an agent is not the host: it
+ * arrives as `INTERNAL`, so a sandbox cannot make Holdfast believe it lost a lease or a store.
+ */
+export const AGENT_ERROR_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
+  'NOT_FOUND',
+  'ALREADY_EXISTS',
+  'CONFLICT',
+  'INTEGRITY',
+  'LIMIT_EXCEEDED',
+  'INVALID_PATH',
+  'INVALID_INPUT',
+  'FORBIDDEN',
+  'CANCELLED',
+  'STORE_UNAVAILABLE',
+  'INTERNAL',
+]);
+/** Longest agent error message kept (it is the sandbox's text, stored with failed checkpoints). */
+const MAX_AGENT_MESSAGE_CHARS = 1000;
+/** Largest agent error `data` kept, as JSON text; bigger data is dropped. */
+const MAX_AGENT_DATA_CHARS = 4096;
+
+/** An agent's text as it may appear in an error message: printable and bounded. */
+export function agentText(raw: unknown): string {
+  return printable(String(raw)).slice(0, MAX_AGENT_MESSAGE_CHARS);
+}
+
+/**
+ * An error frame as the `HoldfastError` subclass its code belongs to. The frame is the
+ * sandbox's: a code outside {@link AGENT_ERROR_CODES} becomes `INTERNAL`, the message is made
+ * printable and bounded, and `data` is kept only when it is a small JSON object.
+ */
 export function fromWire(wire: WireError, op: AgentOp): HoldfastError {
-  const code: ErrorCode = ERROR_CODES.includes(wire.code) ? wire.code : 'INTERNAL';
-  const message = `${String(wire.message ?? 'agent error').startsWith('[agent]') ? '' : '[agent] '}${String(wire.message)}`;
-  const options = { data: { ...(wire.data as ErrorData), op } };
+  const code: ErrorCode = AGENT_ERROR_CODES.has(wire?.code) ? wire.code : 'INTERNAL';
+  const text = agentText(wire?.message ?? 'agent error');
+  const message = text.startsWith('[agent]') ? text : `[agent] ${text}`;
+  const options = { data: { ...agentData(wire?.data), op } };
   switch (code) {
     case 'INVALID_INPUT':
     case 'INVALID_PATH':
     case 'LIMIT_EXCEEDED':
-    case 'SECRET_EXCLUDED':
       return new InputError(code, message, options);
     case 'NOT_FOUND':
       return new NotFoundError(message, options);
     case 'CONFLICT':
     case 'ALREADY_EXISTS':
-    case 'STALE_LEASE':
-    case 'WORKSPACE_CHANGED':
       return new ConflictError(code, message, options);
     case 'INTEGRITY':
-    case 'RESTORE_INCOMPLETE':
       return new IntegrityError(code, message, options);
     case 'STORE_UNAVAILABLE':
       return new StoreError(message, { ...options, transient: wire.data?.transient === true });
     default:
       return new HoldfastError(code, message, options);
+  }
+}
+
+function agentData(raw: unknown): ErrorData {
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return {};
+  try {
+    return JSON.stringify(raw).length <= MAX_AGENT_DATA_CHARS ? (raw as ErrorData) : {};
+  } catch {
+    return {};
   }
 }

@@ -1,7 +1,7 @@
 import type { DirectoryRules, ExcludeRules, Exclusion } from '../../core/excludes.js';
 import { EXCLUSION_REASONS } from '../../core/exclusion.js';
 import { hasSpecialBits, permissionBits } from '../../core/modes.js';
-import { MAX_PATH_BYTES, nameProblem, symlinkStaysInside } from '../../core/paths.js';
+import { MAX_PATH_BYTES, nameProblem, printable, symlinkStaysInside } from '../../core/paths.js';
 import { InputError, IntegrityError } from '../../errors.js';
 import {
   DEFAULT_MAX_DIRS,
@@ -199,13 +199,6 @@ function agentExclusions(raw: unknown): { kept: Exclusion[]; dropped: number } {
     kept.push({ path: printable(e.path).slice(0, MAX_PATH_BYTES), reason, rule: printable(e.rule).slice(0, MAX_RULE_CHARS) });
   }
   return { kept, dropped: Math.max(0, raw.length - MAX_AGENT_EXCLUSIONS) };
-}
-
-// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is replaced.
-const CONTROL_RE = /[\u0000-\u001f\u007f]/g;
-/** A sandbox-chosen string as it may appear in a report or a log line. */
-function printable(s: string): string {
-  return s.replace(CONTROL_RE, '?');
 }
 
 function record(raw: unknown, what: string): Record<string, unknown> {
