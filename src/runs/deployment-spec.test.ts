@@ -48,4 +48,22 @@ describe('deployment specs', () => {
     );
     expect(normalizeDeploymentSpec({ provider: 'bwrap', env: { NODE_ENV: 'production' } }).env).toEqual({ NODE_ENV: 'production' });
   });
+
+  it('nor in a setup or validate argument or the image: a token pasted into a clone URL is SECRET_EXCLUDED, naming the field', () => {
+    const token = `ghp_${'A1b2C3d4E5'.repeat(4).slice(0, 36)}`;
+    const url = `https://x-access-token:${token}@github.com/acme/app.git`;
+    const cases: Array<[Parameters<typeof normalizeDeploymentSpec>[0], string]> = [
+      [{ provider: 'bwrap', setup: [['true'], ['git', 'clone', url]] }, 'setup[1]'],
+      [{ provider: 'bwrap', validate: ['sh', '-c', `curl -H "Authorization: token ${token}" https://api.github.com`] }, 'validate'],
+      [{ provider: 'bwrap', image: `registry.example/app:${token}` }, 'image'],
+    ];
+    for (const [spec, field] of cases) {
+      expect(() => normalizeDeploymentSpec(spec)).toThrow(
+        expect.objectContaining({ code: 'SECRET_EXCLUDED', data: expect.objectContaining({ field }) }),
+      );
+    }
+    expect(normalizeDeploymentSpec({ provider: 'bwrap', setup: [['git', 'clone', 'https://github.com/acme/app.git']] }).setup).toHaveLength(
+      1,
+    );
+  });
 });

@@ -56,16 +56,6 @@ export function normalizeDeploymentSpec(input: DeploymentSpecInput): DeploymentS
     throw new InputError('LIMIT_EXCEEDED', `at most ${MAX_SETUP_COMMANDS} setup commands`, { data: { field: 'setup' } });
   }
   const env = checkedEnv(input.env);
-  for (const [name, value] of Object.entries(env)) {
-    const finding = findSecret(Buffer.from(value));
-    if (finding !== undefined) {
-      throw new HoldfastError(
-        'SECRET_EXCLUDED',
-        `deployment variable ${name} looks like a credential (${finding.rule}); Holdfast never stores credentials: inject them into the sandbox at run time instead`,
-        { data: { field: 'env', name, rule: finding.rule } },
-      );
-    }
-  }
   const workspaceRoot = input.workspaceRoot ?? null;
   if (
     workspaceRoot !== null &&
@@ -80,7 +70,7 @@ export function normalizeDeploymentSpec(input: DeploymentSpecInput): DeploymentS
   const policy = input.workspaceUpgradePolicy ?? 'automatic';
   if (policy !== 'automatic' && policy !== 'manual')
     throw invalid('workspaceUpgradePolicy must be automatic or manual', 'workspaceUpgradePolicy');
-  return {
+  const spec: DeploymentSpec = {
     provider: input.provider,
     image,
     setup: setup.map((argv, i) => checkedArgv(argv, `setup[${i}]`)),
@@ -89,6 +79,32 @@ export function normalizeDeploymentSpec(input: DeploymentSpecInput): DeploymentS
     workspaceUpgradePolicy: policy,
     validate: input.validate === undefined || input.validate === null ? null : checkedArgv(input.validate, 'validate'),
   };
+  refuseCredentials(spec);
+  return spec;
+}
+
+/**
+ * A deployment is stored and shown as it is: none of its strings (image, env values, setup and
+ * validate arguments) may hold a credential (`SECRET_EXCLUDED`, naming the field). Credentials
+ * reach a sandbox at run time, never through Holdfast.
+ */
+function refuseCredentials(spec: DeploymentSpec): void {
+  const fields: Array<[string, string, string | undefined]> = [
+    ...(spec.image === null ? [] : [['image', spec.image, undefined] as [string, string, undefined]]),
+    ...Object.entries(spec.env).map(([name, value]): [string, string, string] => ['env', value, name]),
+    ...spec.setup.flatMap((argv, i) => argv.map((arg): [string, string, undefined] => [`setup[${i}]`, arg, undefined])),
+    ...(spec.validate ?? []).map((arg): [string, string, undefined] => ['validate', arg, undefined]),
+  ];
+  for (const [field, value, name] of fields) {
+    const finding = findSecret(Buffer.from(value));
+    if (finding === undefined) continue;
+    const what = name === undefined ? field : `variable ${name}`;
+    throw new HoldfastError(
+      'SECRET_EXCLUDED',
+      `deployment ${what} looks like a credential (${finding.rule}); Holdfast never stores credentials: inject them into the sandbox at run time instead`,
+      { data: { field, ...(name === undefined ? {} : { name }), rule: finding.rule } },
+    );
+  }
 }
 
 /** Canonical JSON of a normalized spec: fixed key order, sorted env. */

@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { withholdSecrets } from '../core/withhold-secrets.js';
 import { errorToJson, HoldfastError, InputError } from '../errors.js';
 import type { Checkpoint } from '../metadata/metadata-store.js';
 import type { SandboxHandle } from '../sandbox/sandbox-provider.js';
@@ -102,7 +103,8 @@ export async function runChecked(
         exitCode: result.code,
         signal: result.signal,
         timedOut: result.timedOut,
-        stderr: result.stderr.subarray(Math.max(0, result.stderr.length - STDERR_TAIL_BYTES)).toString('utf8'),
+        // Kept with the run's events and logged: a credential the command printed is withheld.
+        stderr: withholdSecrets(result.stderr.subarray(Math.max(0, result.stderr.length - STDERR_TAIL_BYTES)).toString('utf8')).value,
       },
     },
   );

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { MiddlewareHandler } from 'hono';
+import { withholdSecrets } from '../core/withhold-secrets.js';
 import { ConflictError, InputError } from '../errors.js';
 import type { MetadataStore } from '../metadata/metadata-store.js';
 import type { AppEnv } from './app-env.js';
@@ -38,10 +39,11 @@ export interface IdempotentRoute {
  * `INVALID_INPUT`; a retry while the first is still running is `CONFLICT`. Answers a retry may
  * change (5xx, 409 such as a busy run or a stale lease, 429) release the key, so a retry runs
  * again: such a request committed nothing. Credential fields ({@link IdempotentRoute}) are
- * stored as `null`: the secret is shown once, in the first answer only.
+ * stored as `null`, and any other string of the answer that holds a credential (a turn's
+ * output, say) is stored as a withheld marker: a secret is shown once, in the first answer
+ * only, and a replay that lacks one says so with `Idempotent-Redacted: true`.
  */
 export function idempotency(meta: MetadataStore, route: IdempotentRoute = {}): MiddlewareHandler<AppEnv> {
-  const redacted = (route.credentialFields?.length ?? 0) > 0;
   return async (c, next) => {
     const key = c.req.header(IDEMPOTENCY_HEADER);
     if (key === undefined || c.req.method === 'GET' || c.req.method === 'HEAD') return next();
@@ -57,9 +59,10 @@ export function idempotency(meta: MetadataStore, route: IdempotentRoute = {}): M
       .digest('hex');
     const found = await meta.idempotency.begin({ principalId, key, requestHash, expireBeforeMs: Date.now() - IDEMPOTENCY_RETENTION_MS });
     if (found.kind === 'replay') {
+      const receipt = JSON.parse(found.response) as Receipt;
       const headers: Record<string, string> = { 'content-type': 'application/json; charset=utf-8', [REPLAYED_HEADER]: 'true' };
-      if (redacted && found.statusCode < 300) headers[REDACTED_HEADER] = 'true';
-      return new Response(found.response, { status: found.statusCode, headers });
+      if (receipt.redacted) headers[REDACTED_HEADER] = 'true';
+      return new Response(JSON.stringify(receipt.body), { status: found.statusCode, headers });
     }
     if (found.kind === 'in_progress') {
       throw new ConflictError('CONFLICT', `a request with Idempotency-Key ${key} is still running; retry after it finished`, {
@@ -83,10 +86,16 @@ export function idempotency(meta: MetadataStore, route: IdempotentRoute = {}): M
   };
 }
 
+/** What a receipt stores: the answer's JSON, and whether anything was taken out of it. */
+interface Receipt {
+  readonly redacted: boolean;
+  readonly body: unknown;
+}
+
 /**
- * The answer's JSON text as a receipt keeps it (credential fields set to `null`), or
- * `undefined` when it cannot be replayed: not JSON, too large, or a credential-carrying answer
- * that is not a JSON object (so its credential could not be removed).
+ * The receipt of an answer (credential fields set to `null`, every other string that holds a
+ * credential withheld), as JSON text, or `undefined` when the answer cannot be replayed: not
+ * JSON, or too large.
  */
 async function storable(response: Response, credentialFields: readonly string[]): Promise<string | undefined> {
   if (!(response.headers.get('content-type') ?? '').includes('application/json')) return undefined;
@@ -94,18 +103,24 @@ async function storable(response: Response, credentialFields: readonly string[])
   if (declared > MAX_IDEMPOTENT_RESPONSE_BYTES) return undefined;
   const text = await response.clone().text();
   if (Buffer.byteLength(text) > MAX_IDEMPOTENT_RESPONSE_BYTES) return undefined;
-  return credentialFields.length === 0 ? text : redact(text, credentialFields);
-}
-
-function redact(text: string, fields: readonly string[]): string | undefined {
-  let value: unknown;
+  let body: unknown;
   try {
-    value = JSON.parse(text);
+    body = JSON.parse(text);
   } catch {
     return undefined;
   }
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) return undefined;
-  const kept: Record<string, unknown> = { ...value };
-  for (const field of fields) if (field in kept) kept[field] = null;
-  return JSON.stringify(kept);
+  let nulled = false;
+  if (credentialFields.length > 0 && body !== null && typeof body === 'object' && !Array.isArray(body)) {
+    const kept: Record<string, unknown> = { ...body };
+    for (const field of credentialFields) {
+      if (field in kept && kept[field] !== null) {
+        kept[field] = null;
+        nulled = true;
+      }
+    }
+    body = kept;
+  }
+  const { value, withheld } = withholdSecrets(body);
+  const receipt: Receipt = { redacted: nulled || withheld.length > 0, body: value };
+  return JSON.stringify(receipt);
 }
