@@ -141,6 +141,7 @@ function renderGc(r: GcReport): string {
     `${r.dryRun ? 'dry run, nothing changed: would have ' : ''}forgotten ${r.forgotten} checkpoints; ${r.liveObjects} live objects`,
     `  packs: ${r.packsCondemned} condemned, ${r.packsRepacked} repacked, ${r.packsDeleted} deleted, ${r.packsRevived} revived`,
     `  unindexed packs: ${r.orphanPacksDeleted} deleted, ${r.orphanPacksQueued} waiting out the grace period`,
+    `  staging of killed restores: ${r.stagingRemoved} removed`,
     `  freed ${formatBytes(r.bytesFreed)}`,
   ].join('\n');
 }
