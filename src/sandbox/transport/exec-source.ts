@@ -17,6 +17,8 @@ import { type AgentClient, type AgentScan, agentCacheKey } from '../agent/agent-
 /** A source scan that remembers the agent's scan id for the second look. */
 interface ExecScan extends SourceScan {
   readonly agentScan: AgentScan;
+  /** Every id the agent offered was taken (so the agent may skip those files in the second look). */
+  readonly allOffersTaken: boolean;
 }
 
 /**
@@ -60,20 +62,22 @@ export class ExecWorkspaceSource implements WorkspaceSource {
     const usable = new Map<string, RecordedFile>();
     if (base !== null && agentScan.base === base && agentScan.cached.size > 0) {
       const recorded = await this.recordedFiles(base);
+      const sizes = new Map(listFiles(agentScan.scan.root).map((f) => [f.path, f.size]));
       for (const [p, offered] of agentScan.cached) {
         const own = recorded.get(p);
-        if (own !== undefined && sameIds(own, offered)) usable.set(p, own);
+        if (own !== undefined && own.size === sizes.get(p) && sameIds(own, offered)) usable.set(p, own);
       }
     }
     const scan: ExecScan = {
       scan: agentScan.scan,
       lookup: (file) => {
         const own = usable.get(file.path);
-        return own !== undefined && own.size === file.size ? { sha256: own.sha256, chunks: own.chunks } : undefined;
+        return own === undefined ? undefined : { sha256: own.sha256, chunks: own.chunks };
       },
       trees: StatCache.empty(),
       allowances: agentScan.allowances,
       agentScan,
+      allOffersTaken: usable.size === agentScan.cached.size,
     };
     return scan;
   }
@@ -136,7 +140,9 @@ export class ExecWorkspaceSource implements WorkspaceSource {
   }
 
   async unchanged(scan: SourceScan, _wasRead: (path: string) => boolean): Promise<boolean> {
-    return this.client.recheck((scan as ExecScan).agentScan, { cachedWereUsed: true });
+    // An offer the host refused was a file it read: then every file is looked at again.
+    const { agentScan, allOffersTaken } = scan as ExecScan;
+    return this.client.recheck(agentScan, { cachedWereUsed: allOffersTaken });
   }
 
   async saveCache(scan: SourceScan, _next: StatCacheBuilder, ids: ReadonlyMap<string, FileIds>, base: string): Promise<void> {
