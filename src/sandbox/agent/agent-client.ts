@@ -3,7 +3,6 @@ import { ExcludeRules, type Exclusion } from '../../core/excludes.js';
 import { isSha256Hex } from '../../core/hash.js';
 import { InputError, IntegrityError, StoreError } from '../../errors.js';
 import { DEFAULT_MAX_DIRS, type ScanLimits, type ScanResult } from '../../snapshot/scan.js';
-import { checkAgentScan } from '../transport/scan-check.js';
 import { type AgentChannel, AgentConnection, type AgentExit } from './agent-connection.js';
 import { type FileBytes, type FileToRead, readFiles, readStream } from './agent-reads.js';
 import { chunkList } from './chunk-list.js';
@@ -21,6 +20,7 @@ import {
   type WriteOp,
   type WriteResult,
 } from './protocol.js';
+import { checkAgentScan } from './scan-check.js';
 
 /** Options of {@link AgentClient.connect}. */
 export interface AgentClientOptions {
