@@ -6,7 +6,7 @@ import { restoreSandbox } from '../src/sandbox/transport/sandbox-snapshots.js';
 import { BACKENDS, type OpenedBackends } from './support/backends.js';
 import { type CraftedObject, commitCrafted, dirEntry, fileEntry, rawChunk, rawTree, symlinkEntry } from './support/crafted-trees.js';
 import { codeOf } from './support/error-code.js';
-import { expectBwrapInstalled } from './support/sandbox-processes.js';
+import { expectBwrapInstalled, runNode } from './support/sandbox-processes.js';
 
 /** Every entry under /workspace (type, mode, link target), as JSON. */
 const MANIFEST = `
@@ -21,12 +21,6 @@ const out = {};
 })('/workspace', '');
 process.stdout.write(JSON.stringify(out));
 `;
-
-async function runNode(handle: SandboxHandle, script: string): Promise<string> {
-  const result = await handle.run(['node', '-e', script], { timeoutMs: 60_000 });
-  expect(result.code, result.stderr.toString()).toBe(0);
-  return result.stdout.toString();
-}
 
 /** Restore through the in-sandbox agent takes the same validated tree and limits as a local restore. */
 describe('restore of a crafted tree through the in-sandbox agent (bwrap)', () => {

@@ -5,7 +5,7 @@ import type { SandboxHandle } from '../src/sandbox/sandbox-provider.js';
 import { checkpointSandbox, restoreSandbox } from '../src/sandbox/transport/sandbox-snapshots.js';
 import type { Snapshots } from '../src/snapshot/snapshots.js';
 import { BACKENDS, type OpenedBackends } from './support/backends.js';
-import { expectBwrapInstalled } from './support/sandbox-processes.js';
+import { expectBwrapInstalled, runNode } from './support/sandbox-processes.js';
 
 /** Fills /workspace inside the sandbox: many small files, one 50 MB file, modes, links, empty dirs. */
 const FILL = `
@@ -41,12 +41,6 @@ const out = {};
 })('/workspace', '');
 process.stdout.write(JSON.stringify(out));
 `;
-
-async function runNode(handle: SandboxHandle, script: string): Promise<string> {
-  const result = await handle.run(['node', '-e', script], { timeoutMs: 120_000 });
-  expect(result.code, result.stderr.toString()).toBe(0);
-  return result.stdout.toString();
-}
 
 describe('checkpoint and restore through the in-sandbox agent (bwrap)', () => {
   let b: OpenedBackends;

@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'vitest';
+import type { SandboxHandle } from '../../src/sandbox/sandbox-provider.js';
 
 /** How long {@link survivors} gives the kernel to finish killing and reaping. */
 const SURVIVOR_WAIT_MS = 5_000;
@@ -32,4 +33,11 @@ export function pgrep(marker: string): string[] {
   } catch {
     return []; // pgrep exits 1 when nothing matches
   }
+}
+
+/** Runs a Node script in the sandbox and returns its stdout; a non-zero exit fails the test with its stderr. */
+export async function runNode(handle: SandboxHandle, script: string, timeoutMs = 120_000): Promise<string> {
+  const result = await handle.run(['node', '-e', script], { timeoutMs });
+  expect(result.code, result.stderr.toString()).toBe(0);
+  return result.stdout.toString();
 }
