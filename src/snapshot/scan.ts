@@ -1,34 +1,18 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { DirectoryRules, ExcludeRules, Exclusion } from '../core/excludes.js';
-import { hasSpecialBits, permissionBits } from '../core/modes.js';
-import { nameProblem, symlinkStaysInside } from '../core/paths.js';
+import { permissionBits } from '../core/modes.js';
+import { nameProblem } from '../core/paths.js';
 import { InputError } from '../errors.js';
+import { type ScanLimits, ScanTally } from './scan-limits.js';
 
-/** Largest file a checkpoint takes; bigger ones are excluded with reason `too-large`. */
-export const DEFAULT_MAX_FILE_BYTES = 1024 * 1024 * 1024;
-/** Most files and symlinks one scan accepts; more fails with `LIMIT_EXCEEDED` (never a partial checkpoint). */
-export const DEFAULT_MAX_ENTRIES = 100_000;
-
-/** Most directories one scan accepts (the root not counted); more fails with `LIMIT_EXCEEDED`. */
-export const DEFAULT_MAX_DIRS = 100_000;
-/**
- * Most bytes of files one scan accepts in all; more fails with `LIMIT_EXCEEDED`. A hundred
- * files at the file limit: far above a real workspace, far below what a restore of a crafted
- * tree (one shared 1 GiB file under many names) could otherwise write to the host's disk.
- */
-export const DEFAULT_MAX_TOTAL_BYTES = 100 * DEFAULT_MAX_FILE_BYTES;
-
-/**
- * Limits applied by a scan, and by every restore and walk of a stored tree (which counts a
- * shared subtree each time it appears). Unset optional limits take their `DEFAULT_MAX_*`.
- */
-export interface ScanLimits {
-  readonly maxFileBytes: number;
-  readonly maxEntries: number;
-  readonly maxDirs?: number;
-  readonly maxTotalBytes?: number;
-}
+export {
+  DEFAULT_MAX_DIRS,
+  DEFAULT_MAX_ENTRIES,
+  DEFAULT_MAX_FILE_BYTES,
+  DEFAULT_MAX_TOTAL_BYTES,
+  type ScanLimits,
+} from './scan-limits.js';
 
 /** A regular file as seen by `lstat`. */
 export interface ScannedFile {
@@ -89,22 +73,9 @@ export interface ScanResult {
  */
 export function scanWorkspace(root: string, rules: ExcludeRules, limits: ScanLimits): ScanResult {
   const startedAtMs = Date.now();
-  const excluded: Exclusion[] = [];
-  const counts = { files: 0, dirs: 0, symlinks: 0, bytes: 0 };
+  const tally = new ScanTally(limits, root);
   const rootStat = fs.statSync(root);
   if (!rootStat.isDirectory()) throw new InputError('INVALID_INPUT', `${root} is not a directory`, { data: { path: root } });
-  const maxDirs = limits.maxDirs ?? DEFAULT_MAX_DIRS;
-  const maxTotalBytes = limits.maxTotalBytes ?? DEFAULT_MAX_TOTAL_BYTES;
-  const tooMany = (what: string, limit: number): InputError =>
-    new InputError('LIMIT_EXCEEDED', `${root} has more than ${limit} ${what}; raise the limit or exclude some`, { data: { limit, what } });
-  const stripped = (relPath: string, st: fs.Stats): void => {
-    if (hasSpecialBits(st.mode))
-      excluded.push({
-        path: relPath,
-        reason: 'mode-stripped',
-        rule: `mode ${(st.mode & 0o7777).toString(8)} kept as ${permissionBits(st.mode).toString(8)}`,
-      });
-  };
 
   const walk = (abs: string, rel: string, dirRules: DirectoryRules, children: ScannedEntry[]): void => {
     // Any stable order will do: tree encoding sorts entries by name bytes itself.
@@ -113,7 +84,7 @@ export function scanWorkspace(root: string, rules: ExcludeRules, limits: ScanLim
       const relPath = rel === '' ? name : `${rel}/${name}`;
       const problem = nameProblem(name);
       if (problem !== undefined) {
-        excluded.push({ path: relPath, reason: 'invalid-path', rule: problem });
+        tally.invalidName(relPath, problem);
         continue;
       }
       const absPath = path.join(abs, name);
@@ -121,30 +92,21 @@ export function scanWorkspace(root: string, rules: ExcludeRules, limits: ScanLim
       const isDir = st.isDirectory();
       const rule = dirRules.match(name, isDir);
       if (rule !== undefined) {
-        excluded.push(rule);
+        tally.excluded.push(rule);
         continue;
       }
       if (isDir) {
-        const dir: ScannedDir = dirEntry(name, relPath, st);
-        counts.dirs += 1;
-        if (counts.dirs > maxDirs) throw tooMany('directories', maxDirs);
-        stripped(relPath, st);
+        tally.addDir();
+        const dir: ScannedDir = dirEntry(name, relPath, st, tally.mode(relPath, st.mode));
         walk(absPath, relPath, rules.enter(relPath, readGitignore(rules, absPath)), dir.children);
         children.push(dir);
       } else if (st.isFile()) {
-        if (st.size > limits.maxFileBytes) {
-          excluded.push({ path: relPath, reason: 'too-large', rule: `larger than ${limits.maxFileBytes} bytes` });
-          continue;
-        }
-        counts.files += 1;
-        counts.bytes += st.size;
-        if (counts.bytes > maxTotalBytes) throw tooMany('bytes of files', maxTotalBytes);
-        stripped(relPath, st);
+        if (!tally.addFile(relPath, st.size)) continue;
         children.push({
           type: 'file',
           name,
           path: relPath,
-          mode: permissionBits(st.mode),
+          mode: tally.mode(relPath, st.mode),
           size: st.size,
           mtimeMs: st.mtimeMs,
           ctimeMs: st.ctimeMs,
@@ -152,23 +114,17 @@ export function scanWorkspace(root: string, rules: ExcludeRules, limits: ScanLim
         });
       } else if (st.isSymbolicLink()) {
         const target = fs.readlinkSync(absPath);
-        if (!symlinkStaysInside(relPath, target)) {
-          excluded.push({ path: relPath, reason: 'symlink-escape', rule: `points outside the workspace (${target})` });
-          continue;
-        }
-        counts.symlinks += 1;
-        children.push({ type: 'symlink', name, path: relPath, target, mtimeMs: Math.floor(st.mtimeMs) });
+        if (tally.addSymlink(relPath, target))
+          children.push({ type: 'symlink', name, path: relPath, target, mtimeMs: Math.floor(st.mtimeMs) });
       } else {
-        excluded.push({ path: relPath, reason: 'special-file', rule: 'socket, FIFO or device' });
-        continue;
+        tally.excluded.push({ path: relPath, reason: 'special-file', rule: 'socket, FIFO or device' });
       }
-      if (counts.files + counts.symlinks > limits.maxEntries) throw tooMany('files and symlinks', limits.maxEntries);
     }
   };
 
-  const top = dirEntry('', '', rootStat);
+  const top = dirEntry('', '', rootStat, permissionBits(rootStat.mode));
   walk(root, '', rules.enter('', readGitignore(rules, root)), top.children);
-  return { root: top, ...counts, excluded, startedAtMs };
+  return { root: top, ...tally.counts, excluded: tally.excluded, startedAtMs };
 }
 
 function readGitignore(rules: ExcludeRules, absDir: string): string | undefined {
@@ -180,12 +136,12 @@ function readGitignore(rules: ExcludeRules, absDir: string): string | undefined 
   }
 }
 
-function dirEntry(name: string, relPath: string, st: fs.Stats): ScannedDir {
+function dirEntry(name: string, relPath: string, st: fs.Stats, mode: number): ScannedDir {
   return {
     type: 'dir',
     name,
     path: relPath,
-    mode: permissionBits(st.mode),
+    mode,
     mtimeMs: Math.floor(st.mtimeMs),
     exactMtimeMs: st.mtimeMs,
     ctimeMs: st.ctimeMs,

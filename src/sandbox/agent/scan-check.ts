@@ -1,16 +1,9 @@
 import type { DirectoryRules, ExcludeRules, Exclusion } from '../../core/excludes.js';
 import { EXCLUSION_REASONS } from '../../core/exclusion.js';
-import { hasSpecialBits, permissionBits } from '../../core/modes.js';
-import { MAX_PATH_BYTES, nameProblem, printable, symlinkStaysInside } from '../../core/paths.js';
-import { InputError, IntegrityError } from '../../errors.js';
-import {
-  DEFAULT_MAX_DIRS,
-  DEFAULT_MAX_TOTAL_BYTES,
-  type ScanLimits,
-  type ScannedDir,
-  type ScannedEntry,
-  type ScanResult,
-} from '../../snapshot/scan.js';
+import { MAX_PATH_BYTES, nameProblem, printable } from '../../core/paths.js';
+import { IntegrityError } from '../../errors.js';
+import type { ScannedDir, ScannedEntry, ScanResult } from '../../snapshot/scan.js';
+import { type ScanLimits, ScanTally } from '../../snapshot/scan-limits.js';
 
 /** Exclusions an agent may report on its own; more are counted, not kept. */
 export const MAX_AGENT_EXCLUSIONS = 10_000;
@@ -47,25 +40,23 @@ export interface CheckedScan {
 export function checkAgentScan(raw: unknown, rules: ExcludeRules, limits: ScanLimits): CheckedScan {
   const wire = record(raw, 'scan');
   const startedAtMs = finite(wire.startedAtMs, 'startedAtMs');
-  const checker = new ScanChecker(rules, limits);
+  const checker = new ScanChecker(rules, new ScanTally(limits, 'the sandbox'));
   const rawRoot = record(wire.root, 'root');
   const root = checker.dirOf(rawRoot, '', '');
   checker.walk(rawRoot, root, rules.enter(''));
   const reported = agentExclusions(wire.excluded);
+  const { tally } = checker;
   return {
-    scan: { root, ...checker.counts, excluded: [...checker.excluded, ...reported.kept], startedAtMs },
+    scan: { root, ...tally.counts, excluded: [...tally.excluded, ...reported.kept], startedAtMs },
     agentExclusionsDropped: reported.dropped,
   };
 }
 
-/** One walk over a reported tree: what it kept, left out and counted. */
+/** One walk over a reported tree: the shape checks here, the scan's rules and counts in its {@link ScanTally}. */
 class ScanChecker {
-  readonly excluded: Exclusion[] = [];
-  readonly counts = { files: 0, dirs: 0, symlinks: 0, bytes: 0 };
-
   constructor(
     private readonly rules: ExcludeRules,
-    private readonly limits: ScanLimits,
+    readonly tally: ScanTally,
   ) {}
 
   walk(raw: Record<string, unknown>, into: ScannedDir, dirRules: DirectoryRules): void {
@@ -82,15 +73,18 @@ class ScanChecker {
       const relPath = into.path === '' ? name : `${into.path}/${name}`;
       const problem = nameProblem(name);
       if (problem !== undefined) {
-        this.excluded.push({ path: printable(relPath).slice(0, MAX_PATH_BYTES), reason: 'invalid-path', rule: problem });
+        this.tally.invalidName(relPath, problem);
         continue;
       }
       if (Buffer.byteLength(relPath) > MAX_PATH_BYTES) throw malformed(`a path is longer than ${MAX_PATH_BYTES} bytes`);
       const entry = this.entryOf(child, name, relPath);
       const rule = dirRules.match(name, entry.type === 'dir');
-      if (rule !== undefined) this.excluded.push(rule);
-      else if (this.keep(entry)) {
-        if (entry.type === 'dir') this.walk(child, entry, this.rules.enter(relPath));
+      if (rule !== undefined) this.tally.excluded.push(rule);
+      else if (entry.type === 'dir') {
+        this.tally.addDir();
+        this.walk(child, entry, this.rules.enter(relPath));
+        into.children.push(entry);
+      } else if (entry.type === 'file' ? this.tally.addFile(relPath, entry.size) : this.tally.addSymlink(relPath, entry.target)) {
         into.children.push(entry);
       }
     }
@@ -109,36 +103,6 @@ class ScanChecker {
       ctimeMs: finite(raw.ctimeMs, `${where}: ctimeMs`),
       children: [],
     };
-  }
-
-  /** Counts an entry a local scan would keep; reports and drops the others. */
-  private keep(entry: ScannedEntry): boolean {
-    const { counts, limits } = this;
-    if (entry.type === 'dir') {
-      counts.dirs += 1;
-      const maxDirs = limits.maxDirs ?? DEFAULT_MAX_DIRS;
-      if (counts.dirs > maxDirs) throw tooMany('directories', maxDirs);
-      return true;
-    }
-    if (entry.type === 'file') {
-      if (entry.size > limits.maxFileBytes) {
-        this.excluded.push({ path: entry.path, reason: 'too-large', rule: `larger than ${limits.maxFileBytes} bytes` });
-        return false;
-      }
-      counts.files += 1;
-      counts.bytes += entry.size;
-      const maxTotalBytes = limits.maxTotalBytes ?? DEFAULT_MAX_TOTAL_BYTES;
-      if (counts.bytes > maxTotalBytes) throw tooMany('bytes of files', maxTotalBytes);
-    } else {
-      if (!symlinkStaysInside(entry.path, entry.target)) {
-        const rule = `points outside the workspace (${printable(entry.target).slice(0, MAX_RULE_CHARS)})`;
-        this.excluded.push({ path: entry.path, reason: 'symlink-escape', rule });
-        return false;
-      }
-      counts.symlinks += 1;
-    }
-    if (counts.files + counts.symlinks > limits.maxEntries) throw tooMany('files and symlinks', limits.maxEntries);
-    return true;
   }
 
   private entryOf(raw: Record<string, unknown>, name: string, relPath: string): ScannedEntry {
@@ -167,24 +131,11 @@ class ScanChecker {
     }
   }
 
-  /** Permission bits only, as a local scan keeps them; a stripped bit is reported. */
+  /** A `stat` mode's low bits as a scan reports them (anything else is not a mode), kept as a scan keeps them. */
   private modeOf(raw: unknown, relPath: string): number {
     if (!Number.isInteger(raw) || (raw as number) < 0 || (raw as number) > 0o7777) throw malformed(`${relPath || '/'}: bad mode`);
-    const mode = raw as number;
-    if (hasSpecialBits(mode)) this.excluded.push(modeStripped(relPath, mode));
-    return permissionBits(mode);
+    return this.tally.mode(relPath, raw as number);
   }
-}
-
-function tooMany(what: string, limit: number): InputError {
-  return new InputError('LIMIT_EXCEEDED', `the sandbox holds more than ${limit} ${what}; raise the limit or exclude some`, {
-    data: { limit, what, source: 'agent' },
-  });
-}
-
-/** The report of a stripped setuid, setgid or sticky bit. */
-function modeStripped(relPath: string, mode: number): Exclusion {
-  return { path: relPath, reason: 'mode-stripped', rule: `mode ${mode.toString(8)} kept as ${permissionBits(mode).toString(8)}` };
 }
 
 /** The agent's own exclusions as a report: known reasons only, bounded strings, bounded count. */

@@ -1,0 +1,122 @@
+import type { Exclusion } from '../core/excludes.js';
+import { hasSpecialBits, permissionBits } from '../core/modes.js';
+import { MAX_PATH_BYTES, printable, symlinkStaysInside } from '../core/paths.js';
+import { InputError } from '../errors.js';
+
+/** Largest file a checkpoint takes; bigger ones are excluded with reason `too-large`. */
+export const DEFAULT_MAX_FILE_BYTES = 1024 * 1024 * 1024;
+/** Most files and symlinks one scan accepts; more fails with `LIMIT_EXCEEDED` (never a partial checkpoint). */
+export const DEFAULT_MAX_ENTRIES = 100_000;
+
+/** Most directories one scan accepts (the root not counted); more fails with `LIMIT_EXCEEDED`. */
+export const DEFAULT_MAX_DIRS = 100_000;
+/**
+ * Most bytes of files one scan accepts in all; more fails with `LIMIT_EXCEEDED`. A hundred
+ * files at the file limit: far above a real workspace, far below what a restore of a crafted
+ * tree (one shared 1 GiB file under many names) could otherwise write to the host's disk.
+ */
+export const DEFAULT_MAX_TOTAL_BYTES = 100 * DEFAULT_MAX_FILE_BYTES;
+
+/**
+ * Limits applied by a scan, and by every restore and walk of a stored tree (which counts a
+ * shared subtree each time it appears). Unset optional limits take their `DEFAULT_MAX_*`.
+ */
+export interface ScanLimits {
+  readonly maxFileBytes: number;
+  readonly maxEntries: number;
+  readonly maxDirs?: number;
+  readonly maxTotalBytes?: number;
+}
+
+/** Longest link target quoted in a report. */
+const MAX_SHOWN_TARGET_CHARS = 200;
+
+/**
+ * What one walk of a workspace keeps and counts under a scan's limits: the one owner of those
+ * rules, whether the walk reads the disk (`scanWorkspace`) or checks an agent's report of a
+ * sandbox (`checkAgentScan`). Entries left out are reported in `excluded` with their reason
+ * (names and targets made printable: they are the workspace's text); a limit passed throws
+ * `LIMIT_EXCEEDED` (never a partial checkpoint).
+ */
+export class ScanTally {
+  readonly excluded: Exclusion[] = [];
+  files = 0;
+  dirs = 0;
+  symlinks = 0;
+  bytes = 0;
+  private readonly maxDirs: number;
+  private readonly maxTotalBytes: number;
+
+  /** `subject` names the walked tree in errors: a directory, or `the sandbox`. */
+  constructor(
+    private readonly limits: ScanLimits,
+    private readonly subject: string,
+  ) {
+    this.maxDirs = limits.maxDirs ?? DEFAULT_MAX_DIRS;
+    this.maxTotalBytes = limits.maxTotalBytes ?? DEFAULT_MAX_TOTAL_BYTES;
+  }
+
+  /** Reports a name a workspace path cannot hold (`problem` from `nameProblem`). */
+  invalidName(relPath: string, problem: string): void {
+    this.excluded.push({ path: printable(relPath).slice(0, MAX_PATH_BYTES), reason: 'invalid-path', rule: problem });
+  }
+
+  /** The permission bits of `mode`; a stripped setuid, setgid or sticky bit is reported (`mode-stripped`). */
+  mode(relPath: string, mode: number): number {
+    const bits = permissionBits(mode);
+    if (hasSpecialBits(mode)) {
+      this.excluded.push({
+        path: relPath,
+        reason: 'mode-stripped',
+        rule: `mode ${(mode & 0o7777).toString(8)} kept as ${bits.toString(8)}`,
+      });
+    }
+    return bits;
+  }
+
+  /** Counts a directory. */
+  addDir(): void {
+    this.dirs += 1;
+    if (this.dirs > this.maxDirs) throw this.tooMany('directories', this.maxDirs);
+  }
+
+  /** Counts a file of `size` bytes; false (reported `too-large`) when it is over the file limit. */
+  addFile(relPath: string, size: number): boolean {
+    if (size > this.limits.maxFileBytes) {
+      this.excluded.push({ path: relPath, reason: 'too-large', rule: `larger than ${this.limits.maxFileBytes} bytes` });
+      return false;
+    }
+    this.files += 1;
+    this.bytes += size;
+    if (this.bytes > this.maxTotalBytes) throw this.tooMany('bytes of files', this.maxTotalBytes);
+    this.checkEntries();
+    return true;
+  }
+
+  /** Counts a symlink; false (reported `symlink-escape`) when it leads outside the root. */
+  addSymlink(relPath: string, target: string): boolean {
+    if (!symlinkStaysInside(relPath, target)) {
+      const shown = printable(target).slice(0, MAX_SHOWN_TARGET_CHARS);
+      this.excluded.push({ path: relPath, reason: 'symlink-escape', rule: `points outside the workspace (${shown})` });
+      return false;
+    }
+    this.symlinks += 1;
+    this.checkEntries();
+    return true;
+  }
+
+  /** The counts, as a `ScanResult` carries them. */
+  get counts(): { files: number; dirs: number; symlinks: number; bytes: number } {
+    return { files: this.files, dirs: this.dirs, symlinks: this.symlinks, bytes: this.bytes };
+  }
+
+  private checkEntries(): void {
+    if (this.files + this.symlinks > this.limits.maxEntries) throw this.tooMany('files and symlinks', this.limits.maxEntries);
+  }
+
+  private tooMany(what: string, limit: number): InputError {
+    return new InputError('LIMIT_EXCEEDED', `${this.subject} has more than ${limit} ${what}; raise the limit or exclude some`, {
+      data: { limit, what },
+    });
+  }
+}
