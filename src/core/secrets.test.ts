@@ -1,28 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { credentialSamples } from '../../test/support/secret-samples.js';
+import { ALNUM, credentialSamples, DIGITS, LOWER, rng, UPPER } from '../../test/support/secret-samples.js';
 import { MAX_SECRET_SPAN_BYTES, SECRET_RULES } from './secret-rules.js';
 import { createSecretScanner, findSecret, SECRET_RULE_IDS, SECRET_SCAN_OVERLAP_BYTES, type SecretFinding } from './secrets.js';
 
 // Every credential-shaped string is assembled at run time from pieces and seeded random
 // characters, so this file holds no literal token for a secret scanner (ours included) to flag.
 
-/** Deterministic xorshift32 stream, so failures reproduce. */
-function rng(seed: number): () => number {
-  let s = seed >>> 0 || 1;
-  return () => {
-    s ^= s << 13;
-    s >>>= 0;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    s >>>= 0;
-    return s;
-  };
-}
-
-const UPPER = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ';
-const LOWER = 'abcdefghijklmnopqrstuvwxyz';
-const DIGITS = '0123456789';
-const ALNUM = UPPER + LOWER + DIGITS;
 const B64 = `${ALNUM}+/`;
 
 let seed = 1;
