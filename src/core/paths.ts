@@ -1,10 +1,17 @@
 import path from 'node:path';
 import { InputError } from '../errors.js';
+import { byteLength, isCanonicalName, showEscapes } from './name-bytes.js';
 
 /** Longest file or directory name, in UTF-8 bytes. */
 export const MAX_NAME_BYTES = 255;
-/** Longest relative path, in UTF-8 bytes. */
-export const MAX_PATH_BYTES = 4096;
+/**
+ * Longest workspace-relative path, in bytes. Linux has no limit on a path's total length, only
+ * on what one system call takes (PATH_MAX, 4,096): deeper paths are reached relative to an
+ * open directory. The bound keeps every path Holdfast holds in memory small.
+ */
+export const MAX_PATH_BYTES = 32 * 1024;
+/** Longest symlink target, in bytes: what the kernel stores for one link (PATH_MAX less its NUL). */
+export const MAX_LINK_TARGET_BYTES = 4095;
 /** Names Holdfast keeps for itself at any depth; never read from or written to a workspace. */
 export const RESERVED_NAMES: ReadonlySet<string> = new Set(['.holdfast']);
 
@@ -14,9 +21,12 @@ const CONTROL_RE = /[\u0000-\u001f\u007f]/;
 // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is replaced.
 const CONTROL_ALL_RE = /[\u0000-\u001f\u007f]/g;
 
-/** `text` (a name, a link target, a message from a sandbox) with every control character shown as `?`, fit for a report or a log line. */
+/**
+ * `text` (a name, a link target, a message from a sandbox) with every control character shown
+ * as `?` and every byte that is not UTF-8 as `\xNN`, fit for a report or a log line.
+ */
 export function printable(text: string): string {
-  return text.replace(CONTROL_ALL_RE, '?');
+  return showEscapes(text.replace(CONTROL_ALL_RE, '?'));
 }
 
 /** Why `name` cannot be one entry of a workspace path, or undefined when it can. */
@@ -24,7 +34,8 @@ export function nameProblem(name: string): string | undefined {
   if (name === '' || name === '.' || name === '..') return 'empty, "." or ".." segment';
   if (name.includes('/')) return 'contains "/"';
   if (CONTROL_RE.test(name)) return 'contains a control character';
-  if (Buffer.byteLength(name) > MAX_NAME_BYTES) return `longer than ${MAX_NAME_BYTES} bytes`;
+  if (!isCanonicalName(name)) return 'not the text of any byte string (a stray surrogate)';
+  if (byteLength(name) > MAX_NAME_BYTES) return `longer than ${MAX_NAME_BYTES} bytes`;
   if (RESERVED_NAMES.has(name)) return `"${name}" is reserved`;
   return undefined;
 }
@@ -35,7 +46,7 @@ export function nameProblem(name: string): string | undefined {
  * reserved segments and over-long names.
  */
 export function splitRelativePath(rel: string): string[] {
-  if (typeof rel !== 'string' || rel === '' || rel.startsWith('/') || Buffer.byteLength(rel) > MAX_PATH_BYTES) {
+  if (typeof rel !== 'string' || rel === '' || rel.startsWith('/') || byteLength(rel) > MAX_PATH_BYTES) {
     throw new InputError('INVALID_PATH', `invalid path "${String(rel)}": use a relative POSIX path of at most ${MAX_PATH_BYTES} bytes`, {
       data: { path: rel },
     });
@@ -55,7 +66,7 @@ export function resolveWithin(root: string, rel: string): string {
 
 /**
  * Why `target` cannot be a stored symlink target whatever the link's path, or undefined when
- * it can: it must be relative, non-empty, at most {@link MAX_PATH_BYTES}, and of the form
+ * it can: it must be relative, non-empty, at most {@link MAX_LINK_TARGET_BYTES}, and of the form
  * `../../a/b` in its raw bytes: `..` (and `.`) segments only before the first name, every
  * name valid and not reserved. Empty segments (`a//b`, a trailing `/`) are allowed; the
  * kernel skips them.
@@ -63,7 +74,7 @@ export function resolveWithin(root: string, rel: string): string {
 export function symlinkTargetProblem(target: string): string | undefined {
   if (typeof target !== 'string' || target === '') return 'empty target';
   if (target.startsWith('/')) return 'absolute target';
-  if (Buffer.byteLength(target) > MAX_PATH_BYTES) return `target longer than ${MAX_PATH_BYTES} bytes`;
+  if (byteLength(target) > MAX_LINK_TARGET_BYTES) return `target longer than ${MAX_LINK_TARGET_BYTES} bytes`;
   let named = false;
   for (const segment of target.split('/')) {
     if (segment === '') continue;

@@ -2,9 +2,14 @@ import { InputError, IntegrityError } from '../errors.js';
 import { CDC_MAX_BYTES, CDC_MIN_BYTES } from './fastcdc.js';
 import { isSha256Hex, type Sha256Hex, sha256Hex } from './hash.js';
 import { isStorableMode } from './modes.js';
-import { nameProblem, symlinkTargetProblem } from './paths.js';
+import { bytesFromText } from './name-bytes.js';
+import { MAX_PATH_BYTES, nameProblem, symlinkTargetProblem } from './paths.js';
 
-/** A regular file: its whole-file hash and the ids of its chunks, in order. */
+/**
+ * A regular file: its whole-file hash and the ids of its chunks, in order. Names (here and in
+ * every entry) are the text of the name's bytes (`core/name-bytes.ts`): a name that is not
+ * valid UTF-8 holds byte escapes and is restored to the same bytes.
+ */
 export interface FileEntry {
   readonly name: string;
   readonly type: 'file';
@@ -15,6 +20,13 @@ export interface FileEntry {
   readonly mtimeMs: number;
   readonly sha256: Sha256Hex;
   readonly chunks: readonly Sha256Hex[];
+  /**
+   * Present when this file is a hard link to another file of the same checkpoint: the
+   * workspace-relative path of the group's first member (in the order a restore writes files),
+   * which carries no `hardlink` itself. Content, mode and mtime equal the first member's (one
+   * inode), so a reader that ignores the field restores an identical copy.
+   */
+  readonly hardlink?: string;
 }
 
 /** A directory: the id of its own tree object. */
@@ -40,16 +52,26 @@ export type TreeEntry = FileEntry | DirEntry | SymlinkEntry;
 /** Format version written into every tree object. */
 export const TREE_FORMAT_VERSION = 1;
 
-/** Orders names by their UTF-8 bytes, as the canonical form requires. */
+/** Orders names by their bytes, as the canonical form requires. */
 export function compareNames(a: string, b: string): number {
-  return Buffer.compare(Buffer.from(a), Buffer.from(b));
+  return Buffer.compare(bytesFromText(a), bytesFromText(b));
 }
 
 /** Rebuilds an entry with its keys in canonical order (and nothing else). */
 function canonicalEntry(e: TreeEntry): TreeEntry {
   switch (e.type) {
-    case 'file':
-      return { name: e.name, type: 'file', mode: e.mode, size: e.size, mtimeMs: e.mtimeMs, sha256: e.sha256, chunks: [...e.chunks] };
+    case 'file': {
+      const file = {
+        name: e.name,
+        type: 'file',
+        mode: e.mode,
+        size: e.size,
+        mtimeMs: e.mtimeMs,
+        sha256: e.sha256,
+        chunks: [...e.chunks],
+      } as const;
+      return e.hardlink === undefined ? file : { ...file, hardlink: e.hardlink };
+    }
     case 'dir':
       return { name: e.name, type: 'dir', mode: e.mode, mtimeMs: e.mtimeMs, tree: e.tree };
     case 'symlink':
@@ -103,6 +125,7 @@ function entryProblem(raw: unknown): string | undefined {
     if (!isStorableMode(e.mode)) return named('mode is not permission bits only (setuid, setgid and sticky are refused)');
     if (!isCount(e.size) || !isSha256Hex(e.sha256)) return named('bad file fields');
     if (!Array.isArray(e.chunks)) return named('bad chunk list');
+    if (e.hardlink !== undefined && !isRelativePath(e.hardlink)) return named('bad hard link');
     const chunkIssue = chunksProblem(e.size, e.chunks);
     return chunkIssue === undefined ? undefined : named(chunkIssue);
   }
@@ -115,6 +138,12 @@ function entryProblem(raw: unknown): string | undefined {
     return targetIssue === undefined ? undefined : named(`bad symlink target: ${targetIssue}`);
   }
   return named(`unknown type ${JSON.stringify(e.type)}`);
+}
+
+/** A workspace-relative path whose every segment is a valid name (where it leads is checked by the walk). */
+function isRelativePath(p: unknown): boolean {
+  if (typeof p !== 'string' || p === '' || p.length > MAX_PATH_BYTES) return false;
+  return p.split('/').every((segment) => nameProblem(segment) === undefined);
 }
 
 /**
