@@ -20,13 +20,14 @@ export type StagedPath = (rel: string) => string | Buffer;
 /**
  * What `utimes` is given for whole milliseconds `ms`: seconds as a decimal string. Node takes
  * a negative number as "now" (so 1960 would come back as the time of the restore) but a
- * numeric string as it is. Half a microsecond is added because a double near 1.7e9 s resolves
- * only ~240 ns and libuv truncates to the microsecond: without it 12:00:00.678 can land on
- * .677999 and read back one millisecond early (before 1970 the truncation rounds up instead,
- * which the same half microsecond keeps inside the millisecond).
+ * numeric string as it is. Ten microseconds are added because the seconds pass through a
+ * double (near 1.7e9 s it resolves ~240 ns, in 2400 ~2 µs) that libuv truncates to the
+ * microsecond: without them 12:00:00.678 can land on .677999 and read back one millisecond
+ * early (before 1970 the truncation rounds up instead, which the margin keeps inside the
+ * millisecond too). What is read back, floored to the millisecond, is `ms`.
  */
 export function utimeOf(ms: number): string {
-  return String((ms + 0.0005) / 1000);
+  return String((ms + 0.01) / 1000);
 }
 
 /**
