@@ -213,15 +213,19 @@ function dirEntry(name: string, relPath: string, st: fs.Stats, mode: number): Sc
  */
 export function unchangedSince(root: string, scan: ScanResult, wasRead: (path: string) => boolean = () => true): boolean {
   const long = new LongPaths();
-  const look = (rel: string): fs.Stats | undefined => {
+  const look = (abs: string, direct: boolean): fs.Stats | undefined => {
+    if (direct) return fs.lstatSync(abs, { throwIfNoEntry: false });
     try {
-      return fs.lstatSync(long.at(rel === '' ? root : path.join(root, rel)), { throwIfNoEntry: false });
+      return fs.lstatSync(long.at(abs), { throwIfNoEntry: false });
     } catch {
       return undefined; // unreachable now (e.g. a directory on its long path replaced by a symlink): it moved
     }
   };
   const check = (dir: ScannedDir): boolean => {
-    const st = look(dir.path);
+    const abs = dir.path === '' ? root : path.join(root, dir.path);
+    // As in the scan: a directory far from PATH_MAX, without escapes, is reached by plain paths.
+    const direct = !hasByteEscapes(abs) && byteLength(abs) + 1 + MAX_NAME_BYTES <= SYSCALL_PATH_BYTES;
+    const st = look(abs, direct);
     if (
       st === undefined ||
       !st.isDirectory() ||
@@ -234,7 +238,7 @@ export function unchangedSince(root: string, scan: ScanResult, wasRead: (path: s
       if (e.type === 'dir') {
         if (!check(e)) return false;
       } else if (e.type === 'file' && wasRead(e.path)) {
-        const f = look(e.path);
+        const f = look(path.join(abs, e.name), direct && !hasByteEscapes(e.name));
         if (
           f === undefined ||
           f.size !== e.size ||
