@@ -285,6 +285,30 @@ describe.each(BACKENDS)('fidelity of a checkpoint and its restore on $name', (ba
     expect(Math.abs(fs.lstatSync(target).mtimeMs - Date.now())).toBeLessThan(60_000);
   }, 60_000);
 
+  it('a time the target filesystem cannot keep fails the restore with INTEGRITY naming path and field, not a silent receipt', async () => {
+    const T1800 = Date.UTC(1800, 0, 1);
+    // ext4 keeps 1901..2446 and clamps the rest; tmpfs and others keep more. Ask the filesystem.
+    const probe = path.join(b.dir, 'probe');
+    fs.writeFileSync(probe, '');
+    fs.utimesSync(probe, time(T1800), time(T1800));
+    const kept = Math.floor(fs.statSync(probe).mtimeMs) === T1800;
+    const chunk = rawChunk('ancient\n');
+    await commitCrafted(b, 'ancient', [chunk], rawTree([fileEntry('f', chunk, 0o644, T1800)]));
+    const target = path.join(b.dir, 'ancient');
+    const outcome = await b.snapshots.restore({ dir: target, workspace: 'ancient' }).then(
+      () => undefined,
+      (error: unknown) => error as { code?: string; data?: unknown },
+    );
+    if (kept) {
+      expect(outcome).toBeUndefined();
+      expect(Math.floor(fs.statSync(path.join(target, 'f')).mtimeMs)).toBe(T1800);
+    } else {
+      expect(outcome?.code).toBe('INTEGRITY');
+      expect(outcome?.data).toEqual({ path: 'f', field: 'mtime' });
+      expect(fs.existsSync(target)).toBe(false);
+    }
+  }, 60_000);
+
   describe('a stored tree whose hard link lies fails with INTEGRITY and publishes nothing', () => {
     const content = rawChunk('linked\n');
     const other = rawChunk('other\n');
