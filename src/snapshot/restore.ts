@@ -84,6 +84,12 @@ export interface RestoreReceipt {
  * symlinks. A target overlapping the blob store, the metadata store or the stat cache is
  * refused with `INVALID_INPUT`. Staging left by a killed restore to the same target is
  * removed first (only when its owner is gone).
+ *
+ * What comes back is exact: names as their bytes, paths of any length (through
+ * `LongPaths`), mtimes to the millisecond before 1970 and far ahead, hard-link members as
+ * links to their leader (made once the leader is complete, written or reused), and the
+ * root's recorded mode and mtime. Each mode and mtime is read back after it is set; one the
+ * target did not keep fails the restore with `INTEGRITY` (data: `path`, `field`).
  */
 export async function restoreCheckpoint(deps: SnapshotDeps, options: RestoreOptions): Promise<RestoreReceipt> {
   const started = performance.now();
