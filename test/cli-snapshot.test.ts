@@ -106,6 +106,33 @@ describe('holdfast snapshot commands (compiled bin, --json)', () => {
     expect(restored.get('main-link')).toEqual({ type: 'symlink', target: 'src/main.ts' });
   }, 60_000);
 
+  it('the restore receipt says what the checkpoint left out and how many hard links came back, in --json and for people', async () => {
+    const linked = path.join(dir, 'linked');
+    writeFile(linked, 'a.txt', 'shared\n');
+    writeFile(linked, '.env', 'TOKEN=do-not-store\n');
+    writeFile(linked, 'node_modules/dep/index.js', 'module.exports = 1;\n');
+    writeFile(linked, 'packages/x/node_modules/dep/index.js', 'module.exports = 2;\n');
+    fs.linkSync(path.join(linked, 'a.txt'), path.join(linked, 'b.txt'));
+    fs.symlinkSync(path.join(linked, 'a.txt'), path.join(linked, 'abs-link'));
+    await json(['checkpoint', linked, '--workspace', 'linked']);
+
+    type Receipt = { hardlinks: number; excluded: { total: number; byReason: Record<string, number> }; verified: boolean };
+    const receipt = await json<Receipt>(['restore', path.join(dir, 'linked-json'), '--workspace', 'linked']);
+    expect(receipt).toMatchObject({
+      hardlinks: 1,
+      verified: true,
+      excluded: { total: 4, byReason: { cache: 2, 'secret-path': 1, 'symlink-made-relative': 1 } },
+    });
+    expect(fs.lstatSync(path.join(dir, 'linked-json', 'b.txt')).ino).toBe(fs.lstatSync(path.join(dir, 'linked-json', 'a.txt')).ino);
+
+    const human = await run(['restore', path.join(dir, 'linked-human'), '--workspace', 'linked']);
+    expect(human.code).toBe(0);
+    const lines = human.stdout.split('\n').map((l) => l.trim());
+    expect(lines).toContain('left out: 2 cache, 1 secret-path; setup must rebuild them');
+    expect(lines).toContain('kept changed: 1 symlink-made-relative');
+    expect(lines.some((l) => l.endsWith('hard links 1'))).toBe(true);
+  }, 60_000);
+
   it('errors carry stable codes and exit 1 (or 2 for bad input)', async () => {
     const missing = await run(['restore', path.join(dir, 'x'), '--workspace', 'no-such', '--json']);
     expect(missing.code).toBe(1);
