@@ -1,7 +1,9 @@
 /** The value every exclusion is reported as, and its one-line rendering for people. */
 
 /**
- * Why an entry was left out of a checkpoint, or (`mode-stripped`) kept with less than it had.
+ * Why an entry was left out of a checkpoint, or kept changed: `mode-stripped` (kept without
+ * setuid, setgid or sticky) and `symlink-made-relative` (an absolute symlink into the
+ * workspace, kept with the equivalent relative target; the rule is the original target).
  * `ExcludeRules` decides `secret-path`, `cache`, `gitignore` and `user-rule`; the walker and
  * file reader report the rest.
  */
@@ -16,7 +18,8 @@ export type ExclusionReason =
   | 'too-large'
   | 'invalid-path'
   | 'entry-limit'
-  | 'mode-stripped';
+  | 'mode-stripped'
+  | 'symlink-made-relative';
 
 /** Every exclusion reason, for exhaustive rendering and validation. */
 export const EXCLUSION_REASONS: readonly ExclusionReason[] = Object.freeze([
@@ -31,6 +34,7 @@ export const EXCLUSION_REASONS: readonly ExclusionReason[] = Object.freeze([
   'invalid-path',
   'entry-limit',
   'mode-stripped',
+  'symlink-made-relative',
 ]);
 
 /** One entry left out, with the reason and the rule that matched. */
@@ -57,6 +61,7 @@ const DESCRIPTIONS: Readonly<Record<ExclusionReason, (e: Exclusion) => string>> 
   'invalid-path': (e) => `name cannot be stored (${e.rule}); rename it`,
   'entry-limit': (e) => `past the entry limit (${e.rule}); raise the limit or exclude more`,
   'mode-stripped': (e) => `kept without setuid, setgid and sticky bits (${e.rule}); a restore never sets them`,
+  'symlink-made-relative': (e) => `absolute symlink into the workspace (${e.rule}) kept as the equivalent relative link`,
 };
 
 /** One line for people: `path: why, and what to do about it`. */

@@ -1,3 +1,4 @@
+import path from 'node:path';
 import type { Exclusion } from '../core/excludes.js';
 import { hasSpecialBits, permissionBits } from '../core/modes.js';
 import { MAX_PATH_BYTES, printable, symlinkStaysInside } from '../core/paths.js';
@@ -31,6 +32,9 @@ export interface ScanLimits {
 /** Longest link target quoted in a report. */
 const MAX_SHOWN_TARGET_CHARS = 200;
 
+/** A link target as a report quotes it: printable and bounded. */
+const shown = (target: string): string => printable(target).slice(0, MAX_SHOWN_TARGET_CHARS);
+
 /**
  * What one walk of a workspace keeps and counts under a scan's limits: the one owner of those
  * rules, whether the walk reads the disk (`scanWorkspace`) or checks an agent's report of a
@@ -47,14 +51,23 @@ export class ScanTally {
   private readonly maxDirs: number;
   private readonly maxTotalBytes: number;
 
-  /** `subject` names the walked tree in errors: a directory, or `the sandbox`. */
+  /**
+   * `subject` names the walked tree in errors: a directory, or `the sandbox`. `root` is the
+   * absolute path of the walked root where its symlinks resolve (the host directory, or the
+   * workspace root inside the sandbox): absolute link targets under it are kept, made
+   * relative; without it every absolute target escapes.
+   */
   constructor(
     private readonly limits: ScanLimits,
     private readonly subject: string,
+    root?: string,
   ) {
     this.maxDirs = limits.maxDirs ?? DEFAULT_MAX_DIRS;
     this.maxTotalBytes = limits.maxTotalBytes ?? DEFAULT_MAX_TOTAL_BYTES;
+    this.root = root === undefined ? undefined : path.posix.resolve(root);
   }
+
+  private readonly root: string | undefined;
 
   /** Reports a name a workspace path cannot hold (`problem` from `nameProblem`). */
   invalidName(relPath: string, problem: string): void {
@@ -93,16 +106,37 @@ export class ScanTally {
     return true;
   }
 
-  /** Counts a symlink; false (reported `symlink-escape`) when it leads outside the root. */
-  addSymlink(relPath: string, target: string): boolean {
-    if (!symlinkStaysInside(relPath, target)) {
-      const shown = printable(target).slice(0, MAX_SHOWN_TARGET_CHARS);
-      this.excluded.push({ path: relPath, reason: 'symlink-escape', rule: `points outside the workspace (${shown})` });
-      return false;
+  /**
+   * Counts a symlink at `relPath` and returns the target to store, or undefined when it is
+   * left out (reported `symlink-escape`). A relative target is stored as it is when it stays
+   * inside ({@link symlinkStaysInside}). An absolute target that lies inside the root
+   * (lexically, after `.` and `..` are resolved; the root itself counts) is stored as the
+   * equivalent target relative to the link's directory, when that passes the same rule, and
+   * reported (`symlink-made-relative`, rule: the original target): a restore elsewhere then
+   * still points into the restored tree. Any other target escapes.
+   */
+  addSymlink(relPath: string, target: string): string | undefined {
+    const stored = target.startsWith('/') ? this.madeRelative(relPath, target) : target;
+    if (stored === undefined || !symlinkStaysInside(relPath, stored)) {
+      this.excluded.push({ path: relPath, reason: 'symlink-escape', rule: `points outside the workspace (${shown(target)})` });
+      return undefined;
     }
+    if (stored !== target) this.excluded.push({ path: relPath, reason: 'symlink-made-relative', rule: shown(target) });
     this.symlinks += 1;
     this.checkEntries();
-    return true;
+    return stored;
+  }
+
+  /** The relative form of absolute `target` from `relPath`'s directory, or undefined when it lies outside the root. */
+  private madeRelative(relPath: string, target: string): string | undefined {
+    const root = this.root;
+    if (root === undefined) return undefined;
+    const resolved = path.posix.resolve(target);
+    const inside = resolved === root || resolved.startsWith(root === '/' ? '/' : `${root}/`);
+    if (!inside) return undefined;
+    const cut = relPath.lastIndexOf('/');
+    const from = cut < 0 ? root : path.posix.join(root, relPath.slice(0, cut));
+    return path.posix.relative(from, resolved) || '.';
   }
 
   /** The counts, as a `ScanResult` carries them. */

@@ -73,7 +73,7 @@ export interface ScanResult {
  */
 export function scanWorkspace(root: string, rules: ExcludeRules, limits: ScanLimits): ScanResult {
   const startedAtMs = Date.now();
-  const tally = new ScanTally(limits, root);
+  const tally = new ScanTally(limits, root, path.resolve(root));
   const rootStat = fs.statSync(root);
   if (!rootStat.isDirectory()) throw new InputError('INVALID_INPUT', `${root} is not a directory`, { data: { path: root } });
 
@@ -113,9 +113,8 @@ export function scanWorkspace(root: string, rules: ExcludeRules, limits: ScanLim
           ino: st.ino,
         });
       } else if (st.isSymbolicLink()) {
-        const target = fs.readlinkSync(absPath);
-        if (tally.addSymlink(relPath, target))
-          children.push({ type: 'symlink', name, path: relPath, target, mtimeMs: Math.floor(st.mtimeMs) });
+        const target = tally.addSymlink(relPath, fs.readlinkSync(absPath));
+        if (target !== undefined) children.push({ type: 'symlink', name, path: relPath, target, mtimeMs: Math.floor(st.mtimeMs) });
       } else {
         tally.excluded.push({ path: relPath, reason: 'special-file', rule: 'socket, FIFO or device' });
       }
