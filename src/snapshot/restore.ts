@@ -56,6 +56,10 @@ export interface RestoreReceipt {
   /** Raw bytes read from the object store. */
   readonly bytesFetched: number;
   readonly verified: true;
+  /** What the checkpoint left out, by reason (from its stats; counted over every exclusion when it was taken). */
+  readonly excluded?: { readonly total: number; readonly byReason: Record<string, number> };
+  /** Hard-link members restored as links to their group's leader. */
+  readonly hardlinks?: number;
   readonly durationMs: number;
 }
 
