@@ -69,6 +69,12 @@ export interface CheckpointStats extends WriteStats {
   attempts: number;
   durationMs: number;
   excludedCount: number;
+  /** Exclusions by reason, over all of them (the row keeps only the first few in `excluded`). */
+  excludedByReason: Record<string, number>;
+  /** Files stored as hard links to another file of the checkpoint (members, leaders not counted). */
+  hardlinks: number;
+  /** The root directory's permission bits and mtime (whole ms), which a restore applies to its target. */
+  root: { mode: number; mtimeMs: number };
 }
 
 /** The ready checkpoint, its figures, every exclusion with its reason, and every allowance. */
@@ -167,6 +173,13 @@ async function guardPreexistingPacks(tx: MetadataTransaction, packIds: readonly 
   }
 }
 
+/** How many exclusions there are of each reason. */
+function countByReason(excluded: readonly Exclusion[]): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const e of excluded) counts[e.reason] = (counts[e.reason] ?? 0) + 1;
+  return counts;
+}
+
 interface Captured {
   readonly rootId: Sha256Hex;
   readonly written: Awaited<ReturnType<ObjectWriter['finish']>>;
@@ -205,7 +218,7 @@ async function capture(deps: SnapshotDeps, options: CheckpointOptions, checkpoin
       ...(onProgress === undefined ? {} : { onProgress }),
     });
     await sink.flush();
-    const { rootId, trees } = buildTrees(scan.root, read.ids, { cache: sourceScan.trees, hits: read.hits, next: read.cache });
+    const { rootId, trees, hardlinks } = buildTrees(scan.root, read.ids, { cache: sourceScan.trees, hits: read.hits, next: read.cache });
     await sink.addTrees(trees);
     onProgress?.({ phase: 'upload', files: scan.files, filesTotal: scan.files, bytes: scan.bytes, bytesTotal: scan.bytes });
     if (read.changedWhileReading || !(await source.unchanged(sourceScan, (p) => !read.hits.has(p)))) continue;
@@ -220,6 +233,9 @@ async function capture(deps: SnapshotDeps, options: CheckpointOptions, checkpoin
       ...totals,
       attempts: attempt,
       excludedCount: excluded.length,
+      excludedByReason: countByReason(excluded),
+      hardlinks,
+      root: { mode: scan.root.mode, mtimeMs: scan.root.mtimeMs },
       ...written.stats,
     };
     return { rootId, written, stats, excluded, allowed: sourceScan.allowances, cache: read.cache, scan: sourceScan, ids: read.ids };

@@ -34,7 +34,8 @@ interface PlannedChunk {
 }
 
 /**
- * Reads a file too large to hold whole, so that only bytes the secret scan saw are ever
+ * Reads a file too large to hold whole (`absPath` as `fs` takes it: a string, or the bytes of
+ * a name that is not UTF-8), so that only bytes the secret scan saw are ever
  * handed on. Pass 1 scans the file for secrets and cuts it into content-defined chunks,
  * keeping only their ids. Pass 2 re-reads it chunk by chunk at the same lengths and hands a
  * chunk to `onChunk` (which may apply backpressure) only if its SHA-256 equals pass 1's id
@@ -42,7 +43,7 @@ interface PlannedChunk {
  * passes yields `changed` (the checkpoint then looks again) and never an unscanned byte.
  */
 export async function readLargeFile(
-  absPath: string,
+  absPath: string | Buffer,
   onChunk: (chunk: FileChunk) => Promise<void>,
   options: ReadLargeOptions = {},
 ): Promise<FileContent> {
@@ -55,7 +56,7 @@ export async function readLargeFile(
 const sha256 = (bytes: Uint8Array): Sha256Hex => createHash('sha256').update(bytes).digest('hex');
 
 /** Pass 1: the secret scan and the chunk ids, block by block; the scanner handles secrets cut by a block edge. */
-function scanAndPlan(absPath: string): { readonly finding: SecretFinding } | { readonly plan: PlannedChunk[] } {
+function scanAndPlan(absPath: string | Buffer): { readonly finding: SecretFinding } | { readonly plan: PlannedChunk[] } {
   const scanner = createSecretScanner();
   const plan: PlannedChunk[] = [];
   const fd = fs.openSync(absPath, 'r');
@@ -100,7 +101,7 @@ function readFull(fd: number, length: number): Buffer {
 
 /** Pass 2: re-reads the planned chunks and hands on each only while it is byte for byte what pass 1 scanned. */
 async function offerPlanned(
-  absPath: string,
+  absPath: string | Buffer,
   plan: readonly PlannedChunk[],
   onChunk: (chunk: FileChunk) => Promise<void>,
 ): Promise<FileContent> {

@@ -4,11 +4,12 @@ import { LongPaths } from '../core/long-paths.js';
 import { textFromBytes } from '../core/name-bytes.js';
 
 /**
- * Removes a tree, read-only directories and paths longer than PATH_MAX included (a restored
- * workspace may hold `0555` directories, whose entries not even their owner may unlink, and
- * paths `fs.rmSync` fails on with `ENAMETOOLONG`): on `EACCES`, `EPERM` or `ENAMETOOLONG` the
- * tree is removed entry by entry, each directory given owner rwx first and deep paths reached
- * through open directories (`core/long-paths.ts`). Symlinks are never followed.
+ * Removes a tree, read-only directories included (a restored workspace may hold `0555`
+ * directories, whose entries not even their owner may unlink), paths longer than one system
+ * call takes and names that are not UTF-8 too. The fast path is `fs.rmSync`; when it fails
+ * (`EACCES`/`EPERM`, or `ENAMETOOLONG` on a deep tree) the tree is walked through
+ * {@link LongPaths}, every directory given owner rwx before it is read. Symlinks are never
+ * followed. A missing `p` is no error.
  */
 export function removeTree(p: string): void {
   try {
@@ -18,23 +19,22 @@ export function removeTree(p: string): void {
     if (code !== 'EACCES' && code !== 'EPERM' && code !== 'ENAMETOOLONG') throw error;
     const long = new LongPaths();
     try {
-      removeEntry(long, p);
+      removeWalk(long, path.resolve(p));
     } finally {
       long.close();
     }
   }
 }
 
-function removeEntry(long: LongPaths, abs: string): void {
+/** Removes `abs` and everything under it, depth first, one entry at a time. */
+function removeWalk(long: LongPaths, abs: string): void {
   const st = fs.lstatSync(long.at(abs), { throwIfNoEntry: false });
   if (st === undefined) return;
   if (!st.isDirectory()) {
     fs.unlinkSync(long.at(abs));
     return;
   }
-  if ((st.mode & 0o700) !== 0o700) fs.chmodSync(long.at(abs), 0o700);
-  // As bytes: a name that is not UTF-8 would not survive a string read.
-  for (const name of fs.readdirSync(long.at(abs), { encoding: 'buffer' })) removeEntry(long, path.join(abs, textFromBytes(name)));
-  // A deep directory's descriptor may be held open; removing the directory itself is still allowed.
+  fs.chmodSync(long.at(abs), 0o700);
+  for (const name of fs.readdirSync(long.at(abs), { encoding: 'buffer' })) removeWalk(long, path.join(abs, textFromBytes(name)));
   fs.rmdirSync(long.at(abs));
 }

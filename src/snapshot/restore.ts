@@ -1,15 +1,18 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Sha256Hex } from '../core/hash.js';
+import { LongPaths, SYSCALL_PATH_BYTES } from '../core/long-paths.js';
 import { permissionBits } from '../core/modes.js';
+import { byteLength, fsPath, hasByteEscapes } from '../core/name-bytes.js';
 import { symlinkStaysInside } from '../core/paths.js';
-import type { FileEntry } from '../core/tree.js';
 import { ConflictError, InputError, IntegrityError } from '../errors.js';
 import type { Checkpoint, Workspace } from '../metadata/metadata-store.js';
 import { ObjectReader } from '../objects/object-reader.js';
 import type { SnapshotDeps } from './checkpoint.js';
+import { type ExcludedSummary, excludedSummary, recordedRoot } from './checkpoint-record.js';
 import { removeTree } from './remove-tree.js';
+import { checkKept, type PathedFile, type StagedPath, utimeOf, writeFiles } from './restore-files.js';
 import { reuseUnchanged } from './restore-reuse.js';
 import { beginStaging, endStaging, sweepStaleStaging } from './restore-staging.js';
 import { refuseStoreOverlap } from './restore-target.js';
@@ -17,9 +20,7 @@ import type { ScanLimits } from './scan.js';
 import { StatCache, StatCacheBuilder, statCacheFile } from './stat-cache.js';
 import { checkpointLimits, type FlatTree, flattenTree } from './tree-walk.js';
 
-/** Chunk bytes fetched per batch of files. */
-const FETCH_BATCH_BYTES = 64 * 1024 * 1024;
-const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = fs.constants;
+export type { ExcludedSummary } from './checkpoint-record.js';
 
 /** Progress reported while a restore runs. */
 export interface RestoreProgress {
@@ -55,11 +56,19 @@ export interface RestoreReceipt {
   readonly filesReused: number;
   /** Raw bytes read from the object store. */
   readonly bytesFetched: number;
-  readonly verified: true;
-  /** What the checkpoint left out, by reason (from its stats; counted over every exclusion when it was taken). */
-  readonly excluded?: { readonly total: number; readonly byReason: Record<string, number> };
-  /** Hard-link members restored as links to their group's leader. */
+  /**
+   * Files restored as hard links to another restored file (group members; leaders not
+   * counted). Every restore sets it; optional only while older receipt producers remain.
+   */
   readonly hardlinks?: number;
+  /**
+   * What the checkpoint left out (or kept changed), by reason: what a restore does not bring
+   * back, e.g. `cache` directories (node_modules) setup must rebuild, or `secret-path` files.
+   * Every restore sets it; optional only while older receipt producers remain.
+   */
+  readonly excluded?: ExcludedSummary;
+  /** Bytes, modes, mtimes, symlink targets and hard-link groups were checked after writing. */
+  readonly verified: true;
   readonly durationMs: number;
 }
 
@@ -87,30 +96,51 @@ export async function restoreCheckpoint(deps: SnapshotDeps, options: RestoreOpti
   const reader = new ObjectReader(deps.blobs, deps.meta);
   // Every tree is read, validated and counted against the limits before anything is created.
   const flat = await flattenTree(reader, rootTree, undefined, checkpointLimits(options.checkpoint, options.limits));
+  const root = recordedRoot(options.checkpoint);
   if (existing === 'absent') fs.mkdirSync(path.dirname(target), { recursive: true });
   sweepStaleStaging(deps.cacheDir, target);
   const staging = beginStaging(deps.cacheDir, target);
   const cache = new StatCacheBuilder(Date.now());
+  const long = new LongPaths();
+  const at: StagedPath = (rel) => long.at(rel === '' ? staging : path.join(staging, rel));
   try {
-    for (const dir of flat.dirs.slice(1)) fs.mkdirSync(path.join(staging, dir.path), { mode: 0o700 });
+    for (const dir of flat.dirs.slice(1)) fs.mkdirSync(at(dir.path), { mode: 0o700 });
     const reused =
       existing === 'non-empty'
-        ? reuseUnchanged(flat, target, staging, StatCache.load(statCacheFile(deps.cacheDir, options.workspace.id, target)), cache)
+        ? reuseUnchanged(
+            reusable(flat, staging),
+            target,
+            staging,
+            StatCache.load(statCacheFile(deps.cacheDir, options.workspace.id, target)),
+            cache,
+          )
         : new Set<string>();
-    const bytesFetched = await writeFiles(reader, flat, staging, reused, cache, options);
+    const todo = flat.files.filter((f) => f.hardlink === undefined && !reused.has(f.path));
+    const bytesFetched = await writeFiles(reader, todo, at, cache, options);
+    const hardlinks = linkMembers(flat.files, at, cache);
     for (const link of flat.symlinks) {
       // Checked when the tree was read; checked again here, where the link is made.
       if (!symlinkStaysInside(link.path, link.target))
         throw new IntegrityError('INTEGRITY', `symlink ${link.path} leads outside the target`, { data: { path: link.path } });
-      const p = path.join(staging, link.path);
-      fs.symlinkSync(link.target, p);
-      fs.lutimesSync(p, toSeconds(link.mtimeMs), toSeconds(link.mtimeMs));
+      const p = at(link.path);
+      fs.symlinkSync(fsPath(link.target), p);
+      const time = utimeOf(link.mtimeMs);
+      fs.lutimesSync(p, time, time);
+      checkKept(link.path, fs.lstatSync(p), undefined, link.mtimeMs);
     }
     for (const dir of [...flat.dirs].reverse()) {
-      const p = path.join(staging, dir.path);
-      fs.chmodSync(p, dir.path === '' ? 0o755 : permissionBits(dir.mode));
-      if (dir.path !== '') fs.utimesSync(p, toSeconds(dir.mtimeMs), toSeconds(dir.mtimeMs));
+      const p = at(dir.path);
+      if (dir.path === '') {
+        // A checkpoint older than its root record: the root as before, 0755 and mtime untouched.
+        fs.chmodSync(p, root?.mode ?? 0o755);
+        if (root === undefined) continue;
+        setDirTimes(p, '', root.mode, root.mtimeMs);
+      } else {
+        fs.chmodSync(p, permissionBits(dir.mode));
+        setDirTimes(p, dir.path, permissionBits(dir.mode), dir.mtimeMs);
+      }
     }
+    long.close();
     publish(staging, target, existing);
     endStaging(deps.cacheDir, staging);
     cache.save(statCacheFile(deps.cacheDir, options.workspace.id, target), options.checkpoint.id);
@@ -124,14 +154,74 @@ export async function restoreCheckpoint(deps: SnapshotDeps, options: RestoreOpti
       bytes: flat.files.reduce((n, f) => n + f.size, 0),
       filesReused: reused.size,
       bytesFetched,
+      hardlinks,
+      excluded: excludedSummary(options.checkpoint),
       verified: true,
       durationMs: Math.round(performance.now() - started),
     };
   } catch (error) {
+    long.close();
     if (fs.existsSync(staging)) removeTree(staging);
     endStaging(deps.cacheDir, staging);
     throw error;
   }
+}
+
+/** Sets a directory's mtime and checks what the target kept of it and of its mode. */
+function setDirTimes(p: string | Buffer, rel: string, mode: number, mtimeMs: number): void {
+  const time = utimeOf(mtimeMs);
+  fs.utimesSync(p, time, time);
+  checkKept(rel, fs.lstatSync(p), mode, mtimeMs);
+}
+
+/**
+ * The part of the tree warm reuse may take from the old target: files that are no hard-link
+ * member (those are linked to their leader afterwards), whose paths hold no byte escapes and
+ * fit in one system call (reuse reaches the old copy by plain string paths).
+ */
+function reusable(flat: FlatTree, staging: string): FlatTree {
+  const room = SYSCALL_PATH_BYTES - byteLength(staging) - 1;
+  const files = flat.files.filter(
+    (f) => f.hardlink === undefined && !hasByteEscapes(f.path) && (f.path.length * 3 <= room || byteLength(f.path) <= room),
+  );
+  return files.length === flat.files.length ? flat : { ...flat, files };
+}
+
+/**
+ * Creates every hard-link member as a link to its leader (complete by now: written or
+ * reused) and checks each names the leader's inode; returns how many were made. The stat
+ * cache gets every member and leader with their final stat (a link changes the inode's ctime).
+ */
+function linkMembers(files: readonly PathedFile[], at: StagedPath, cache: StatCacheBuilder): number {
+  const groups = new Map<string, PathedFile[]>();
+  for (const f of files) {
+    if (f.hardlink === undefined) continue;
+    const group = groups.get(f.hardlink);
+    if (group === undefined) groups.set(f.hardlink, [f]);
+    else group.push(f);
+  }
+  let made = 0;
+  for (const [leaderPath, members] of groups) {
+    const leaderAt = at(leaderPath);
+    for (const m of members) {
+      fs.linkSync(leaderAt, at(m.path));
+      made += 1;
+    }
+    const st = fs.lstatSync(leaderAt);
+    for (const m of members) {
+      const linked = fs.lstatSync(at(m.path));
+      if (linked.ino !== st.ino || linked.dev !== st.dev || st.nlink < members.length + 1) {
+        throw new IntegrityError('INTEGRITY', `restored ${m.path} is not a hard link to ${leaderPath}`, {
+          data: { path: m.path, field: 'hardlink' },
+        });
+      }
+    }
+    const leader = members[0] as PathedFile; // a member carries its leader's content, mode and mtime
+    const identity = { size: st.size, mtimeMs: st.mtimeMs, ctimeMs: st.ctimeMs, ino: st.ino, mode: leader.mode };
+    for (const p of [leaderPath, ...members.map((m) => m.path)])
+      cache.add(p, { ...identity, sha256: leader.sha256, chunks: leader.chunks });
+  }
+  return made;
 }
 
 type TargetState = 'absent' | 'empty' | 'non-empty';
@@ -169,150 +259,4 @@ function publish(staging: string, target: string, existing: TargetState): void {
     throw error;
   }
   removeTree(old);
-}
-
-/**
- * Fetches chunks in coalesced batches and writes every file not reused; returns bytes fetched.
- * The next batch is fetched while the current one is written, so reads and writes overlap.
- */
-async function writeFiles(
-  reader: ObjectReader,
-  flat: FlatTree,
-  staging: string,
-  reused: Set<string>,
-  cache: StatCacheBuilder,
-  options: RestoreOptions,
-): Promise<number> {
-  const todo = flat.files.filter((f) => !reused.has(f.path));
-  const bytesTotal = todo.reduce((n, f) => n + f.size, 0);
-  const batches: Array<Array<FileEntry & { path: string }>> = [];
-  let current: Array<FileEntry & { path: string }> = [];
-  let currentBytes = 0;
-  for (const file of todo) {
-    if (file.size > FETCH_BATCH_BYTES) continue;
-    current.push(file);
-    currentBytes += file.size;
-    if (currentBytes >= FETCH_BATCH_BYTES) {
-      batches.push(current);
-      current = [];
-      currentBytes = 0;
-    }
-  }
-  if (current.length > 0) batches.push(current);
-
-  let fetched = 0;
-  let done = 0;
-  let bytesDone = 0;
-  const fetch = (batch: Array<FileEntry & { path: string }>) => {
-    const job = reader.readMany(batch.flatMap((f) => f.chunks));
-    job.catch(() => undefined); // awaited below; this only keeps an early failure from being "unhandled"
-    return job;
-  };
-  let next = batches[0] === undefined ? undefined : fetch(batches[0]);
-  for (let i = 0; i < batches.length; i += 1) {
-    options.signal?.throwIfAborted();
-    const batch = batches[i] as Array<FileEntry & { path: string }>;
-    const chunks = await (next as Promise<Map<string, Uint8Array>>);
-    next = batches[i + 1] === undefined ? undefined : fetch(batches[i + 1] as Array<FileEntry & { path: string }>);
-    for (const c of chunks.values()) fetched += c.byteLength;
-    for (const file of batch) {
-      writeOne(
-        staging,
-        file,
-        file.chunks.map((id) => chunks.get(id) as Uint8Array),
-        cache,
-      );
-      bytesDone += file.size;
-    }
-    done += batch.length;
-    options.onProgress?.({ files: done, filesTotal: todo.length, bytes: bytesDone, bytesTotal });
-  }
-  for (const file of todo) {
-    if (file.size <= FETCH_BATCH_BYTES) continue;
-    options.signal?.throwIfAborted();
-    fetched += await writeLarge(reader, staging, file, cache);
-  }
-  return fetched;
-}
-
-function openNew(staging: string, file: FileEntry & { path: string }): number {
-  return fs.openSync(path.join(staging, file.path), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
-}
-
-function finishFile(fd: number, file: FileEntry & { path: string }, digest: string, cache: StatCacheBuilder): void {
-  if (digest !== file.sha256) {
-    throw new IntegrityError('INTEGRITY', `restored ${file.path} does not match its recorded hash`, { data: { path: file.path } });
-  }
-  fs.fchmodSync(fd, permissionBits(file.mode));
-  fs.futimesSync(fd, toSeconds(file.mtimeMs), toSeconds(file.mtimeMs));
-  const st = fs.fstatSync(fd);
-  cache.add(file.path, {
-    size: st.size,
-    mtimeMs: st.mtimeMs,
-    ctimeMs: st.ctimeMs,
-    ino: st.ino,
-    mode: file.mode,
-    sha256: file.sha256,
-    chunks: file.chunks,
-  });
-}
-
-function writeOne(staging: string, file: FileEntry & { path: string }, pieces: Uint8Array[], cache: StatCacheBuilder): void {
-  const fd = openNew(staging, file);
-  try {
-    // A one-chunk file's id is its whole-file hash, and the reader verified it: hashing the same
-    // bytes again would check nothing new. Multi-chunk files are hashed whole.
-    const single = file.chunks.length === 1 && file.chunks[0] === file.sha256;
-    const hash = single ? undefined : createHash('sha256');
-    for (const piece of pieces) {
-      hash?.update(piece);
-      writeAll(fd, piece);
-    }
-    finishFile(fd, file, hash === undefined ? file.sha256 : hash.digest('hex'), cache);
-  } finally {
-    fs.closeSync(fd);
-  }
-}
-
-/** Writes every byte of `bytes` (a regular-file write may in principle be short). */
-function writeAll(fd: number, bytes: Uint8Array): void {
-  for (let at = 0; at < bytes.byteLength; ) at += fs.writeSync(fd, bytes, at, bytes.byteLength - at);
-}
-
-/** Writes a file too large for one batch, fetching its chunks a batch at a time. */
-async function writeLarge(
-  reader: ObjectReader,
-  staging: string,
-  file: FileEntry & { path: string },
-  cache: StatCacheBuilder,
-): Promise<number> {
-  const fd = openNew(staging, file);
-  let fetched = 0;
-  try {
-    const hash = createHash('sha256');
-    const perBatch = Math.max(1, Math.floor(FETCH_BATCH_BYTES / (4 * 1024 * 1024)));
-    for (let i = 0; i < file.chunks.length; i += perBatch) {
-      const ids = file.chunks.slice(i, i + perBatch);
-      const got = await reader.readMany(ids);
-      for (const id of ids) {
-        const piece = got.get(id) as Uint8Array;
-        hash.update(piece);
-        writeAll(fd, piece);
-        fetched += piece.byteLength;
-      }
-    }
-    finishFile(fd, file, hash.digest('hex'), cache);
-  } finally {
-    fs.closeSync(fd);
-  }
-  return fetched;
-}
-
-/**
- * Seconds for `utimes` from whole milliseconds. Half a microsecond is added because a double
- * near 1.7e9 s resolves only ~240 ns, and the kernel truncates: without it 12:00:00.678 can
- * land on .677999999 and read back one millisecond early.
- */
-function toSeconds(mtimeMs: number): number {
-  return (mtimeMs + 0.0005) / 1000;
 }

@@ -1,8 +1,10 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { DirectoryRules, ExcludeRules, Exclusion } from '../core/excludes.js';
+import { LongPaths, SYSCALL_PATH_BYTES } from '../core/long-paths.js';
 import { permissionBits } from '../core/modes.js';
-import { nameProblem } from '../core/paths.js';
+import { byteLength, hasByteEscapes, textFromBytes } from '../core/name-bytes.js';
+import { MAX_NAME_BYTES, MAX_PATH_BYTES, nameProblem } from '../core/paths.js';
 import { InputError } from '../errors.js';
 import { type ScanLimits, ScanTally } from './scan-limits.js';
 
@@ -24,6 +26,11 @@ export interface ScannedFile {
   readonly mtimeMs: number;
   readonly ctimeMs: number;
   readonly ino: number;
+  /**
+   * Present when the file has other hard links (`nlink > 1`): with {@link ino}, the inode it
+   * is, so the checkpoint can record its links (`FileEntry.hardlink`).
+   */
+  readonly dev?: number;
 }
 
 /** A symbolic link whose target stays inside the root. */
@@ -66,29 +73,48 @@ export interface ScanResult {
 /**
  * Walks `root` synchronously (`readdirSync` + `lstatSync` is several times faster than the
  * promise API for many small entries), never following symlinks, applying exclusion rules.
- * Directories a walk cannot read fail the scan rather than silently dropping content.
+ * Directories a walk cannot read fail the scan rather than silently dropping content; an
+ * entry that cannot be used (its `lstat` fails, its path is over `MAX_PATH_BYTES`) is
+ * reported `invalid-path` and the walk goes on.
+ *
+ * Names are bytes (`core/name-bytes.ts`): a directory is read as strings, and read again as
+ * bytes only when a name came back with U+FFFD (not valid UTF-8), so such a name is kept
+ * exactly. Paths longer than one system call takes are reached through {@link LongPaths}.
  * Modes keep their permission bits only: an entry with setuid, setgid or sticky is kept
  * without them and reported in `excluded` with reason `mode-stripped` (its content is not
- * left out; the report is the one place a checkpoint says what it changed).
+ * left out; the report is the one place a checkpoint says what it changed). A file with
+ * other hard links carries its `dev` (with `ino`, its inode) so links can be recorded.
  */
 export function scanWorkspace(root: string, rules: ExcludeRules, limits: ScanLimits): ScanResult {
   const startedAtMs = Date.now();
   const tally = new ScanTally(limits, root, path.resolve(root));
   const rootStat = fs.statSync(root);
   if (!rootStat.isDirectory()) throw new InputError('INVALID_INPUT', `${root} is not a directory`, { data: { path: root } });
+  const long = new LongPaths();
 
   const walk = (abs: string, rel: string, dirRules: DirectoryRules, children: ScannedEntry[]): void => {
-    // Any stable order will do: tree encoding sorts entries by name bytes itself.
-    const names = fs.readdirSync(abs).sort();
-    for (const name of names) {
+    const read = readNames(abs, long);
+    // Most directories hold no escaped name and are far from PATH_MAX: their entries' paths go
+    // to `fs` as they are, with no per-entry check. The others go through LongPaths.
+    const direct = !read.escaped && byteLength(abs) + 1 + MAX_NAME_BYTES <= SYSCALL_PATH_BYTES;
+    const relBytes = rel === '' ? 0 : byteLength(rel) + 1;
+    for (const name of read.names) {
       const relPath = rel === '' ? name : `${rel}/${name}`;
-      const problem = nameProblem(name);
+      const problem = nameProblem(name) ?? (relBytes + MAX_NAME_BYTES > MAX_PATH_BYTES ? pathProblem(relPath) : undefined);
       if (problem !== undefined) {
         tally.invalidName(relPath, problem);
         continue;
       }
       const absPath = path.join(abs, name);
-      const st = fs.lstatSync(absPath);
+      const at = direct ? absPath : long.at(absPath);
+      let st: fs.Stats;
+      try {
+        st = fs.lstatSync(at);
+      } catch (error) {
+        // Gone since readdir: the second look sees its directory moved. Anything else is this entry's alone.
+        if (errorCode(error) !== 'ENOENT') tally.invalidName(relPath, `cannot be read (${errorCode(error)})`);
+        continue;
+      }
       const isDir = st.isDirectory();
       const rule = dirRules.match(name, isDir);
       if (rule !== undefined) {
@@ -98,11 +124,11 @@ export function scanWorkspace(root: string, rules: ExcludeRules, limits: ScanLim
       if (isDir) {
         tally.addDir();
         const dir: ScannedDir = dirEntry(name, relPath, st, tally.mode(relPath, st.mode));
-        walk(absPath, relPath, rules.enter(relPath, readGitignore(rules, absPath)), dir.children);
+        walk(absPath, relPath, rules.enter(relPath, readGitignore(rules, absPath, long)), dir.children);
         children.push(dir);
       } else if (st.isFile()) {
         if (!tally.addFile(relPath, st.size)) continue;
-        children.push({
+        const file = {
           type: 'file',
           name,
           path: relPath,
@@ -111,9 +137,10 @@ export function scanWorkspace(root: string, rules: ExcludeRules, limits: ScanLim
           mtimeMs: st.mtimeMs,
           ctimeMs: st.ctimeMs,
           ino: st.ino,
-        });
+        } as const;
+        children.push(st.nlink > 1 ? { ...file, dev: st.dev } : file);
       } else if (st.isSymbolicLink()) {
-        const target = tally.addSymlink(relPath, fs.readlinkSync(absPath));
+        const target = tally.addSymlink(relPath, readLink(at));
         if (target !== undefined) children.push({ type: 'symlink', name, path: relPath, target, mtimeMs: Math.floor(st.mtimeMs) });
       } else {
         tally.excluded.push({ path: relPath, reason: 'special-file', rule: 'socket, FIFO or device' });
@@ -121,15 +148,42 @@ export function scanWorkspace(root: string, rules: ExcludeRules, limits: ScanLim
     }
   };
 
-  const top = dirEntry('', '', rootStat, permissionBits(rootStat.mode));
-  walk(root, '', rules.enter('', readGitignore(rules, root)), top.children);
-  return { root: top, ...tally.counts, excluded: tally.excluded, startedAtMs };
+  try {
+    const top = dirEntry('', '', rootStat, permissionBits(rootStat.mode));
+    walk(root, '', rules.enter('', readGitignore(rules, root, long)), top.children);
+    return { root: top, ...tally.counts, excluded: tally.excluded, startedAtMs };
+  } finally {
+    long.close();
+  }
 }
 
-function readGitignore(rules: ExcludeRules, absDir: string): string | undefined {
+/** The names in directory `abs`, read as strings, and as bytes again when one was not valid UTF-8. */
+function readNames(abs: string, long: LongPaths): { names: string[]; escaped: boolean } {
+  const at = long.at(abs);
+  // Any stable order will do: tree encoding sorts entries by name bytes itself.
+  const names = fs.readdirSync(at).sort();
+  if (!names.some((n) => n.includes('\ufffd'))) return { names, escaped: false };
+  const exact = fs.readdirSync(at, { encoding: 'buffer' }).map(textFromBytes).sort();
+  return { names: exact, escaped: exact.some(hasByteEscapes) };
+}
+
+/** A symlink's target, as bytes again when it is not valid UTF-8. */
+function readLink(at: string | Buffer): string {
+  const target = fs.readlinkSync(at);
+  return target.includes('\ufffd') ? textFromBytes(fs.readlinkSync(at, { encoding: 'buffer' })) : target;
+}
+
+/** Why a workspace path cannot be kept (too long), or undefined. */
+function pathProblem(relPath: string): string | undefined {
+  return byteLength(relPath) > MAX_PATH_BYTES ? `path longer than ${MAX_PATH_BYTES} bytes` : undefined;
+}
+
+const errorCode = (error: unknown): string => String((error as { code?: unknown }).code ?? 'error');
+
+function readGitignore(rules: ExcludeRules, absDir: string, long: LongPaths): string | undefined {
   if (!rules.readsGitignore) return undefined;
   try {
-    return fs.readFileSync(path.join(absDir, '.gitignore'), 'utf8');
+    return fs.readFileSync(long.at(path.join(absDir, '.gitignore')), 'utf8');
   } catch {
     return undefined;
   }
@@ -158,8 +212,16 @@ function dirEntry(name: string, relPath: string, st: fs.Stats, mode: number): Sc
  * change is the next checkpoint's. Symlinks cannot change in place.
  */
 export function unchangedSince(root: string, scan: ScanResult, wasRead: (path: string) => boolean = () => true): boolean {
+  const long = new LongPaths();
+  const look = (rel: string): fs.Stats | undefined => {
+    try {
+      return fs.lstatSync(long.at(rel === '' ? root : path.join(root, rel)), { throwIfNoEntry: false });
+    } catch {
+      return undefined; // unreachable now (e.g. a directory on its long path replaced by a symlink): it moved
+    }
+  };
   const check = (dir: ScannedDir): boolean => {
-    const st = fs.lstatSync(path.join(root, dir.path), { throwIfNoEntry: false });
+    const st = look(dir.path);
     if (
       st === undefined ||
       !st.isDirectory() ||
@@ -172,7 +234,7 @@ export function unchangedSince(root: string, scan: ScanResult, wasRead: (path: s
       if (e.type === 'dir') {
         if (!check(e)) return false;
       } else if (e.type === 'file' && wasRead(e.path)) {
-        const f = fs.lstatSync(path.join(root, e.path), { throwIfNoEntry: false });
+        const f = look(e.path);
         if (
           f === undefined ||
           f.size !== e.size ||
@@ -186,7 +248,11 @@ export function unchangedSince(root: string, scan: ScanResult, wasRead: (path: s
     }
     return true;
   };
-  return check(scan.root);
+  try {
+    return check(scan.root);
+  } finally {
+    long.close();
+  }
 }
 
 /** Every file of a scanned tree, depth first. */

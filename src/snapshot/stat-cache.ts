@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { isSha256Hex, type Sha256Hex } from '../core/hash.js';
+import { hasByteEscapes } from '../core/name-bytes.js';
 
 /** A file modified this close to the scan's start is hashed again ("racy git"). */
 export const RACY_WINDOW_MS = 1000;
@@ -142,20 +143,25 @@ export class StatCacheBuilder {
 
   constructor(private readonly racyAfterMs: number) {}
 
-  /** Records a file (skipped when its mtime is inside the racy window); a hit keeps its line. */
+  /**
+   * Records a file (skipped when its mtime is inside the racy window, or its path holds byte
+   * escapes, which the UTF-8 text of the cache file cannot keep apart from U+FFFD); a hit
+   * keeps its line.
+   */
   add(relPath: string, e: StatCacheEntry | StatCacheHit): void {
     if (e.mtimeMs >= this.racyAfterMs - RACY_WINDOW_MS) return;
     if ('line' in e) {
       this.lines.push(e.line);
       return;
     }
+    if (hasByteEscapes(relPath)) return;
     const chunks = e.chunks.length === 1 && e.chunks[0] === e.sha256 ? '=' : e.chunks.join(',');
     this.lines.push(`${fileKey(relPath, e)}\u0002${e.sha256}\t${chunks}`);
   }
 
   /** Records a directory's tree id (skipped when the directory itself is racy). */
   addDir(relPath: string, d: DirIdentity, tree: Sha256Hex): void {
-    if (d.exactMtimeMs >= this.racyAfterMs - RACY_WINDOW_MS) return;
+    if (d.exactMtimeMs >= this.racyAfterMs - RACY_WINDOW_MS || hasByteEscapes(relPath)) return;
     this.lines.push(`${dirKey(relPath, d)}\u0002${tree}`);
   }
 

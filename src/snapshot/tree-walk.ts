@@ -1,9 +1,57 @@
 import type { Sha256Hex } from '../core/hash.js';
-import { MAX_PATH_BYTES, symlinkStaysInside } from '../core/paths.js';
-import { decodeTree, type FileEntry, type SymlinkEntry, type TreeEntry } from '../core/tree.js';
+import { byteLength } from '../core/name-bytes.js';
+import { MAX_PATH_BYTES, printable, symlinkStaysInside } from '../core/paths.js';
+import { compareNames, decodeTree, type FileEntry, type SymlinkEntry, type TreeEntry } from '../core/tree.js';
 import { InputError, IntegrityError } from '../errors.js';
 import type { ObjectReader } from '../objects/object-reader.js';
 import { DEFAULT_MAX_DIRS, DEFAULT_MAX_ENTRIES, DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_TOTAL_BYTES, type ScanLimits } from './scan.js';
+
+/**
+ * Orders workspace paths as a depth-first walk of trees sorted by name bytes meets them
+ * ("flatten order"): segment by segment with `compareNames`, a directory before what it holds.
+ */
+export function comparePaths(a: string, b: string): number {
+  if (a === b) return 0;
+  const as = a.split('/');
+  const bs = b.split('/');
+  for (let i = 0; i < Math.min(as.length, bs.length); i += 1) {
+    const c = compareNames(as[i] as string, bs[i] as string);
+    if (c !== 0) return c;
+  }
+  return as.length - bs.length;
+}
+
+/**
+ * Checks every hard link of a flattened tree (the host never trusts a stored tree): a
+ * member's `hardlink` must name a file that precedes it in flatten order, is no member
+ * itself, and has equal sha256, size, mode and mtime. Throws `INTEGRITY` (data: `path`,
+ * `hardlink`, `reason`) otherwise. Linear in the files when the tree holds no link.
+ */
+export function checkHardlinks(files: FlatTree['files']): void {
+  const members = files.filter((f) => f.hardlink !== undefined);
+  if (members.length === 0) return;
+  const wanted = new Set(members.map((m) => m.hardlink as string));
+  const leaders = new Map(files.filter((f) => wanted.has(f.path)).map((f) => [f.path, f]));
+  for (const m of members) {
+    const to = m.hardlink as string;
+    const leader = leaders.get(to);
+    const why =
+      leader === undefined
+        ? 'names no file of the checkpoint'
+        : comparePaths(to, m.path) >= 0
+          ? 'names a file that does not precede it'
+          : leader.hardlink !== undefined
+            ? 'names a file that is itself a link'
+            : leader.sha256 !== m.sha256 || leader.size !== m.size || leader.mode !== m.mode || leader.mtimeMs !== m.mtimeMs
+              ? 'names a file with other content, mode or mtime'
+              : undefined;
+    if (why !== undefined) {
+      throw new IntegrityError('INTEGRITY', `stored hard link ${printable(m.path)} -> ${printable(to)} ${why}`, {
+        data: { path: m.path, hardlink: to, reason: why },
+      });
+    }
+  }
+}
 
 /** A checkpoint's content, flattened: every directory, file and symlink with its path. */
 export interface FlatTree {
@@ -65,8 +113,10 @@ export function entryPath(tree: Sha256Hex, dirPath: string, entry: TreeEntry): s
   const p = dirPath === '' ? entry.name : `${dirPath}/${entry.name}`;
   const refuse = (why: string): IntegrityError =>
     new IntegrityError('INTEGRITY', `tree ${tree} is malformed: ${p} ${why}`, { data: { tree, path: p, reason: why } });
-  if (Buffer.byteLength(p) > MAX_PATH_BYTES) throw refuse(`is longer than ${MAX_PATH_BYTES} bytes`);
-  if (entry.type === 'symlink' && !symlinkStaysInside(p, entry.target)) throw refuse(`is a symlink leading outside (${entry.target})`);
+  // A UTF-16 unit is at most 3 bytes: only a path that could be too long is measured.
+  if (p.length * 3 > MAX_PATH_BYTES && byteLength(p) > MAX_PATH_BYTES) throw refuse(`is longer than ${MAX_PATH_BYTES} bytes`);
+  if (entry.type === 'symlink' && !symlinkStaysInside(p, entry.target))
+    throw refuse(`is a symlink leading outside (${printable(entry.target)})`);
   return p;
 }
 
@@ -90,8 +140,8 @@ function limitExceeded(what: string, limit: number, at: string): InputError {
  * appears (a tree may share one subtree many times over): more files and symlinks than
  * `maxEntries`, more directories than `maxDirs`, a file over `maxFileBytes` or more than
  * `maxTotalBytes` in all fail with `LIMIT_EXCEEDED` as soon as the walk sees them, so a
- * small store cannot unfold into an unbounded restore. `root` describes the root directory,
- * which has no entry of its own.
+ * small store cannot unfold into an unbounded restore. Hard links are checked last
+ * ({@link checkHardlinks}). `root` describes the root directory, which has no entry of its own.
  */
 export async function flattenTree(
   reader: ObjectReader,
@@ -127,5 +177,6 @@ export async function flattenTree(
     }
     level = nextLevel;
   }
+  checkHardlinks(flat.files);
   return flat;
 }

@@ -1,5 +1,8 @@
+import fs from 'node:fs';
 import path from 'node:path';
 import { type ExcludeOptions, ExcludeRules, type Exclusion } from '../core/excludes.js';
+import { LongPaths, SYSCALL_PATH_BYTES } from '../core/long-paths.js';
+import { byteLength, hasByteEscapes } from '../core/name-bytes.js';
 import type { ContentWorkers, DigestOutcome } from '../objects/content-workers.js';
 import { type FileChunk, type FileContent, readLargeFile } from './file-reader.js';
 import { type ScanLimits, type ScannedFile, type ScanResult, scanWorkspace, unchangedSince } from './scan.js';
@@ -37,6 +40,23 @@ export interface WorkspaceSource {
   saveCache(scan: SourceScan, next: StatCacheBuilder, ids: ReadonlyMap<string, FileIds>, base: string): Promise<void>;
 }
 
+/** Each file's bytes, or the error a worker would have reported for it. */
+function readAll(paths: readonly string[]): Array<Buffer | DigestOutcome> {
+  const long = new LongPaths();
+  try {
+    return paths.map((p) => {
+      try {
+        return fs.readFileSync(long.at(p));
+      } catch (error) {
+        const e = error as NodeJS.ErrnoException;
+        return { kind: 'error', errno: e.code ?? 'EIO', message: e.message };
+      }
+    });
+  } finally {
+    long.close();
+  }
+}
+
 /** A workspace that is a directory on this host. */
 export class LocalWorkspaceSource implements WorkspaceSource {
   readonly label: string;
@@ -59,12 +79,46 @@ export class LocalWorkspaceSource implements WorkspaceSource {
     return { scan, lookup: (file) => cache.lookup(file.path, file, scan.startedAtMs), trees: cache, allowances: rules.allowances };
   }
 
-  digest(files: readonly ScannedFile[]): Promise<DigestOutcome[]> {
-    return this.workers.digestPaths(files.map((f) => path.join(this.dir, f.path)));
+  /**
+   * Workers open files by a string path; a path holding byte escapes or too long for one
+   * system call (rare) is read here, through {@link LongPaths}, and its bytes digested instead.
+   */
+  async digest(files: readonly ScannedFile[]): Promise<DigestOutcome[]> {
+    const abs = files.map((f) => path.join(this.dir, f.path));
+    const awkward: number[] = [];
+    for (const [i, p] of abs.entries()) {
+      // A UTF-16 unit is at most 3 bytes: only a path that could be long is measured.
+      if (hasByteEscapes(p) || (p.length * 3 > SYSCALL_PATH_BYTES && byteLength(p) > SYSCALL_PATH_BYTES)) awkward.push(i);
+    }
+    if (awkward.length === 0) return this.workers.digestPaths(abs);
+    const skip = new Set(awkward);
+    const plain = abs.filter((_, i) => !skip.has(i));
+    const read = readAll(awkward.map((i) => abs[i] as string));
+    const [byPath, byBytes] = await Promise.all([
+      this.workers.digestPaths(plain),
+      this.workers.digestBuffers(read.flatMap((r) => (r instanceof Buffer ? [r] : []))),
+    ]);
+    const out: DigestOutcome[] = [];
+    let nextPlain = 0;
+    let nextRead = 0;
+    let nextBytes = 0;
+    for (let i = 0; i < abs.length; i += 1) {
+      if (!skip.has(i)) out.push(byPath[nextPlain++] as DigestOutcome);
+      else {
+        const r = read[nextRead++];
+        out.push(r instanceof Buffer ? (byBytes[nextBytes++] as DigestOutcome) : (r as DigestOutcome));
+      }
+    }
+    return out;
   }
 
-  readLarge(file: ScannedFile, onChunk: (chunk: FileChunk) => Promise<void>): Promise<FileContent> {
-    return readLargeFile(path.join(this.dir, file.path), onChunk);
+  async readLarge(file: ScannedFile, onChunk: (chunk: FileChunk) => Promise<void>): Promise<FileContent> {
+    const long = new LongPaths();
+    try {
+      return await readLargeFile(long.at(path.join(this.dir, file.path)), onChunk);
+    } finally {
+      long.close();
+    }
   }
 
   async unchanged(scan: SourceScan, wasRead: (path: string) => boolean): Promise<boolean> {

@@ -4,6 +4,28 @@ import type { RestoreProgress, RestoreReceipt } from '../../index.js';
 import { withHoldfast } from '../program.js';
 import { formatBytes, startProgress } from '../progress.js';
 
+/** Reasons that change what is kept rather than leave it out. */
+const KEPT_CHANGED: ReadonlySet<string> = new Set(['mode-stripped', 'symlink-made-relative']);
+
+/**
+ * The receipt's account of what the checkpoint did not keep as it was: what it left out (which
+ * a restore cannot bring back: setup must rebuild caches and dependencies, secrets come from
+ * elsewhere) and what it kept changed. Counts by reason, largest first.
+ */
+export function exclusionLines(receipt: Pick<RestoreReceipt, 'excluded'>): string[] {
+  const counts = Object.entries(receipt.excluded?.byReason ?? {}).sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
+  const list = (entries: Array<[string, number]>): string => entries.map(([reason, n]) => `${n} ${reason}`).join(', ');
+  const out = counts.filter(([reason]) => !KEPT_CHANGED.has(reason));
+  const changed = counts.filter(([reason]) => KEPT_CHANGED.has(reason));
+  const lines: string[] = [];
+  if (out.length > 0) lines.push(`  left out: ${list(out)}; setup must rebuild them`);
+  if (changed.length > 0) lines.push(`  kept changed: ${list(changed)}`);
+  const counted = counts.reduce((n, [, c]) => n + c, 0);
+  const total = receipt.excluded?.total ?? 0;
+  if (total > counted) lines.push(`  and ${total - counted} more left out (not listed by reason in this older checkpoint)`);
+  return lines;
+}
+
 /** `holdfast restore <dir> --workspace <name> [--checkpoint <id>] [--replace]`. */
 export function registerRestore(program: Command): void {
   program
@@ -51,7 +73,9 @@ export function registerRestore(program: Command): void {
             [
               `restored checkpoint ${receipt.checkpointId} into ${receipt.target}`,
               `  files ${receipt.files} (${formatBytes(receipt.bytes)}), dirs ${receipt.dirs}, symlinks ${receipt.symlinks}`,
-              `  fetched ${formatBytes(receipt.bytesFetched)}; reused ${receipt.filesReused} unchanged files; every object and file verified`,
+              `  fetched ${formatBytes(receipt.bytesFetched)}; reused ${receipt.filesReused} unchanged files; hard links ${receipt.hardlinks ?? 0}`,
+              '  verified as written: every object; every file (bytes, mode, mtime), directory, symlink and hard link',
+              ...exclusionLines(receipt),
               `  took ${(receipt.durationMs / 1000).toFixed(2)} s`,
             ].join('\n'),
           );

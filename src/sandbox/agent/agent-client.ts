@@ -152,7 +152,7 @@ export class AgentClient {
     } catch {
       throw new IntegrityError('INTEGRITY', '[agent] the scan answer is not JSON; nothing was saved', { data: { source: 'agent' } });
     }
-    const { scan } = checkAgentScan(wire, rules, request.limits);
+    const { scan } = checkAgentScan(wire, rules, request.limits, request.root);
     if (typeof wire.scanId !== 'string')
       throw new IntegrityError('INTEGRITY', '[agent] the scan answer has no scan id', { data: { source: 'agent' } });
     return {

@@ -1,14 +1,14 @@
 import { createHash } from 'node:crypto';
 import type { FileEntry } from '../../core/tree.js';
-import { ConflictError, InputError, IntegrityError } from '../../errors.js';
+import { ConflictError, InputError } from '../../errors.js';
 import type { Checkpoint, Workspace } from '../../metadata/metadata-store.js';
 import { ObjectReader } from '../../objects/object-reader.js';
 import type { SnapshotDeps } from '../../snapshot/checkpoint.js';
+import { excludedSummary, recordedRoot } from '../../snapshot/checkpoint-record.js';
 import type { RestoreProgress, RestoreReceipt } from '../../snapshot/restore.js';
 import { checkpointLimits, flattenTree } from '../../snapshot/tree-walk.js';
 import { type AgentClient, agentCacheKey } from '../agent/agent-client.js';
 import { BatchWriter } from '../agent/batch-writer.js';
-import { recordedExclusions, recordedRoot } from './checkpoint-figures.js';
 
 /** Chunk bytes fetched from the store per round, at most; the first round fetches less. */
 const FETCH_BATCH_BYTES = 32 * 1024 * 1024;
@@ -104,41 +104,21 @@ export async function restoreIntoSandbox(deps: SnapshotDeps, options: ExecRestor
     filesReused: reused.size,
     bytesFetched: fetched,
     verified: true,
-    excluded: recordedExclusions(checkpoint),
+    excluded: excludedSummary(checkpoint),
     hardlinks: members.length,
     durationMs: Math.round(performance.now() - started),
   };
 }
 
 /**
- * Splits a tree's files into those written (or reused) and hard-link members linked to them
- * afterwards. The tree walk validated every `hardlink` already; this only refuses, again with
- * `INTEGRITY`, a member whose leader is not a plain file of this tree with its content, mode
- * and mtime, so the agent is never asked to link what a restore would not have written.
+ * Splits a tree's files into those written (or reused) and hard-link members, linked to their
+ * leader afterwards. `flattenTree` validated every `hardlink` (`checkHardlinks`): it names a
+ * preceding plain file of this tree with the member's content, mode and mtime.
  */
 function linkGroups(files: readonly FileWithPath[]): { leaders: FileWithPath[]; members: FileWithPath[] } {
-  const leaders = files.filter((f) => f.hardlink === undefined);
-  const members = files.filter((f) => f.hardlink !== undefined);
-  if (members.length === 0) return { leaders, members };
-  const byPath = new Map(leaders.map((f) => [f.path, f]));
-  for (const m of members) {
-    const leader = byPath.get(m.hardlink as string);
-    if (
-      leader === undefined ||
-      leader.sha256 !== m.sha256 ||
-      leader.size !== m.size ||
-      leader.mode !== m.mode ||
-      leader.mtimeMs !== m.mtimeMs
-    ) {
-      throw new IntegrityError(
-        'INTEGRITY',
-        `${m.path} is recorded as a hard link to ${m.hardlink}, which is not the same file in this checkpoint`,
-        {
-          data: { path: m.path, field: 'hardlink' },
-        },
-      );
-    }
-  }
+  const leaders: FileWithPath[] = [];
+  const members: FileWithPath[] = [];
+  for (const f of files) (f.hardlink === undefined ? leaders : members).push(f);
   return { leaders, members };
 }
 
