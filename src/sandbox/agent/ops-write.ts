@@ -81,7 +81,7 @@ function plan(resolver: NoFollowResolver, journal: BatchJournal, ops: readonly W
   const absent = new Set<string>();
   for (const op of ops) {
     if (op.path === '') continue;
-    const st = fs.lstatSync(resolver.at(resolver.resolve(op.path, madeDirs)), { throwIfNoEntry: false });
+    const st = lstatPlanned(resolver, op.path, madeDirs);
     if (st === undefined && !madeDirs.has(op.path) && !sizes.has(op.path)) absent.add(op.path);
     const refuse = (why: string): never => {
       throw new InputError('INVALID_INPUT', `${op.op} ${op.path}: ${why}`, { data: { path: op.path, op: op.op } });
@@ -98,7 +98,7 @@ function plan(resolver: NoFollowResolver, journal: BatchJournal, ops: readonly W
       if (have < op.at) refuse(`piece at ${op.at} but ${Math.max(have, 0)} bytes are staged; send the earlier pieces first`);
     }
     if (op.op === 'link' && !completes.has(op.leader)) {
-      const leader = fs.lstatSync(resolver.at(resolver.resolve(op.leader, madeDirs)), { throwIfNoEntry: false });
+      const leader = lstatPlanned(resolver, op.leader, madeDirs);
       if (leader?.isFile() !== true || !journal.isStaged(op.leader)) refuse(`leader ${op.leader} is not a file completed in this staging`);
     }
     if (op.op === 'file') {
@@ -108,6 +108,20 @@ function plan(resolver: NoFollowResolver, journal: BatchJournal, ops: readonly W
     } else completes.delete(op.path);
   }
   return absent;
+}
+
+/**
+ * `lstat` of a staging path whose parents may be planned but not made yet: a deep path is
+ * reached by opening its parents, which fails `ENOENT` before they exist; that is "nothing there".
+ */
+function lstatPlanned(resolver: NoFollowResolver, rel: string, planned: ReadonlySet<string>): fs.Stats | undefined {
+  const abs = resolver.resolve(rel, planned);
+  try {
+    return fs.lstatSync(resolver.at(abs), { throwIfNoEntry: false });
+  } catch (error) {
+    if ((error as { code?: unknown }).code === 'ENOENT') return undefined;
+    throw error;
+  }
 }
 
 function applyOp(resolver: NoFollowResolver, batch: BatchContext, op: WriteOp, payload: Buffer, staged: StagedFile[]): void {
