@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { InputError, NotFoundError } from '../errors.js';
+import { removeTree as removeDeepTree } from '../snapshot/remove-tree.js';
 import { writeFileAtomic } from './agent/safe-fs.js';
 import type { SandboxInfo, SandboxSpec } from './sandbox-provider.js';
 import { checkedEnv, checkedLabels } from './sandbox-spec.js';
@@ -184,13 +185,16 @@ export class SandboxDirs {
 
 /**
  * Deletes a sandbox's files even if commands inside made directories unreadable (a non-root
- * host user cannot delete inside a mode-000 directory it owns until it restores the mode).
+ * host user cannot delete inside a mode-000 directory it owns until it restores the mode) or
+ * paths longer than PATH_MAX.
  */
 async function removeTree(dir: string): Promise<void> {
   try {
     await fsp.rm(dir, { recursive: true, force: true, maxRetries: 3 });
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
+    // A path past PATH_MAX inside (a workspace may hold one) is reached entry by entry, through open directories.
+    if (code === 'ENAMETOOLONG') return removeDeepTree(dir);
     if (code !== 'EACCES' && code !== 'EPERM') throw error;
     await restoreOwnerAccess(dir);
     await fsp.rm(dir, { recursive: true, force: true, maxRetries: 3 });

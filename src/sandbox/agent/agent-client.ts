@@ -152,7 +152,7 @@ export class AgentClient {
     } catch {
       throw new IntegrityError('INTEGRITY', '[agent] the scan answer is not JSON; nothing was saved', { data: { source: 'agent' } });
     }
-    const { scan } = checkAgentScan(wire, rules, request.limits);
+    const { scan } = checkAgentScan(wire, rules, request.limits, request.root);
     if (typeof wire.scanId !== 'string')
       throw new IntegrityError('INTEGRITY', '[agent] the scan answer has no scan id', { data: { source: 'agent' } });
     return {
@@ -225,7 +225,13 @@ export class AgentClient {
   }
 
   /** Swaps staging into place atomically; with `base` (and a cache key at stage-begin) writes the stat cache. */
-  async publish(input: { stagingId: string; target: string; base?: string }): Promise<PublishResult> {
+  async publish(input: {
+    stagingId: string;
+    target: string;
+    base?: string;
+    /** The root directory's recorded mode and mtime, applied to the target after publishing (and read back). */
+    root?: { readonly mode: number; readonly mtimeMs: number };
+  }): Promise<PublishResult> {
     return (await this.conn.call('publish', input)).result as PublishResult;
   }
 

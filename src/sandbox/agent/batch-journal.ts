@@ -15,12 +15,15 @@ export interface StagedFile {
 /**
  * The durable memory of one staging directory, kept in `<staging>/.holdfast/` (a reserved name
  * no workspace path can use, removed before publish): `batches` lists completed write-batch
- * ids, `staged.tsv` the files written or reused. Both are append-only with fsync; a torn last
+ * ids, `staged.tsv` the files written or reused (paths as JSON strings). Both are append-only with fsync; a torn last
  * line (a kill mid-append) is cut off when the journal is opened, so it never merges with the
  * next record. A batch id is appended only after all of its operations are applied, so an id
  * in the journal means "applied exactly once", and an id missing means "apply it (again)".
  */
 export class BatchJournal {
+  /** Paths of staged files, read on first use and kept up to date by this object. */
+  private stagedPaths: Set<string> | undefined;
+
   private constructor(
     private readonly dir: string,
     private readonly done: Set<string>,
@@ -50,7 +53,15 @@ export class BatchJournal {
 
   /** Records files staged by a reuse request (not a batch: reuse is idempotent by itself). */
   addStaged(files: readonly StagedFile[]): void {
-    if (files.length > 0) appendDurably(this.stagedFile, files.map(stagedLine).join(''));
+    if (files.length === 0) return;
+    appendDurably(this.stagedFile, files.map(stagedLine).join(''));
+    for (const f of files) this.stagedPaths?.add(f.path);
+  }
+
+  /** True when a file at `relPath` was completed and verified in this staging (written or reused), by any agent process. */
+  isStaged(relPath: string): boolean {
+    this.stagedPaths ??= new Set(readStaged(this.stagedFile).keys());
+    return this.stagedPaths.has(relPath);
   }
 
   /** Marks a batch complete, after recording the files it staged. */
@@ -72,16 +83,34 @@ export function readStaged(file: string): Map<string, StagedFile> {
   for (const line of readLines(file)) {
     const f = line.split('\t');
     if (f.length !== 6) continue;
-    const [p, size, mtimeMs, mode, sha256, chunks] = f as [string, string, string, string, string, string];
+    const [quoted, size, mtimeMs, mode, sha256, chunks] = f as [string, string, string, string, string, string];
     const ids = chunks === '' ? [] : chunks.split(',');
-    if (!isSha256Hex(sha256) || !ids.every(isSha256Hex)) continue;
+    const p = unquote(quoted);
+    if (p === undefined || !isSha256Hex(sha256) || !ids.every(isSha256Hex)) continue;
     out.set(p, { path: p, size: Number(size), mtimeMs: Number(mtimeMs), mode: Number(mode), sha256, chunks: ids });
   }
   return out;
 }
 
+/**
+ * A path as one field of a line: JSON text, which writes a byte escape (a name that is not
+ * UTF-8) as `\udcXX` and a tab as `\t`, where plain UTF-8 would turn the escape into U+FFFD.
+ */
+function quote(relPath: string): string {
+  return JSON.stringify(relPath);
+}
+
+function unquote(field: string): string | undefined {
+  try {
+    const p: unknown = JSON.parse(field);
+    return typeof p === 'string' ? p : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 function stagedLine(f: StagedFile): string {
-  return `${f.path}\t${f.size}\t${f.mtimeMs}\t${f.mode}\t${f.sha256}\t${f.chunks.join(',')}\n`;
+  return `${quote(f.path)}\t${f.size}\t${f.mtimeMs}\t${f.mode}\t${f.sha256}\t${f.chunks.join(',')}\n`;
 }
 
 /** Complete lines of `file`; a torn tail is truncated away so the next append starts clean. */

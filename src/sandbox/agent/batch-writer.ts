@@ -89,6 +89,15 @@ export class BatchWriter {
     return this.add({ op: 'symlink', path, target, mtimeMs });
   }
 
+  /**
+   * A hard link of a group's member (`meta`, its tree entry) to the group's leader, which must
+   * be complete in staging first: send every file, then the links.
+   */
+  link(meta: FileMeta, leader: string): Promise<void> {
+    const { path, size, sha256, mode, mtimeMs } = meta;
+    return this.add({ op: 'link', path, leader, size, sha256, mode, mtimeMs });
+  }
+
   /** A directory's final mode and mtime (`''` = the root, mode only). */
   dir(path: string, mode: number, mtimeMs: number): Promise<void> {
     return this.add({ op: 'dir', path, mode, mtimeMs });

@@ -5,9 +5,11 @@ import { StatCacheBuilder } from '../../snapshot/stat-cache.js';
 import type { OpHandler } from './agent-server.js';
 import { type AgentState, faultPoint } from './agent-state.js';
 import { BatchJournal, readStaged } from './batch-journal.js';
+import { expectKept } from './kept-check.js';
 import type { PublishResult } from './protocol.js';
 import { moveAsideBack, publishInside } from './publish-inside.js';
-import { fsyncDir, NoFollowResolver, removeTree } from './safe-fs.js';
+import { Fields } from './request-fields.js';
+import { fsTime, fsyncDir, removeTree, withResolver } from './safe-fs.js';
 import { loadRecord, removeRecord, type StagingRecord, saveRecord, stagingPaths } from './staging-registry.js';
 
 const exists = (p: string): boolean => fs.lstatSync(p, { throwIfNoEntry: false }) !== undefined;
@@ -20,21 +22,26 @@ const exists = (p: string): boolean => fs.lstatSync(p, { throwIfNoEntry: false }
  * `beside`: two renames of the directory itself. `inside` (the target is a mount point): the
  * old entries move aside, then the new ones in, each a rename. With `base` (the checkpoint id)
  * and a cache key, the stat cache is written from the staged files as they stand after
- * publishing, so the next checkpoint hashes nothing it does not have to.
+ * publishing, so the next checkpoint hashes nothing it does not have to. With `root` (the
+ * checkpoint's root directory `{mode, mtimeMs}`) the target gets that mode and mtime last of
+ * all, after everything that changes it, and both are read back (`INTEGRITY` when not kept;
+ * a re-sent publish applies them again).
  */
 export function publish(state: AgentState): OpHandler {
   return ({ fields }) => {
     const stagingId = fields.token('stagingId');
     const target = fields.absolutePath('target');
     const base = fields.optionalToken('base');
+    const root = rootOf(fields.raw('root'));
     const record = loadRecord(state, stagingId);
     if (record === undefined || record.target !== target) {
       throw new NotFoundError(`no staging ${stagingId} for ${target}: begin a restore first`, { data: { stagingId, target } });
     }
     const { staging, old } = stagingPaths(record);
-    const done = (replaced: boolean, alreadyPublished: boolean, cacheEntries: number): { result: PublishResult } => ({
-      result: { target, replaced, alreadyPublished, cacheEntries },
-    });
+    const done = (replaced: boolean, alreadyPublished: boolean, cacheEntries: number): { result: PublishResult } => {
+      if (root !== undefined) applyRoot(target, root);
+      return { result: { target, replaced, alreadyPublished, cacheEntries } };
+    };
     if (record.state === 'published') {
       tidy(record);
       return done(false, true, 0);
@@ -68,6 +75,20 @@ export function publish(state: AgentState): OpHandler {
     finish(state, record);
     return done(replaced, false, cache());
   };
+}
+
+/** The `root` field of a publish request: permission bits and a whole-millisecond mtime. */
+function rootOf(raw: unknown): { mode: number; mtimeMs: number } | undefined {
+  if (raw === undefined || raw === null) return undefined;
+  const f = Fields.of(raw, 'publish root');
+  return { mode: f.int('mode', 0, 0o777), mtimeMs: Math.floor(f.number('mtimeMs')) };
+}
+
+/** Gives the published root its recorded mode and mtime, and checks it kept them. */
+function applyRoot(target: string, root: { mode: number; mtimeMs: number }): void {
+  fs.chmodSync(target, root.mode);
+  fs.utimesSync(target, fsTime(root.mtimeMs), fsTime(root.mtimeMs));
+  expectKept(fs.lstatSync(target), '', root.mode, root.mtimeMs);
 }
 
 function swapDirectory(target: string, staging: string, old: string): void {
@@ -121,19 +142,20 @@ function saveStatCache(state: AgentState, record: StagingRecord, base: string | 
     return 0;
   }
   const builder = new StatCacheBuilder(startedAtMs);
-  const resolver = new NoFollowResolver(record.target);
   let n = 0;
-  for (const f of readStaged(list).values()) {
-    let st: fs.Stats | undefined;
-    try {
-      st = fs.lstatSync(resolver.resolve(f.path), { throwIfNoEntry: false });
-    } catch {
-      continue;
+  withResolver(record.target, (resolver) => {
+    for (const f of readStaged(list).values()) {
+      let st: fs.Stats | undefined;
+      try {
+        st = fs.lstatSync(resolver.at(resolver.resolve(f.path)), { throwIfNoEntry: false });
+      } catch {
+        continue;
+      }
+      if (st?.isFile() !== true || st.size !== f.size || (st.mode & 0o7777) !== f.mode || Math.floor(st.mtimeMs) !== f.mtimeMs) continue;
+      builder.add(f.path, { ...f, mtimeMs: st.mtimeMs, ctimeMs: st.ctimeMs, ino: st.ino });
+      n += 1;
     }
-    if (st?.isFile() !== true || st.size !== f.size || (st.mode & 0o7777) !== f.mode || Math.floor(st.mtimeMs) !== f.mtimeMs) continue;
-    builder.add(f.path, { ...f, mtimeMs: st.mtimeMs, ctimeMs: st.ctimeMs, ino: st.ino });
-    n += 1;
-  }
+  });
   builder.save(state.statCacheFile(record.cacheKey), base);
   fs.rmSync(list, { force: true });
   return n;

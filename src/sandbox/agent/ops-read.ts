@@ -3,7 +3,7 @@ import { splitRelativePath } from '../../core/paths.js';
 import { HoldfastError, InputError } from '../../errors.js';
 import type { HandlerReply, OpHandler, RequestContext } from './agent-server.js';
 import { READ_BATCH_MAX_BYTES, READ_BATCH_MAX_FILES, type ReadFileHeader, STREAM_CHUNK_BYTES, STREAM_CHUNK_MAX_BYTES } from './protocol.js';
-import { NoFollowResolver } from './safe-fs.js';
+import { type NoFollowResolver, withResolver } from './safe-fs.js';
 
 // O_NONBLOCK: a path that turned into a FIFO since the scan must not hang the agent in open().
 const READ_FLAGS = fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK;
@@ -20,26 +20,27 @@ const YIELD_EVERY_BYTES = 16 * 1024 * 1024;
 export const read: OpHandler = ({ fields }) => {
   const root = fields.absolutePath('root');
   const paths = fields.strings('paths', READ_BATCH_MAX_FILES, (p) => splitRelativePath(p).join('/'));
-  const resolver = new NoFollowResolver(root);
   const files: ReadFileHeader[] = [];
   const buffers: Buffer[] = [];
   let budget = READ_BATCH_MAX_BYTES;
-  for (const p of paths) {
-    const got = readOne(resolver, p, budget);
-    if (typeof got === 'string') files.push({ path: p, length: 0, status: got });
-    else {
-      files.push({ path: p, length: got.length });
-      buffers.push(got);
-      budget -= got.length;
+  withResolver(root, (resolver) => {
+    for (const p of paths) {
+      const got = readOne(resolver, p, budget);
+      if (typeof got === 'string') files.push({ path: p, length: 0, status: got });
+      else {
+        files.push({ path: p, length: got.length });
+        buffers.push(got);
+        budget -= got.length;
+      }
     }
-  }
+  });
   return { result: { files }, payload: Buffer.concat(buffers) };
 };
 
 function readOne(resolver: NoFollowResolver, rel: string, budget: number): Buffer | 'missing' | 'not-file' | 'too-large' {
   let fd: number;
   try {
-    fd = fs.openSync(resolver.resolve(rel), READ_FLAGS);
+    fd = fs.openSync(resolver.at(resolver.resolve(rel)), READ_FLAGS);
   } catch (error) {
     const code = (error as { code?: unknown }).code;
     if (code === 'ELOOP') return 'not-file';
@@ -74,7 +75,8 @@ export const readStream: OpHandler = async (ctx: RequestContext): Promise<Handle
   const root = fields.absolutePath('root');
   const rel = splitRelativePath(fields.string('path')).join('/');
   const chunkBytes = fields.raw('chunkBytes') === undefined ? STREAM_CHUNK_BYTES : fields.int('chunkBytes', 1, STREAM_CHUNK_MAX_BYTES);
-  const fd = fs.openSync(new NoFollowResolver(root).resolve(rel), READ_FLAGS);
+  // Opened once: the file stays reachable through its descriptor after the resolver is closed.
+  const fd = withResolver(root, (resolver) => fs.openSync(resolver.at(resolver.resolve(rel)), READ_FLAGS));
   try {
     if (!fs.fstatSync(fd).isFile()) throw new InputError('INVALID_INPUT', `${rel} is not a regular file`, { data: { path: rel } });
     let at = 0;

@@ -19,7 +19,9 @@ const PROGRESS_EVERY_MS = 2000;
  * hashing it), is hard-linked into staging, so only what differs is sent. Links never change
  * the old inode, and a later write to the same path replaces the link rather than writing
  * through it. Idempotent: a re-sent request links the same files again. Missing parent
- * directories are created (0700; their `dir` op sets mode and mtime later).
+ * directories are created (0700; their `dir` op sets mode and mtime later). Paths may hold
+ * byte escapes and be longer than one system call takes (the resolvers reach them). Members of
+ * a hard-link group are not asked for: they are linked to their leader in staging.
  */
 export function stageReuse(state: AgentState): OpHandler {
   return async (ctx: RequestContext): Promise<HandlerReply> => {
@@ -33,15 +35,20 @@ export function stageReuse(state: AgentState): OpHandler {
     const reused: string[] = [];
     const staged: StagedFile[] = [];
     let lastProgress = Date.now();
-    for (const file of files) {
-      if (linkIfUnchanged(file, from, to, cache)) {
-        reused.push(file.path);
-        staged.push(file);
+    try {
+      for (const file of files) {
+        if (linkIfUnchanged(file, from, to, cache)) {
+          reused.push(file.path);
+          staged.push(file);
+        }
+        if (Date.now() - lastProgress >= PROGRESS_EVERY_MS) {
+          lastProgress = Date.now();
+          await ctx.part({ progress: { files: reused.length } });
+        }
       }
-      if (Date.now() - lastProgress >= PROGRESS_EVERY_MS) {
-        lastProgress = Date.now();
-        await ctx.part({ progress: { files: reused.length } });
-      }
+    } finally {
+      from.close();
+      to.close();
     }
     journal.addStaged(staged);
     return { result: { reused } };
@@ -49,9 +56,9 @@ export function stageReuse(state: AgentState): OpHandler {
 }
 
 function linkIfUnchanged(file: ReuseFile, from: NoFollowResolver, to: NoFollowResolver, cache: StatCache): boolean {
-  let source: string;
+  let source: string | Buffer;
   try {
-    source = from.resolve(file.path);
+    source = from.at(from.resolve(file.path));
   } catch {
     return false;
   }
@@ -68,7 +75,7 @@ function linkIfUnchanged(file: ReuseFile, from: NoFollowResolver, to: NoFollowRe
   const identity = { size: st.size, mtimeMs: st.mtimeMs, ctimeMs: st.ctimeMs, ino: st.ino, mode: st.mode & 0o7777 };
   const known = cache.lookup(file.path, identity, Date.now());
   if ((known?.sha256 ?? hashFile(source)) !== file.sha256) return false;
-  const dest = to.resolveCreatingParents(file.path);
+  const dest = to.at(to.resolveCreatingParents(file.path));
   const there = fs.lstatSync(dest, { throwIfNoEntry: false });
   if (there?.isDirectory() === true) return false;
   if (there !== undefined) fs.unlinkSync(dest);

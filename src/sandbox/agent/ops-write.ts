@@ -1,18 +1,21 @@
 import { createHash, type Hash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import { fsPath } from '../../core/name-bytes.js';
 import { InputError, IntegrityError } from '../../errors.js';
 import type { OpHandler } from './agent-server.js';
 import { type AgentState, faultPoint } from './agent-state.js';
-import type { StagedFile } from './batch-journal.js';
+import type { BatchJournal, StagedFile } from './batch-journal.js';
+import { expectKept } from './kept-check.js';
 import { WRITE_BATCH_MAX_BYTES, WRITE_BATCH_MAX_OPS, type WriteOp } from './protocol.js';
-import { NoFollowResolver, toSeconds } from './safe-fs.js';
+import { fsTime, type NoFollowResolver, withResolver } from './safe-fs.js';
 import { openStaging } from './staging-registry.js';
 import { parseWriteOp } from './write-ops.js';
 
 const { O_RDWR, O_CREAT, O_EXCL, O_NOFOLLOW } = fs.constants;
 const VERIFY_BLOCK_BYTES = 4 * 1024 * 1024;
 type FileOp = Extract<WriteOp, { op: 'file' }>;
+type LinkOp = Extract<WriteOp, { op: 'link' }>;
 
 /**
  * `write {stagingId, batchId, ops[]}` + payload: applies one batch to a staging directory.
@@ -23,7 +26,10 @@ type FileOp = Extract<WriteOp, { op: 'file' }>;
  * on its own: a new file replaces whatever an interrupted attempt left at its name (never
  * writing through it, so a hard link from `stage-reuse` is never modified), a continued piece
  * is written at its absolute position and the file cut right after it. So a batch killed
- * half-way is simply applied again. Its id is journaled (fsynced) only once every op is done;
+ * half-way is simply applied again. Every entry is read back after it is made: a mode or
+ * mtime the filesystem did not keep fails the batch with `INTEGRITY` (data: `path`, `field`).
+ * A `link` op links a member to a leader this staging completed before (or this batch
+ * completes first) and checks both are one inode. Its id is journaled (fsynced) only once every op is done;
  * a journaled id is acknowledged without being applied again, which is what keeps an old
  * batch re-sent late from cutting a file that later batches have extended.
  */
@@ -40,14 +46,15 @@ export function write(state: AgentState): OpHandler {
     const ops = rawOps.map((raw, i) => parseWriteOp(raw, i, payload.length));
     const { staging, journal } = openStaging(state, stagingId);
     if (journal.has(batchId)) return { result: { applied: false, ops: ops.length } };
-    const resolver = new NoFollowResolver(staging);
-    const batch: BatchContext = { absent: plan(resolver, ops), writable: new Set() };
-    const staged: StagedFile[] = [];
-    for (const op of ops) {
-      applyOp(resolver, batch, op, payload, staged);
-      faultPoint();
-    }
-    journal.complete(batchId, staged);
+    withResolver(staging, (resolver) => {
+      const batch: BatchContext = { absent: plan(resolver, journal, ops), writable: new Set() };
+      const staged: StagedFile[] = [];
+      for (const op of ops) {
+        applyOp(resolver, batch, op, payload, staged);
+        faultPoint();
+      }
+      journal.complete(batchId, staged);
+    });
     faultPoint();
     return { result: { applied: true, ops: ops.length } };
   };
@@ -62,14 +69,19 @@ interface BatchContext {
   readonly writable: Set<string>;
 }
 
-/** Checks every op against the filesystem; returns the paths where nothing exists yet. */
-function plan(resolver: NoFollowResolver, ops: readonly WriteOp[]): Set<string> {
+/**
+ * Checks every op against the filesystem; returns the paths where nothing exists yet. A link's
+ * leader must be a regular file that this staging completed (its journal lists it) or that an
+ * earlier op of this batch completes.
+ */
+function plan(resolver: NoFollowResolver, journal: BatchJournal, ops: readonly WriteOp[]): Set<string> {
   const madeDirs = new Set<string>();
   const sizes = new Map<string, number>();
+  const completes = new Set<string>();
   const absent = new Set<string>();
   for (const op of ops) {
     if (op.path === '') continue;
-    const st = fs.lstatSync(resolver.resolve(op.path, madeDirs), { throwIfNoEntry: false });
+    const st = lstatPlanned(resolver, op.path, madeDirs);
     if (st === undefined && !madeDirs.has(op.path) && !sizes.has(op.path)) absent.add(op.path);
     const refuse = (why: string): never => {
       throw new InputError('INVALID_INPUT', `${op.op} ${op.path}: ${why}`, { data: { path: op.path, op: op.op } });
@@ -85,9 +97,31 @@ function plan(resolver: NoFollowResolver, ops: readonly WriteOp[]): Set<string> 
       const have = sizes.get(op.path) ?? (st?.isFile() === true && st.nlink === 1 ? st.size : -1);
       if (have < op.at) refuse(`piece at ${op.at} but ${Math.max(have, 0)} bytes are staged; send the earlier pieces first`);
     }
-    if (op.op === 'file') sizes.set(op.path, op.at + op.length);
+    if (op.op === 'link' && !completes.has(op.leader)) {
+      const leader = lstatPlanned(resolver, op.leader, madeDirs);
+      if (leader?.isFile() !== true || !journal.isStaged(op.leader)) refuse(`leader ${op.leader} is not a file completed in this staging`);
+    }
+    if (op.op === 'file') {
+      sizes.set(op.path, op.at + op.length);
+      if (op.at + op.length === op.size) completes.add(op.path);
+      else completes.delete(op.path);
+    } else completes.delete(op.path);
   }
   return absent;
+}
+
+/**
+ * `lstat` of a staging path whose parents may be planned but not made yet: a deep path is
+ * reached by opening its parents, which fails `ENOENT` before they exist; that is "nothing there".
+ */
+function lstatPlanned(resolver: NoFollowResolver, rel: string, planned: ReadonlySet<string>): fs.Stats | undefined {
+  const abs = resolver.resolve(rel, planned);
+  try {
+    return fs.lstatSync(resolver.at(abs), { throwIfNoEntry: false });
+  } catch (error) {
+    if ((error as { code?: unknown }).code === 'ENOENT') return undefined;
+    throw error;
+  }
 }
 
 function applyOp(resolver: NoFollowResolver, batch: BatchContext, op: WriteOp, payload: Buffer, staged: StagedFile[]): void {
@@ -97,34 +131,63 @@ function applyOp(resolver: NoFollowResolver, batch: BatchContext, op: WriteOp, p
   if (op.op !== 'dir') {
     const parent = path.dirname(abs);
     if (!batch.writable.has(parent)) {
-      ensureWritable(parent);
+      ensureWritable(resolver.at(parent));
       batch.writable.add(parent);
     }
   }
   switch (op.op) {
     case 'mkdir':
       try {
-        fs.mkdirSync(abs, { mode: 0o700 });
+        fs.mkdirSync(resolver.at(abs), { mode: 0o700 });
       } catch (error) {
-        if ((error as { code?: unknown }).code !== 'EEXIST' || !fs.lstatSync(abs).isDirectory()) throw error;
+        if ((error as { code?: unknown }).code !== 'EEXIST' || !fs.lstatSync(resolver.at(abs)).isDirectory()) throw error;
       }
       resolver.markDir(op.path);
       return;
     case 'file':
-      writePiece(abs, op, payload.subarray(op.offset, op.offset + op.length), staged, fresh);
+      writePiece(resolver.at(abs), abs, op, payload.subarray(op.offset, op.offset + op.length), staged, fresh);
       return;
-    case 'symlink':
-      if (!fresh) removeNonDirectory(abs);
-      fs.symlinkSync(op.target, abs);
-      fs.lutimesSync(abs, toSeconds(op.mtimeMs), toSeconds(op.mtimeMs));
+    case 'symlink': {
+      const at = resolver.at(abs);
+      if (!fresh) removeNonDirectory(at);
+      fs.symlinkSync(fsPath(op.target), at);
+      fs.lutimesSync(at, fsTime(op.mtimeMs), fsTime(op.mtimeMs));
+      expectKept(fs.lstatSync(at), op.path, undefined, op.mtimeMs);
       return;
-    case 'dir':
-      // Plan checked it is a real directory; the root's mtime is not kept (publish changes it).
-      fs.chmodSync(abs, op.mode);
+    }
+    case 'link':
+      linkMember(resolver, abs, op, fresh);
+      return;
+    case 'dir': {
+      // Plan checked it is a real directory; the root's mtime is set by publish (which changes it).
+      const at = resolver.at(abs);
+      fs.chmodSync(at, op.mode);
       batch.writable.delete(abs);
-      if (op.path !== '') fs.utimesSync(abs, toSeconds(op.mtimeMs), toSeconds(op.mtimeMs));
+      if (op.path !== '') fs.utimesSync(at, fsTime(op.mtimeMs), fsTime(op.mtimeMs));
+      expectKept(fs.lstatSync(at), op.path, op.mode, op.path === '' ? undefined : op.mtimeMs);
       return;
+    }
   }
+}
+
+/**
+ * Makes a hard link of a group's member to its leader, then checks that the two are one inode
+ * carrying what the member's entry says (size, mode, mtime): a leader that is not what the
+ * tree recorded is not linked to silently. The leader's hash was verified when it was staged.
+ */
+function linkMember(resolver: NoFollowResolver, abs: string, op: LinkOp, fresh: boolean): void {
+  const at = resolver.at(abs);
+  if (!fresh) removeNonDirectory(at);
+  const leader = resolver.at(resolver.resolve(op.leader));
+  fs.linkSync(leader, at);
+  const st = fs.lstatSync(at);
+  const leaderSt = fs.lstatSync(leader);
+  if (!st.isFile() || st.ino !== leaderSt.ino || st.dev !== leaderSt.dev || st.size !== op.size) {
+    throw new IntegrityError('INTEGRITY', `[agent] link ${op.path} to ${op.leader} is not the leader's file as recorded`, {
+      data: { path: op.path, field: 'hardlink' },
+    });
+  }
+  expectKept(st, op.path, op.mode, op.mtimeMs);
 }
 
 /**
@@ -132,12 +195,12 @@ function applyOp(resolver: NoFollowResolver, batch: BatchContext, op: WriteOp, p
  * final mode comes with its `dir` op, after its content; only a batch applied again after a
  * kill can find a read-only directory here, and its own `dir` op sets the mode again.
  */
-function ensureWritable(dir: string): void {
+function ensureWritable(dir: string | Buffer): void {
   const mode = fs.lstatSync(dir).mode & 0o7777;
   if ((mode & 0o300) !== 0o300) fs.chmodSync(dir, mode | 0o700);
 }
 
-function removeNonDirectory(abs: string): void {
+function removeNonDirectory(abs: string | Buffer): void {
   const st = fs.lstatSync(abs, { throwIfNoEntry: false });
   if (st !== undefined && !st.isDirectory()) fs.unlinkSync(abs);
 }
@@ -147,7 +210,7 @@ function removeNonDirectory(abs: string): void {
  * unlinked elsewhere without checking; a later piece checks that the staged file is ours and
  * long enough, writes at its offset and cuts the file right after it.
  */
-function writePiece(abs: string, op: FileOp, piece: Buffer, staged: StagedFile[], fresh: boolean): void {
+function writePiece(abs: string | Buffer, key: string, op: FileOp, piece: Buffer, staged: StagedFile[], fresh: boolean): void {
   let fd: number;
   if (op.at === 0) {
     if (!fresh) removeNonDirectory(abs);
@@ -166,7 +229,7 @@ function writePiece(abs: string, op: FileOp, piece: Buffer, staged: StagedFile[]
     }
     for (let done = 0; done < piece.length; ) done += fs.writeSync(fd, piece, done, piece.length - done, op.at + done);
     if (op.at > 0) fs.ftruncateSync(fd, op.at + op.length);
-    const running = hashAlong(abs, op, piece);
+    const running = hashAlong(key, op, piece);
     if (op.at + op.length < op.size) return;
     const digest = running ?? hashFd(fd, op.size);
     if (digest !== op.sha256) {
@@ -175,7 +238,8 @@ function writePiece(abs: string, op: FileOp, piece: Buffer, staged: StagedFile[]
       });
     }
     fs.fchmodSync(fd, op.mode);
-    fs.futimesSync(fd, toSeconds(op.mtimeMs), toSeconds(op.mtimeMs));
+    fs.futimesSync(fd, fsTime(op.mtimeMs), fsTime(op.mtimeMs));
+    expectKept(fs.fstatSync(fd), op.path, op.mode, op.mtimeMs);
     if (op.chunks !== undefined) {
       staged.push({ path: op.path, size: op.size, mtimeMs: op.mtimeMs, mode: op.mode, sha256: op.sha256, chunks: op.chunks });
     }

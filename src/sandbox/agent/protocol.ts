@@ -17,7 +17,7 @@
  * - `stage-begin {stagingId, target, replace?, cacheKey?}` -> {@link StageBeginResult}.
  * - `write {stagingId, batchId, ops[]}` +payload -> {@link WriteResult}.
  * - `stage-reuse {stagingId, files[]}` -> parts `{progress}`, then `{reused: string[]}`.
- * - `publish {stagingId, target, base?}` -> {@link PublishResult}.
+ * - `publish {stagingId, target, base?, root?}` -> {@link PublishResult}.
  * - `stage-abort {stagingId}` -> `{removed}`.
  */
 import type { ExcludeOptions, Exclusion } from '../../core/excludes.js';
@@ -195,7 +195,21 @@ export type WriteOp =
       readonly chunks?: readonly Sha256Hex[];
     }
   | { readonly op: 'symlink'; readonly path: string; readonly target: string; readonly mtimeMs: number }
-  /** Mode and mtime of a directory, sent after everything inside it; `''` is the root (mode only). */
+  /**
+   * A hard link at `path` to `leader`, a file of the same checkpoint already complete in
+   * staging (written, or reused, earlier): both get one inode. `size`, `sha256`, `mode` and
+   * `mtimeMs` are the member's tree entry, which must equal the leader's as staged.
+   */
+  | {
+      readonly op: 'link';
+      readonly path: string;
+      readonly leader: string;
+      readonly size: number;
+      readonly sha256: Sha256Hex;
+      readonly mode: number;
+      readonly mtimeMs: number;
+    }
+  /** Mode and mtime of a directory, sent after everything inside it; `''` is the root (mode only: publish sets its mtime). */
   | { readonly op: 'dir'; readonly path: string; readonly mode: number; readonly mtimeMs: number };
 
 /** `write` result. */

@@ -1,6 +1,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import { fsPath } from '../../core/name-bytes.js';
 import { type AgentState, faultPoint } from './agent-state.js';
+import { readNames } from './safe-fs.js';
 import { type StagingRecord, saveRecord } from './staging-registry.js';
 
 /** The agent's own directory in an `inside` target; never moved. */
@@ -42,24 +44,26 @@ export function moveAsideBack(record: StagingRecord, old: string): void {
 /** Modes of the directories directly in `dir` (the entries whose `..` a move rewrites). */
 function dirModes(dir: string): Record<string, number> {
   const modes: Record<string, number> = {};
-  for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
-    if (e.isDirectory() && e.name !== OWN_DIR) modes[e.name] = fs.lstatSync(path.join(dir, e.name)).mode & 0o7777;
+  for (const name of readNames(dir)) {
+    if (name === OWN_DIR) continue;
+    const st = fs.lstatSync(fsPath(path.join(dir, name)));
+    if (st.isDirectory()) modes[name] = st.mode & 0o7777;
   }
   return modes;
 }
 
 /** Owner write on `dir` and on each directory in it, so entries can leave it. */
 function openForMoves(dir: string): void {
-  for (const p of [dir, ...fs.readdirSync(dir).map((name) => path.join(dir, name))]) {
+  for (const p of [dir, ...readNames(dir).map((name) => fsPath(path.join(dir, name)))]) {
     const st = fs.lstatSync(p);
     if (st.isDirectory() && (st.mode & 0o300) !== 0o300) fs.chmodSync(p, (st.mode & 0o7777) | 0o300);
   }
 }
 
 function moveAll(from: string, to: string): void {
-  for (const name of fs.readdirSync(from)) {
+  for (const name of readNames(from)) {
     if (name === OWN_DIR) continue;
-    fs.renameSync(path.join(from, name), path.join(to, name));
+    fs.renameSync(fsPath(path.join(from, name)), fsPath(path.join(to, name)));
     faultPoint();
   }
 }
@@ -68,7 +72,7 @@ function moveAll(from: string, to: string): void {
 function restoreModes(dir: string, modes: Readonly<Record<string, number>>): void {
   for (const [name, mode] of Object.entries(modes)) {
     try {
-      fs.chmodSync(name === '' ? dir : path.join(dir, name), mode);
+      fs.chmodSync(name === '' ? dir : fsPath(path.join(dir, name)), mode);
     } catch {
       // A mount point owned by someone else keeps the provider's mode; a vanished entry has none to restore.
     }

@@ -1,6 +1,8 @@
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import { LongPaths } from '../../core/long-paths.js';
+import { textFromBytes } from '../../core/name-bytes.js';
 import { splitRelativePath } from '../../core/paths.js';
 import { type ErrorCode, HoldfastError, InputError, NotFoundError } from '../../errors.js';
 
@@ -16,9 +18,15 @@ const HASH_BLOCK_BYTES = 4 * 1024 * 1024;
  * segment with `O_NOFOLLOW`. Directories verified once are remembered for the resolver's life,
  * which is one request: long enough to save repeated `lstat`s, short enough that a directory
  * replaced between requests is seen.
+ *
+ * Paths are text whose byte escapes stand for bytes that are not UTF-8 (`core/name-bytes.ts`)
+ * and may be longer than one system call takes: every `fs` call goes through {@link at}, which
+ * gives the raw bytes and reaches deep paths through open directories (`core/long-paths.ts`).
+ * {@link close} releases those directories; {@link withResolver} does it when a request ends.
  */
 export class NoFollowResolver {
   private readonly dirs = new Set<string>(['']);
+  private readonly long = new LongPaths();
 
   constructor(readonly base: string) {}
 
@@ -28,8 +36,9 @@ export class NoFollowResolver {
   }
 
   /**
-   * The absolute path of the validated root-relative `rel` (`INVALID_PATH` / `NOT_FOUND`).
-   * Parents in `planned` are taken as directories a batch will create before using them.
+   * The absolute path of the validated root-relative `rel` (`INVALID_PATH` / `NOT_FOUND`), as
+   * text: hand it to `fs` only through {@link at}. Parents in `planned` are taken as
+   * directories a batch will create before using them.
    */
   resolve(rel: string, planned?: ReadonlySet<string>): string {
     return this.walk(rel, planned, false);
@@ -40,13 +49,23 @@ export class NoFollowResolver {
     return this.walk(rel, undefined, true);
   }
 
+  /** What to hand to one `fs` call for the absolute path `abs` (from {@link resolve}, or the base). */
+  at(abs: string): string | Buffer {
+    return this.long.at(abs);
+  }
+
+  /** Closes the directories held open for long paths; the resolver stays usable. */
+  close(): void {
+    this.long.close();
+  }
+
   private walk(rel: string, planned: ReadonlySet<string> | undefined, create: boolean): string {
     const segments = splitRelativePath(rel);
     let prefix = '';
     for (let i = 0; i < segments.length - 1; i += 1) {
       prefix = prefix === '' ? (segments[i] as string) : `${prefix}/${segments[i]}`;
       if (this.dirs.has(prefix) || planned?.has(prefix) === true) continue;
-      const abs = path.join(this.base, prefix);
+      const abs = this.at(path.join(this.base, prefix));
       let st = fs.lstatSync(abs, { throwIfNoEntry: false });
       if (st === undefined && create) {
         fs.mkdirSync(abs, { mode: 0o700 });
@@ -66,13 +85,46 @@ export class NoFollowResolver {
   }
 }
 
-/** Seconds for `utimes` from milliseconds; the half microsecond keeps whole milliseconds exact (see restore.ts). */
-export function toSeconds(mtimeMs: number): number {
-  return (mtimeMs + 0.0005) / 1000;
+/** Runs `use` with a resolver for `base`, closed afterwards (also when `use` throws or its promise rejects). */
+export function withResolver<T>(base: string, use: (resolver: NoFollowResolver) => T): T {
+  const resolver = new NoFollowResolver(base);
+  let result: T;
+  try {
+    result = use(resolver);
+  } catch (error) {
+    resolver.close();
+    throw error;
+  }
+  if (result instanceof Promise) return result.finally(() => resolver.close()) as T;
+  resolver.close();
+  return result;
+}
+
+/**
+ * A time for `utimes`/`futimes`/`lutimes` from whole milliseconds: seconds as a numeric
+ * string. Node takes a negative number as "now" but a numeric string as it is, so pre-1970
+ * times survive; a Date would too, but many whole milliseconds come back one lower through it
+ * (seconds as a double fall slightly below the exact value and the nanoseconds are cut). Half
+ * a millisecond added keeps `Math.floor(mtimeMs)` exact for any time a tree can hold: a
+ * double's error stays below 4 µs even in the year 2400.
+ */
+export function fsTime(mtimeMs: number): string {
+  return String((Math.floor(mtimeMs) + 0.5) / 1000);
+}
+
+/**
+ * The names in directory `dir` as text (`core/name-bytes.ts`): read as strings (fast), and read
+ * again as bytes only when a name came back with U+FFFD, which is how Node shows a name that
+ * is not UTF-8 (a real U+FFFD in a name costs the second read and comes back as itself).
+ */
+export function readNames(dir: string | Buffer): string[] {
+  const names = fs.readdirSync(dir);
+  if (!names.some((name) => name.includes('\ufffd'))) return names;
+  return fs.readdirSync(dir, { encoding: 'buffer' }).map(textFromBytes);
 }
 
 /** SHA-256 of a regular file read block by block, never following a symlink at `abs`. */
-export function hashFile(abs: string): string {
+export function hashFile(abs: string | Buffer): string {
   const fd = fs.openSync(abs, O_RDONLY | O_NOFOLLOW);
   try {
     const hash = createHash('sha256');

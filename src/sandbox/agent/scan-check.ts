@@ -1,6 +1,7 @@
 import type { DirectoryRules, ExcludeRules, Exclusion } from '../../core/excludes.js';
 import { EXCLUSION_REASONS } from '../../core/exclusion.js';
-import { MAX_PATH_BYTES, nameProblem, printable } from '../../core/paths.js';
+import { byteLength } from '../../core/name-bytes.js';
+import { MAX_LINK_TARGET_BYTES, MAX_PATH_BYTES, nameProblem, printable } from '../../core/paths.js';
 import { IntegrityError } from '../../errors.js';
 import type { ScannedDir, ScannedEntry, ScanResult } from '../../snapshot/scan.js';
 import { type ScanLimits, ScanTally } from '../../snapshot/scan-limits.js';
@@ -31,16 +32,21 @@ export interface CheckedScan {
  *   paths, caches, user rules; `.gitignore` files are the agent's to apply, since skipping
  *   them only keeps more of the sandbox's own files);
  * - recomputes every path from the names, keeps permission bits only (each stripped setuid,
- *   setgid or sticky bit is reported) and recounts files, directories, symlinks and bytes.
+ *   setgid or sticky bit is reported) and recounts files, directories, symlinks and bytes;
+ * - stores an absolute symlink target under the workspace root inside the sandbox
+ *   (`sandboxRoot`) as the equivalent relative one, as a local scan does (`ScanTally.addSymlink`);
+ * - keeps a file's `dev` only as a claim: hard links are recorded by the checkpoint among
+ *   included files whose read content, size, mode and mtime agree (`linkGroups`), so a claim
+ *   across different files, or naming an inode outside, links nothing wrong.
  *
  * The agent's own exclusions are kept as a report (known reasons only, strings bounded and
  * made printable); they decide nothing. Object ids the agent offers are not looked at here:
  * `ExecWorkspaceSource` takes ids only from the host's own record of the base checkpoint.
  */
-export function checkAgentScan(raw: unknown, rules: ExcludeRules, limits: ScanLimits): CheckedScan {
+export function checkAgentScan(raw: unknown, rules: ExcludeRules, limits: ScanLimits, sandboxRoot: string): CheckedScan {
   const wire = record(raw, 'scan');
   const startedAtMs = finite(wire.startedAtMs, 'startedAtMs');
-  const checker = new ScanChecker(rules, new ScanTally(limits, 'the sandbox'));
+  const checker = new ScanChecker(rules, new ScanTally(limits, 'the sandbox', sandboxRoot));
   const rawRoot = record(wire.root, 'root');
   const root = checker.dirOf(rawRoot, '', '');
   checker.walk(rawRoot, root, rules.enter(''));
@@ -76,7 +82,9 @@ class ScanChecker {
         this.tally.invalidName(relPath, problem);
         continue;
       }
-      if (Buffer.byteLength(relPath) > MAX_PATH_BYTES) throw malformed(`a path is longer than ${MAX_PATH_BYTES} bytes`);
+      // A UTF-16 unit is at most 3 bytes: only a path that could be too long is measured.
+      if (relPath.length * 3 > MAX_PATH_BYTES && byteLength(relPath) > MAX_PATH_BYTES)
+        throw malformed(`a path is longer than ${MAX_PATH_BYTES} bytes`);
       const entry = this.entryOf(child, name, relPath);
       const rule = dirRules.match(name, entry.type === 'dir');
       if (rule !== undefined) this.tally.excluded.push(rule);
@@ -84,8 +92,12 @@ class ScanChecker {
         this.tally.addDir();
         this.walk(child, entry, this.rules.enter(relPath));
         into.children.push(entry);
-      } else if (entry.type === 'file' ? this.tally.addFile(relPath, entry.size) : this.tally.addSymlink(relPath, entry.target)) {
-        into.children.push(entry);
+      } else if (entry.type === 'file') {
+        if (this.tally.addFile(relPath, entry.size)) into.children.push(entry);
+      } else {
+        // The tally's rule for targets: relative ones that stay inside as they are, absolute ones under the root made relative.
+        const target = this.tally.addSymlink(relPath, entry.target);
+        if (target !== undefined) into.children.push({ ...entry, target });
       }
     }
   }
@@ -109,8 +121,8 @@ class ScanChecker {
     switch (raw.type) {
       case 'dir':
         return this.dirOf(raw, name, relPath);
-      case 'file':
-        return {
+      case 'file': {
+        const file = {
           type: 'file',
           name,
           path: relPath,
@@ -119,10 +131,14 @@ class ScanChecker {
           mtimeMs: finite(raw.mtimeMs, `${relPath}: mtimeMs`),
           ctimeMs: finite(raw.ctimeMs, `${relPath}: ctimeMs`),
           ino: count(raw.ino, `${relPath}: ino`),
-        };
+        } as const;
+        // `dev` (with `ino`) is a claim of hard links: the checkpoint links only included
+        // members whose content, size, mode and mtime turn out equal (`linkGroups`).
+        return raw.dev === undefined ? file : { ...file, dev: count(raw.dev, `${relPath}: dev`) };
+      }
       case 'symlink': {
         const target = raw.target;
-        if (typeof target !== 'string' || target.includes('\0') || Buffer.byteLength(target) > MAX_PATH_BYTES)
+        if (typeof target !== 'string' || target.includes('\0') || byteLength(target) > MAX_LINK_TARGET_BYTES)
           throw malformed(`${relPath}: bad symlink target`);
         return { type: 'symlink', name, path: relPath, target, mtimeMs: Math.floor(finite(raw.mtimeMs, `${relPath}: mtimeMs`)) };
       }

@@ -5,8 +5,8 @@ import { Fields } from './request-fields.js';
 
 /**
  * Validates one operation of a write batch against the batch's payload, without touching the
- * filesystem: path rules (`INVALID_PATH`), field types, payload ranges and, for symlinks, a
- * target that stays inside the workspace. The whole batch is validated before any of it runs.
+ * filesystem: path rules (`INVALID_PATH`, a link's leader included), field types, payload
+ * ranges and, for symlinks, a target that stays inside the workspace. The whole batch is validated before any of it runs.
  */
 export function parseWriteOp(raw: unknown, index: number, payloadBytes: number): WriteOp {
   const where = `write ops[${index}]`;
@@ -29,10 +29,17 @@ export function parseWriteOp(raw: unknown, index: number, payloadBytes: number):
       }
       return { op: 'symlink', path, target, mtimeMs: f.number('mtimeMs') };
     }
+    case 'link': {
+      // Both ends are staging paths under the same rules; where the leader stands is checked against the staging itself.
+      const leader = splitRelativePath(f.string('leader')).join('/');
+      if (leader === path) throw new InputError('INVALID_INPUT', `${where}: ${path} cannot be a link to itself`, { data: { path } });
+      const fields = { size: f.int('size'), sha256: f.sha256('sha256'), mode: f.int('mode', 0, 0o7777), mtimeMs: f.number('mtimeMs') };
+      return { op: 'link', path, leader, ...fields };
+    }
     case 'dir':
       return { op: 'dir', path, mode: f.int('mode', 0, 0o7777), mtimeMs: f.number('mtimeMs') };
     default:
-      throw new InputError('INVALID_INPUT', `${where}: unknown op "${kind}" (mkdir, file, symlink or dir)`, { data: { op: kind } });
+      throw new InputError('INVALID_INPUT', `${where}: unknown op "${kind}" (mkdir, file, symlink, link or dir)`, { data: { op: kind } });
   }
 }
 

@@ -4,6 +4,7 @@ import { ConflictError, InputError } from '../../errors.js';
 import type { Checkpoint, Workspace } from '../../metadata/metadata-store.js';
 import { ObjectReader } from '../../objects/object-reader.js';
 import type { SnapshotDeps } from '../../snapshot/checkpoint.js';
+import { excludedSummary, recordedRoot } from '../../snapshot/checkpoint-record.js';
 import type { RestoreProgress, RestoreReceipt } from '../../snapshot/restore.js';
 import { checkpointLimits, flattenTree } from '../../snapshot/tree-walk.js';
 import { type AgentClient, agentCacheKey } from '../agent/agent-client.js';
@@ -37,13 +38,21 @@ type FileWithPath = FileEntry & { readonly path: string };
  * unchanged files already in the sandbox are reused rather than sent. The staging id is derived
  * from the checkpoint and the target, so a restore retried after a lost agent resumes where
  * the last one stopped (completed write batches are not applied twice).
+ *
+ * Fidelity: names are bytes and paths may be longer than PATH_MAX (the agent reaches them);
+ * modes and whole-millisecond mtimes, pre-1970 ones included, are set and read back by the
+ * agent (`INTEGRITY` data `{path, field}` when the sandbox's filesystem did not keep one); a
+ * hard-link group's leader is written (or reused) like any file and every member is linked to
+ * it in staging; the root directory gets the mode and mtime its checkpoint recorded, last.
  */
 export async function restoreIntoSandbox(deps: SnapshotDeps, options: ExecRestoreOptions): Promise<RestoreReceipt> {
   const started = performance.now();
   const { client, root, checkpoint } = options;
   if (checkpoint.rootTree === null) throw new InputError('INVALID_INPUT', `checkpoint ${checkpoint.id} is ${checkpoint.status}, not ready`);
   const reader = new ObjectReader(deps.blobs, deps.meta);
-  const flat = await flattenTree(reader, checkpoint.rootTree, undefined, checkpointLimits(checkpoint));
+  const rootDir = recordedRoot(checkpoint);
+  const flat = await flattenTree(reader, checkpoint.rootTree, rootDir, checkpointLimits(checkpoint));
+  const { leaders, members } = linkGroups(flat.files);
   const stagingId = `r${createHash('sha256').update(`${checkpoint.id}\0${root}`).digest('hex').slice(0, 24)}`;
   const begin = await client.stageBegin({
     stagingId,
@@ -67,21 +76,23 @@ export async function restoreIntoSandbox(deps: SnapshotDeps, options: ExecRestor
       reused = new Set(
         await client.stageReuse(
           stagingId,
-          flat.files.map((f) => ({ path: f.path, size: f.size, mode: f.mode, mtimeMs: f.mtimeMs, sha256: f.sha256, chunks: f.chunks })),
+          leaders.map((f) => ({ path: f.path, size: f.size, mode: f.mode, mtimeMs: f.mtimeMs, sha256: f.sha256, chunks: f.chunks })),
         ),
       );
     }
     fetched = await sendFiles(
       reader,
       writer,
-      flat.files.filter((f) => !reused.has(f.path)),
+      leaders.filter((f) => !reused.has(f.path)),
       options,
     );
+    // Leaders are complete (written or reused) before any link to them: the agent refuses a link otherwise.
+    for (const member of members) await writer.link(meta(member), member.hardlink as string);
     for (const link of flat.symlinks) await writer.symlink(link.path, link.target, link.mtimeMs);
     for (const dir of [...flat.dirs].reverse()) if (dir.path !== '') await writer.dir(dir.path, dir.mode, dir.mtimeMs);
     await writer.flush();
   }
-  await client.publish({ stagingId, target: root, base: checkpoint.id });
+  await client.publish({ stagingId, target: root, base: checkpoint.id, ...(rootDir === undefined ? {} : { root: rootDir }) });
   return {
     checkpointId: checkpoint.id,
     rootTree: checkpoint.rootTree,
@@ -93,8 +104,22 @@ export async function restoreIntoSandbox(deps: SnapshotDeps, options: ExecRestor
     filesReused: reused.size,
     bytesFetched: fetched,
     verified: true,
+    excluded: excludedSummary(checkpoint),
+    hardlinks: members.length,
     durationMs: Math.round(performance.now() - started),
   };
+}
+
+/**
+ * Splits a tree's files into those written (or reused) and hard-link members, linked to their
+ * leader afterwards. `flattenTree` validated every `hardlink` (`checkHardlinks`): it names a
+ * preceding plain file of this tree with the member's content, mode and mtime.
+ */
+function linkGroups(files: readonly FileWithPath[]): { leaders: FileWithPath[]; members: FileWithPath[] } {
+  const leaders: FileWithPath[] = [];
+  const members: FileWithPath[] = [];
+  for (const f of files) (f.hardlink === undefined ? leaders : members).push(f);
+  return { leaders, members };
 }
 
 /** Reads chunks from the store in coalesced rounds and hands each file to the batch writer. */
