@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
+import { checkKept, utimeOf } from '../core/fs-exact.js';
 import { permissionBits } from '../core/modes.js';
 import type { FileEntry } from '../core/tree.js';
 import { IntegrityError } from '../errors.js';
@@ -16,32 +17,6 @@ export type PathedFile = FileEntry & { readonly path: string };
 
 /** Where a restore writes: the `fs` path (string or bytes, any length) of a workspace path in the staging tree. */
 export type StagedPath = (rel: string) => string | Buffer;
-
-/**
- * What `utimes` is given for whole milliseconds `ms`: seconds as a decimal string. Node takes
- * a negative number as "now" (so 1960 would come back as the time of the restore) but a
- * numeric string as it is. Ten microseconds are added because the seconds pass through a
- * double (near 1.7e9 s it resolves ~240 ns, in 2400 ~2 µs) that libuv truncates to the
- * microsecond: without them 12:00:00.678 can land on .677999 and read back one millisecond
- * early (before 1970 the truncation rounds up instead, which the margin keeps inside the
- * millisecond too). What is read back, floored to the millisecond, is `ms`.
- */
-export function utimeOf(ms: number): string {
-  return String((ms + 0.01) / 1000);
-}
-
-/**
- * Checks what the filesystem kept after a restore set it: permission bits (when `mode` is
- * given) and the mtime to the millisecond. A target that does not keep them fails the
- * restore with `INTEGRITY` (data: `path`, `field`) instead of a receipt that says verified.
- */
-export function checkKept(rel: string, st: fs.Stats, mode: number | undefined, mtimeMs: number): void {
-  const field = mode !== undefined && permissionBits(st.mode) !== mode ? 'mode' : Math.floor(st.mtimeMs) !== mtimeMs ? 'mtime' : undefined;
-  if (field === undefined) return;
-  throw new IntegrityError('INTEGRITY', `the restore target did not keep the ${field} of ${rel === '' ? 'the root' : rel}`, {
-    data: { path: rel, field },
-  });
-}
 
 /**
  * Fetches chunks in coalesced batches and writes `files` (none exists yet); returns bytes

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import { checkKept, utimeOf } from '../core/fs-exact.js';
 import type { Sha256Hex } from '../core/hash.js';
 import { LongPaths, SYSCALL_PATH_BYTES } from '../core/long-paths.js';
 import { permissionBits } from '../core/modes.js';
@@ -12,7 +13,7 @@ import { ObjectReader } from '../objects/object-reader.js';
 import type { SnapshotDeps } from './checkpoint.js';
 import { type ExcludedSummary, excludedSummary, recordedRoot } from './checkpoint-record.js';
 import { removeTree } from './remove-tree.js';
-import { checkKept, type PathedFile, type StagedPath, utimeOf, writeFiles } from './restore-files.js';
+import { type PathedFile, type StagedPath, writeFiles } from './restore-files.js';
 import { reuseUnchanged } from './restore-reuse.js';
 import { beginStaging, endStaging, sweepStaleStaging } from './restore-staging.js';
 import { refuseStoreOverlap } from './restore-target.js';
@@ -58,15 +59,14 @@ export interface RestoreReceipt {
   readonly bytesFetched: number;
   /**
    * Files restored as hard links to another restored file (group members; leaders not
-   * counted). Every restore sets it; optional only while older receipt producers remain.
+   * counted).
    */
-  readonly hardlinks?: number;
+  readonly hardlinks: number;
   /**
    * What the checkpoint left out (or kept changed), by reason: what a restore does not bring
    * back, e.g. `cache` directories (node_modules) setup must rebuild, or `secret-path` files.
-   * Every restore sets it; optional only while older receipt producers remain.
    */
-  readonly excluded?: ExcludedSummary;
+  readonly excluded: ExcludedSummary;
   /** Bytes, modes, mtimes, symlink targets and hard-link groups were checked after writing. */
   readonly verified: true;
   readonly durationMs: number;

@@ -1,9 +1,10 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { DirectoryRules, ExcludeRules, Exclusion } from '../core/excludes.js';
+import { readLinkTarget, readNames } from '../core/fs-exact.js';
 import { LongPaths, SYSCALL_PATH_BYTES } from '../core/long-paths.js';
 import { permissionBits } from '../core/modes.js';
-import { byteLength, hasByteEscapes, textFromBytes } from '../core/name-bytes.js';
+import { byteLength, hasByteEscapes } from '../core/name-bytes.js';
 import { MAX_NAME_BYTES, MAX_PATH_BYTES, nameProblem } from '../core/paths.js';
 import { InputError } from '../errors.js';
 import { type ScanLimits, ScanTally } from './scan-limits.js';
@@ -93,7 +94,7 @@ export function scanWorkspace(root: string, rules: ExcludeRules, limits: ScanLim
   const long = new LongPaths();
 
   const walk = (abs: string, rel: string, dirRules: DirectoryRules, children: ScannedEntry[]): void => {
-    const read = readNames(abs, long);
+    const read = sortedNames(abs, long);
     // Most directories hold no escaped name and are far from PATH_MAX: their entries' paths go
     // to `fs` as they are, with no per-entry check. The others go through LongPaths.
     const direct = !read.escaped && byteLength(abs) + 1 + MAX_NAME_BYTES <= SYSCALL_PATH_BYTES;
@@ -140,7 +141,7 @@ export function scanWorkspace(root: string, rules: ExcludeRules, limits: ScanLim
         } as const;
         children.push(st.nlink > 1 ? { ...file, dev: st.dev } : file);
       } else if (st.isSymbolicLink()) {
-        const target = tally.addSymlink(relPath, readLink(at));
+        const target = tally.addSymlink(relPath, readLinkTarget(at));
         if (target !== undefined) children.push({ type: 'symlink', name, path: relPath, target, mtimeMs: Math.floor(st.mtimeMs) });
       } else {
         tally.excluded.push({ path: relPath, reason: 'special-file', rule: 'socket, FIFO or device' });
@@ -157,20 +158,11 @@ export function scanWorkspace(root: string, rules: ExcludeRules, limits: ScanLim
   }
 }
 
-/** The names in directory `abs`, read as strings, and as bytes again when one was not valid UTF-8. */
-function readNames(abs: string, long: LongPaths): { names: string[]; escaped: boolean } {
-  const at = long.at(abs);
+/** The names in directory `abs`, sorted, and whether one holds bytes that are not UTF-8. */
+function sortedNames(abs: string, long: LongPaths): { names: string[]; escaped: boolean } {
   // Any stable order will do: tree encoding sorts entries by name bytes itself.
-  const names = fs.readdirSync(at).sort();
-  if (!names.some((n) => n.includes('\ufffd'))) return { names, escaped: false };
-  const exact = fs.readdirSync(at, { encoding: 'buffer' }).map(textFromBytes).sort();
-  return { names: exact, escaped: exact.some(hasByteEscapes) };
-}
-
-/** A symlink's target, as bytes again when it is not valid UTF-8. */
-function readLink(at: string | Buffer): string {
-  const target = fs.readlinkSync(at);
-  return target.includes('\ufffd') ? textFromBytes(fs.readlinkSync(at, { encoding: 'buffer' })) : target;
+  const names = readNames(long.at(abs)).sort();
+  return { names, escaped: names.some(hasByteEscapes) };
 }
 
 /** Why a workspace path cannot be kept (too long), or undefined. */

@@ -1,15 +1,15 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import { checkKept, utimeOf } from '../../core/fs-exact.js';
 import { ConflictError, InputError, NotFoundError } from '../../errors.js';
 import { StatCacheBuilder } from '../../snapshot/stat-cache.js';
 import type { OpHandler } from './agent-server.js';
 import { type AgentState, faultPoint } from './agent-state.js';
 import { BatchJournal, readStaged } from './batch-journal.js';
-import { expectKept } from './kept-check.js';
 import type { PublishResult } from './protocol.js';
 import { moveAsideBack, publishInside } from './publish-inside.js';
 import { Fields } from './request-fields.js';
-import { fsTime, fsyncDir, removeTree, withResolver } from './safe-fs.js';
+import { fsyncDir, removeTree, withResolver } from './safe-fs.js';
 import { loadRecord, removeRecord, type StagingRecord, saveRecord, stagingPaths } from './staging-registry.js';
 
 const exists = (p: string): boolean => fs.lstatSync(p, { throwIfNoEntry: false }) !== undefined;
@@ -87,8 +87,8 @@ function rootOf(raw: unknown): { mode: number; mtimeMs: number } | undefined {
 /** Gives the published root its recorded mode and mtime, and checks it kept them. */
 function applyRoot(target: string, root: { mode: number; mtimeMs: number }): void {
   fs.chmodSync(target, root.mode);
-  fs.utimesSync(target, fsTime(root.mtimeMs), fsTime(root.mtimeMs));
-  expectKept(fs.lstatSync(target), '', root.mode, root.mtimeMs);
+  fs.utimesSync(target, utimeOf(root.mtimeMs), utimeOf(root.mtimeMs));
+  checkKept('', fs.lstatSync(target), root.mode, root.mtimeMs);
 }
 
 function swapDirectory(target: string, staging: string, old: string): void {

@@ -1,14 +1,14 @@
 import { createHash, type Hash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import { checkKept, utimeOf } from '../../core/fs-exact.js';
 import { fsPath } from '../../core/name-bytes.js';
 import { InputError, IntegrityError } from '../../errors.js';
 import type { OpHandler } from './agent-server.js';
 import { type AgentState, faultPoint } from './agent-state.js';
 import type { BatchJournal, StagedFile } from './batch-journal.js';
-import { expectKept } from './kept-check.js';
 import { WRITE_BATCH_MAX_BYTES, WRITE_BATCH_MAX_OPS, type WriteOp } from './protocol.js';
-import { fsTime, type NoFollowResolver, withResolver } from './safe-fs.js';
+import { type NoFollowResolver, withResolver } from './safe-fs.js';
 import { openStaging } from './staging-registry.js';
 import { parseWriteOp } from './write-ops.js';
 
@@ -151,8 +151,8 @@ function applyOp(resolver: NoFollowResolver, batch: BatchContext, op: WriteOp, p
       const at = resolver.at(abs);
       if (!fresh) removeNonDirectory(at);
       fs.symlinkSync(fsPath(op.target), at);
-      fs.lutimesSync(at, fsTime(op.mtimeMs), fsTime(op.mtimeMs));
-      expectKept(fs.lstatSync(at), op.path, undefined, op.mtimeMs);
+      fs.lutimesSync(at, utimeOf(op.mtimeMs), utimeOf(op.mtimeMs));
+      checkKept(op.path, fs.lstatSync(at), undefined, op.mtimeMs);
       return;
     }
     case 'link':
@@ -163,8 +163,8 @@ function applyOp(resolver: NoFollowResolver, batch: BatchContext, op: WriteOp, p
       const at = resolver.at(abs);
       fs.chmodSync(at, op.mode);
       batch.writable.delete(abs);
-      if (op.path !== '') fs.utimesSync(at, fsTime(op.mtimeMs), fsTime(op.mtimeMs));
-      expectKept(fs.lstatSync(at), op.path, op.mode, op.path === '' ? undefined : op.mtimeMs);
+      if (op.path !== '') fs.utimesSync(at, utimeOf(op.mtimeMs), utimeOf(op.mtimeMs));
+      checkKept(op.path, fs.lstatSync(at), op.mode, op.path === '' ? undefined : op.mtimeMs);
       return;
     }
   }
@@ -187,7 +187,7 @@ function linkMember(resolver: NoFollowResolver, abs: string, op: LinkOp, fresh: 
       data: { path: op.path, field: 'hardlink' },
     });
   }
-  expectKept(st, op.path, op.mode, op.mtimeMs);
+  checkKept(op.path, st, op.mode, op.mtimeMs);
 }
 
 /**
@@ -238,8 +238,8 @@ function writePiece(abs: string | Buffer, key: string, op: FileOp, piece: Buffer
       });
     }
     fs.fchmodSync(fd, op.mode);
-    fs.futimesSync(fd, fsTime(op.mtimeMs), fsTime(op.mtimeMs));
-    expectKept(fs.fstatSync(fd), op.path, op.mode, op.mtimeMs);
+    fs.futimesSync(fd, utimeOf(op.mtimeMs), utimeOf(op.mtimeMs));
+    checkKept(op.path, fs.fstatSync(fd), op.mode, op.mtimeMs);
     if (op.chunks !== undefined) {
       staged.push({ path: op.path, size: op.size, mtimeMs: op.mtimeMs, mode: op.mode, sha256: op.sha256, chunks: op.chunks });
     }

@@ -1,8 +1,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import { readNames } from '../../core/fs-exact.js';
 import { fsPath } from '../../core/name-bytes.js';
 import { type AgentState, faultPoint } from './agent-state.js';
-import { readNames } from './safe-fs.js';
 import { type StagingRecord, saveRecord } from './staging-registry.js';
 
 /** The agent's own directory in an `inside` target; never moved. */

@@ -100,29 +100,6 @@ export function withResolver<T>(base: string, use: (resolver: NoFollowResolver) 
   return result;
 }
 
-/**
- * A time for `utimes`/`futimes`/`lutimes` from whole milliseconds: seconds as a numeric
- * string. Node takes a negative number as "now" but a numeric string as it is, so pre-1970
- * times survive; a Date would too, but many whole milliseconds come back one lower through it
- * (seconds as a double fall slightly below the exact value and the nanoseconds are cut). Half
- * a millisecond added keeps `Math.floor(mtimeMs)` exact for any time a tree can hold: a
- * double's error stays below 4 µs even in the year 2400.
- */
-export function fsTime(mtimeMs: number): string {
-  return String((Math.floor(mtimeMs) + 0.5) / 1000);
-}
-
-/**
- * The names in directory `dir` as text (`core/name-bytes.ts`): read as strings (fast), and read
- * again as bytes only when a name came back with U+FFFD, which is how Node shows a name that
- * is not UTF-8 (a real U+FFFD in a name costs the second read and comes back as itself).
- */
-export function readNames(dir: string | Buffer): string[] {
-  const names = fs.readdirSync(dir);
-  if (!names.some((name) => name.includes('\ufffd'))) return names;
-  return fs.readdirSync(dir, { encoding: 'buffer' }).map(textFromBytes);
-}
-
 /** SHA-256 of a regular file read block by block, never following a symlink at `abs`. */
 export function hashFile(abs: string | Buffer): string {
   const fd = fs.openSync(abs, O_RDONLY | O_NOFOLLOW);
