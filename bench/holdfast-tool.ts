@@ -143,6 +143,10 @@ async function checkpoint(command: Command): Promise<CheckpointMeasured> {
     bytes: json.stats.bytes,
     ...(blobWrites === undefined ? {} : { blobWrites }),
     excluded: json.excluded.map(describeExclusion),
+    excludedPaths: json.excluded.flatMap((e) => {
+      const where = typeof e === 'string' ? e : (e as { path?: unknown } | null)?.path;
+      return typeof where === 'string' ? [where] : [];
+    }),
   };
 }
 

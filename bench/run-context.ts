@@ -19,6 +19,21 @@ export interface RunContext {
   readonly run: number;
   readonly tag: string;
   readonly renameDir: RenameDir | undefined;
+  /** Paths each repository's latest checkpoint reported leaving out, so its restore check leaves them out too. */
+  readonly leftOut: Map<SnapshotTool['id'], readonly string[]>;
+}
+
+/**
+ * What the restore check of `tool` leaves out: what its latest checkpoint reported excluding
+ * (Holdfast withholds files whose content looks like a credential) and, for git, the `.git`.
+ */
+export function uncheckedPaths(ctx: RunContext, tool: SnapshotTool): string[] {
+  return [...(tool.skipsGitDir === true ? ['.git'] : []), ...(ctx.leftOut.get(tool.id) ?? [])];
+}
+
+/** Records a checkpoint's exclusions for {@link uncheckedPaths}. */
+export function noteLeftOut(ctx: RunContext, tool: SnapshotTool, m: CheckpointMeasured): void {
+  if (m.excludedPaths !== undefined) ctx.leftOut.set(tool.id, m.excludedPaths);
 }
 
 /** Progress goes to stderr, so `--json` output on stdout stays clean. */

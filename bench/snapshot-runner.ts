@@ -15,7 +15,7 @@ import path from 'node:path';
 import { compareTrees, storeSize } from './dir-stats.js';
 import { measureFloor } from './floor.js';
 import { flushDirtyPages } from './process-runner.js';
-import { checkpointRecord, log, type OpenRepo, type RunContext, restoreRecord } from './run-context.js';
+import { checkpointRecord, log, noteLeftOut, type OpenRepo, type RunContext, restoreRecord, uncheckedPaths } from './run-context.js';
 import { formatValue } from './snapshot-report.js';
 import { addSample, type OpId, type WorkloadResult } from './snapshot-results.js';
 import type { SnapshotTool } from './snapshot-tool.js';
@@ -38,7 +38,7 @@ const RENAME_DIR_FILES = 1000;
  * Disk space one run of each workload leaves behind at full scale (workspace, stores of every
  * tool, restored trees, with margin); small scale needs about a tenth.
  */
-const FULL_RUN_BYTES: Readonly<Record<WorkloadName, number>> = { A: 2.5e9, B: 1e9, N: 0.8e9, K: 6e9, M: 1.5e9 };
+const FULL_RUN_BYTES: Readonly<Record<WorkloadName, number>> = { A: 2.5e9, B: 1e9, N: 0.8e9, K: 7e9, M: 1.5e9 };
 const FULL_RUN_INODES: Readonly<Record<WorkloadName, number>> = { A: 150_000, B: 150_000, N: 40_000, K: 700_000, M: 2_000 };
 
 /** What {@link benchWorkload} needs to know. */
@@ -83,7 +83,7 @@ export async function benchWorkload(plan: WorkloadPlan): Promise<WorkloadResult>
       const dir = await fs.mkdtemp(path.join(plan.base, `${tool.id}-${manifest.name}-r${run}-`));
       repos.push({ tool, repo: await tool.open(dir, `bench-${manifest.name.toLowerCase()}`), dir });
     }
-    await runOnce({ manifest, result, repos, run, tag: `${manifest.name} run ${run + 1}/${plan.runs}`, renameDir });
+    await runOnce({ manifest, result, repos, run, tag: `${manifest.name} run ${run + 1}/${plan.runs}`, renameDir, leftOut: new Map() });
   }
   return result;
 }
@@ -126,6 +126,7 @@ async function checkpointAll(ctx: RunContext, op: OpId): Promise<void> {
   for (const { tool, repo } of ctx.repos) {
     await flushDirtyPages();
     const m = await repo.checkpoint(ctx.manifest.root);
+    noteLeftOut(ctx, tool, m);
     addSample(ctx.result, op, tool.id, checkpointRecord(ctx.run, m));
     log(`${ctx.tag} ${op}: ${tool.label} ${formatValue('ms', m.ms)} s, ${formatValue('peakRssKiB', m.peakRssKiB)} MB RSS`);
   }
@@ -153,7 +154,7 @@ async function restoreAll(ctx: RunContext, changed: readonly string[]): Promise<
     const target = path.join(dir, 'restored');
     await flushDirtyPages();
     const m = await repo.restore(target);
-    const verifyError = await compareTrees(manifest.root, target, sample, tool.skipsGitDir === true ? ['.git'] : []);
+    const verifyError = await compareTrees(manifest.root, target, sample, uncheckedPaths(ctx, tool));
     addSample(ctx.result, 'restore', tool.id, restoreRecord(ctx.run, m, verifyError));
     log(
       `${ctx.tag} restore: ${tool.label} ${formatValue('ms', m.ms)} s${verifyError === undefined ? '' : `: CHECK FAILED, ${verifyError}`}`,

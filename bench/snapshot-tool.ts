@@ -16,8 +16,10 @@ export interface CheckpointMeasured extends Measured {
   /** Holdfast: `stats.files` / `stats.bytes`, to catch files a tool silently skipped. */
   readonly files?: number;
   readonly bytes?: number;
-  /** Holdfast: `stats.excluded`, paths left out by its default rules. */
+  /** Holdfast: `stats.excluded`, paths left out by its default rules, as `path (reason)`. */
   readonly excluded?: readonly string[];
+  /** Holdfast: the bare paths of `excluded`, which restore checks then leave out. */
+  readonly excludedPaths?: readonly string[];
 }
 
 /** A measured restore, with what the tool reported about it when it reports anything. */

@@ -13,7 +13,7 @@ import path from 'node:path';
 import { compareTrees } from './dir-stats.js';
 import { editBigFile } from './mixed-workload.js';
 import { flushDirtyPages } from './process-runner.js';
-import { checkpointRecord, log, type OpenRepo, type RunContext, restoreRecord } from './run-context.js';
+import { checkpointRecord, log, noteLeftOut, type OpenRepo, type RunContext, restoreRecord, uncheckedPaths } from './run-context.js';
 import { formatValue } from './snapshot-report.js';
 import { addSample, type OpId } from './snapshot-results.js';
 
@@ -48,6 +48,7 @@ export async function warmRestores(ctx: RunContext): Promise<void> {
 async function checkpointOne(ctx: RunContext, { tool, repo }: OpenRepo, op: OpId): Promise<void> {
   await flushDirtyPages();
   const m = await repo.checkpoint(ctx.manifest.root);
+  noteLeftOut(ctx, tool, m);
   addSample(ctx.result, op, tool.id, checkpointRecord(ctx.run, m));
   log(`${ctx.tag} ${op}: ${tool.label} ${formatValue('ms', m.ms)} s`);
 }
@@ -56,7 +57,7 @@ async function warmRestore(ctx: RunContext, { tool, repo }: OpenRepo, op: OpId, 
   if (repo.warmRestore === undefined) return;
   await flushDirtyPages();
   const m = await repo.warmRestore(target);
-  const verifyError = await compareTrees(ctx.manifest.root, target, sample);
+  const verifyError = await compareTrees(ctx.manifest.root, target, sample, uncheckedPaths(ctx, tool));
   addSample(ctx.result, op, tool.id, restoreRecord(ctx.run, m, verifyError));
   log(
     `${ctx.tag} ${op}: ${tool.label} ${formatValue('ms', m.ms)} s, fetched ${formatValue('bytesFetched', m.bytesFetched)}` +
