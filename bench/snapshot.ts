@@ -7,11 +7,11 @@
  * goals (MET / MISS, by how much, the floor that bounds each) and the floor of each workload on
  * this machine; `--json` prints every raw run, the medians, the floors and the goals instead.
  *
- *   npx tsx bench/snapshot.ts                                  # everything, 3 runs, full scale
+ *   npx tsx bench/snapshot.ts                                  # everything, 2 runs, full scale (about 25 min on 2 cores)
  *   npx tsx bench/snapshot.ts --scale small --runs 1           # smoke run, a few minutes
  *   npx tsx bench/snapshot.ts --only holdfast,restic --workload N,K,M --json
  *
- * Options: --runs N (3), --scale full|small, --only holdfast|holdfast-local|holdfast-s3|restic|git|tar
+ * Options: --runs N (2), --scale full|small, --only holdfast|holdfast-local|holdfast-s3|restic|git|tar
  * (comma-separated), --workload A,B,N,K,M (any subset), --seed N (1), --tmp DIR (os.tmpdir()),
  * --tree-cache DIR (installed npm trees, reused between runs; default $TMPDIR/holdfast-bench-trees),
  * --keep (leave the temp directory), --cli PATH (the Holdfast CLI; default dist/bin/main.js), --json.
