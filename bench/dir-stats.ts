@@ -37,11 +37,13 @@ export async function storeSize(root: string): Promise<StoreSize> {
   return { diskBytes, apparentBytes, files };
 }
 
-/** Counts regular files and their bytes below `root`. */
-export async function treeSummary(root: string): Promise<TreeSummary> {
+/** Counts regular files and their bytes below `root`, leaving out the top-level entries named in `skip`. */
+export async function treeSummary(root: string, skip: readonly string[] = []): Promise<TreeSummary> {
   let files = 0;
   let bytes = 0;
+  const skipped = skip.map((name) => path.join(root, name));
   await walk(root, async (full, isDir) => {
+    if (skipped.some((s) => full === s || full.startsWith(`${s}${path.sep}`))) return;
     if (isDir) return;
     const st = await fs.lstat(full);
     if (!st.isFile()) return;
@@ -53,10 +55,16 @@ export async function treeSummary(root: string): Promise<TreeSummary> {
 
 /**
  * Checks that `restored` holds the same number of files and bytes as `source`, and the same bytes
- * in each of `sample` (relative paths). Returns a description of the first difference, or undefined.
+ * in each of `sample` (relative paths); top-level entries named in `skip` (a tool that never
+ * stores them) are left out of both counts. Returns a description of the first difference, or undefined.
  */
-export async function compareTrees(source: string, restored: string, sample: readonly string[]): Promise<string | undefined> {
-  const [want, got] = await Promise.all([treeSummary(source), treeSummary(restored)]);
+export async function compareTrees(
+  source: string,
+  restored: string,
+  sample: readonly string[],
+  skip: readonly string[] = [],
+): Promise<string | undefined> {
+  const [want, got] = await Promise.all([treeSummary(source, skip), treeSummary(restored, skip)]);
   if (want.files !== got.files || want.bytes !== got.bytes) {
     return `expected ${want.files} files / ${want.bytes} bytes, restored ${got.files} files / ${got.bytes} bytes`;
   }

@@ -6,8 +6,11 @@
  * - `holdfast --store DIR checkpoint <dir> --workspace <name> --json` prints one JSON object with
  *   at least `{ id, stats: { files, bytes, newBytes, objectsWritten, packsWritten, blobWrites,
  *   durationMs, excluded } }`;
- * - `holdfast --store DIR restore <target> --workspace <name> --json` restores the workspace's
- *   latest checkpoint into `target`, which must not exist;
+ * - `holdfast --store DIR restore <target> --workspace <name> [--replace] --json` restores the
+ *   workspace's latest checkpoint into `target`, which must not exist (or, with `--replace`,
+ *   replaces the tree there), and prints a receipt with `bytesFetched` and `filesReused`;
+ * - `--no-cache-excludes` on checkpoint keeps dependency trees (`node_modules/`), so Holdfast
+ *   stores the same bytes as the reference tools on the npm workloads;
  * - without `--store`, `HOLDFAST_META` / `HOLDFAST_BLOBS` (+ `AWS_*`) select SQLite + S3;
  * - `HOLDFAST_CACHE_DIR` moves the stat cache (default `~/.cache/holdfast`): each repository gets
  *   its own beside the store, like restic's `--cache-dir`, and it is not counted in the store size.
@@ -19,12 +22,14 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { S3TestServer } from '../test/support/s3-server.js';
 import { type Command, runMeasured, runQuiet } from './process-runner.js';
-import type { CheckpointMeasured, SnapshotTool, ToolRepo } from './snapshot-tool.js';
+import type { CheckpointMeasured, RestoreMeasured, SnapshotTool, ToolRepo } from './snapshot-tool.js';
 
 /** The built CLI, relative to this file. */
 export const HOLDFAST_CLI = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../dist/bin/main.js');
 
 const QUIET_ENV = { AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' };
+/** Checkpoint flags: every tool stores the same bytes, node_modules/ included. */
+const CHECKPOINT_FLAGS = ['--no-cache-excludes', '--json'];
 
 /** The part of `checkpoint --json` output the benchmark reads. */
 interface CheckpointJson {
@@ -52,8 +57,9 @@ export function holdfastLocalTool(cli = HOLDFAST_CLI): SnapshotTool {
       await runQuiet({ argv: [...base, 'init', '--json'], env });
       return {
         storeDir: store,
-        checkpoint: (source) => checkpoint({ argv: [...base, 'checkpoint', source, '--workspace', workspace, '--json'], env }),
-        restore: (target) => runMeasured({ argv: [...base, 'restore', target, '--workspace', workspace, '--json'], env }),
+        checkpoint: (source) => checkpoint({ argv: [...base, 'checkpoint', source, '--workspace', workspace, ...CHECKPOINT_FLAGS], env }),
+        restore: (target) => restore({ argv: [...base, 'restore', target, '--workspace', workspace, '--json'], env }),
+        warmRestore: (target) => restore({ argv: [...base, 'restore', target, '--workspace', workspace, '--replace', '--json'], env }),
       } satisfies ToolRepo;
     },
     async close() {},
@@ -100,7 +106,7 @@ export function holdfastS3Tool(cli = HOLDFAST_CLI): SnapshotTool {
       return {
         async checkpoint(source) {
           const before = writes();
-          const measured = await checkpoint({ argv: [...base, 'checkpoint', source, '--workspace', workspace, '--json'], env });
+          const measured = await checkpoint({ argv: [...base, 'checkpoint', source, '--workspace', workspace, ...CHECKPOINT_FLAGS], env });
           return { ...measured, s3WriteRequests: writes() - before };
         },
       } satisfies ToolRepo;
@@ -137,6 +143,30 @@ async function checkpoint(command: Command): Promise<CheckpointMeasured> {
     bytes: json.stats.bytes,
     ...(blobWrites === undefined ? {} : { blobWrites }),
     excluded: json.excluded.map(describeExclusion),
+    excludedPaths: json.excluded.flatMap((e) => {
+      const where = typeof e === 'string' ? e : (e as { path?: unknown } | null)?.path;
+      return typeof where === 'string' ? [where] : [];
+    }),
+  };
+}
+
+/** Runs a restore and reads `bytesFetched` / `filesReused` from its receipt when present. */
+async function restore(command: Command): Promise<RestoreMeasured> {
+  const measured = await runMeasured(command);
+  const start = measured.stdout.search(/^\{/m);
+  let receipt: { bytesFetched?: unknown; filesReused?: unknown } | null;
+  try {
+    receipt = JSON.parse(start <= 0 ? measured.stdout : measured.stdout.slice(start)) as {
+      bytesFetched?: unknown;
+      filesReused?: unknown;
+    } | null;
+  } catch {
+    throw new Error(`holdfast restore --json printed no JSON object; stdout began: ${measured.stdout.slice(0, 300)}`);
+  }
+  return {
+    ...measured,
+    ...(typeof receipt?.bytesFetched === 'number' ? { bytesFetched: receipt.bytesFetched } : {}),
+    ...(typeof receipt?.filesReused === 'number' ? { filesReused: receipt.filesReused } : {}),
   };
 }
 

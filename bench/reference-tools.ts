@@ -80,6 +80,7 @@ export function gitTool(): SnapshotTool {
     id: 'git',
     label: 'git',
     incremental: true,
+    skipsGitDir: true,
     async preflight() {
       requireProgram('git', 'git');
       return firstLine(['git', '--version']);

@@ -3,9 +3,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { HOLDFAST_CLI, holdfastLocalTool, holdfastS3Tool } from './holdfast-tool.js';
+import { DEFAULT_TREE_CACHE } from './real-trees.js';
 import { gitTool, resticTool, tarZstdTool } from './reference-tools.js';
 import { type SnapshotTool, TOOL_IDS, type ToolId } from './snapshot-tool.js';
-import type { Scale } from './workspace-gen.js';
+import { WORKLOAD_NAMES } from './workloads.js';
+import type { Scale, WorkloadName } from './workspace-gen.js';
+
+export type { WorkloadName } from './workspace-gen.js';
 
 /** Names `--only` accepts, and the tools each selects. */
 const ONLY_NAMES: Readonly<Record<string, readonly ToolId[]>> = {
@@ -19,9 +23,6 @@ const ONLY_NAMES: Readonly<Record<string, readonly ToolId[]>> = {
   zstd: ['tar'],
 };
 
-/** The generated workspaces. */
-export type WorkloadName = 'A' | 'B';
-
 /** Parsed command line. */
 export interface SnapshotOptions {
   readonly runs: number;
@@ -30,6 +31,8 @@ export interface SnapshotOptions {
   readonly workloads: readonly WorkloadName[];
   readonly seed: number;
   readonly tmp: string;
+  /** Where installed npm trees are cached between runs. */
+  readonly treeCache: string;
   readonly keep: boolean;
   readonly cli: string;
   readonly json: boolean;
@@ -40,12 +43,13 @@ export function parseOptions(args: readonly string[]): SnapshotOptions {
   const { values } = parseArgs({
     args: [...args],
     options: {
-      runs: { type: 'string', default: '5' },
+      runs: { type: 'string', default: '2' },
       scale: { type: 'string', default: 'full' },
       only: { type: 'string' },
-      workload: { type: 'string', default: 'A,B' },
+      workload: { type: 'string', default: WORKLOAD_NAMES.join(',') },
       seed: { type: 'string', default: '1' },
       tmp: { type: 'string', default: os.tmpdir() },
+      'tree-cache': { type: 'string', default: DEFAULT_TREE_CACHE },
       keep: { type: 'boolean', default: false },
       cli: { type: 'string', default: HOLDFAST_CLI },
       json: { type: 'boolean', default: false },
@@ -63,15 +67,19 @@ export function parseOptions(args: readonly string[]): SnapshotOptions {
     if (ids === undefined) throw new Error(`--only: unknown tool ${name}; choose from ${Object.keys(ONLY_NAMES).join(', ')}`);
     for (const id of ids) tools.add(id);
   }
-  const workloads = values.workload.split(',').map((s) => s.trim().toUpperCase());
-  if (workloads.length === 0 || workloads.some((w) => w !== 'A' && w !== 'B')) throw new Error(`--workload must be A, B or A,B`);
+  const asked = new Set(values.workload.split(',').map((s) => s.trim().toUpperCase()));
+  const workloads = WORKLOAD_NAMES.filter((w) => asked.has(w));
+  if (workloads.length === 0 || workloads.length !== asked.size) {
+    throw new Error(`--workload takes a comma-separated list of ${WORKLOAD_NAMES.join(', ')}; got ${values.workload}`);
+  }
   return {
     runs,
     scale: values.scale,
     tools: TOOL_IDS.filter((id) => tools.has(id)),
-    workloads: workloads as WorkloadName[],
+    workloads: workloads satisfies WorkloadName[],
     seed,
     tmp: values.tmp,
+    treeCache: path.resolve(values['tree-cache']),
     keep: values.keep,
     cli: path.resolve(values.cli),
     json: values.json,

@@ -1,10 +1,27 @@
 /** What the snapshot benchmark records: raw runs per workload, operation and tool, and their medians. */
+import type { FloorResult } from './floor.js';
 import type { ToolId } from './snapshot-tool.js';
 import { median } from './stats.js';
+import type { RenameDir } from './tree-facts.js';
 import type { WorkspaceManifest } from './workspace-gen.js';
 
-/** The measured operations. `store` is the store size after the checkpoints of a run. */
-export type OpId = 'full' | 'noChange' | 'changed10' | 'restore' | 'store';
+/**
+ * The measured operations. `store` is the store size after the checkpoints of a run. The warm
+ * ones are Holdfast's `restore --replace` onto its own previous restore: `warmRestore` of the
+ * unchanged head; `renameCheckpoint` / `renameRestore` after a 1,000-file directory was renamed;
+ * `editCheckpoint` / `editRestore` after a 4 KiB edit inside the big file.
+ */
+export type OpId =
+  | 'full'
+  | 'noChange'
+  | 'changed10'
+  | 'restore'
+  | 'store'
+  | 'warmRestore'
+  | 'renameCheckpoint'
+  | 'renameRestore'
+  | 'editCheckpoint'
+  | 'editRestore';
 
 /** One tool's result for one operation in one run; which fields are set depends on the operation. */
 export interface RunRecord {
@@ -19,12 +36,35 @@ export interface RunRecord {
   readonly files?: number;
   readonly bytes?: number;
   readonly excluded?: readonly string[];
+  /** Holdfast restores: raw bytes read from the object store, files reused from the old target. */
+  readonly bytesFetched?: number;
+  readonly filesReused?: number;
   /** Set when a restore did not reproduce the workspace. */
   readonly verifyError?: string;
 }
 
 /** Numeric fields of {@link RunRecord} that have medians. */
-export type MetricField = 'ms' | 'peakRssKiB' | 'blobWrites' | 's3WriteRequests' | 'diskBytes' | 'apparentBytes';
+export type MetricField =
+  | 'ms'
+  | 'peakRssKiB'
+  | 'blobWrites'
+  | 's3WriteRequests'
+  | 'diskBytes'
+  | 'apparentBytes'
+  | 'bytesFetched'
+  | 'filesReused';
+
+/** Every {@link MetricField}, for the JSON medians. */
+export const METRIC_FIELDS: readonly MetricField[] = [
+  'ms',
+  'peakRssKiB',
+  'blobWrites',
+  's3WriteRequests',
+  'diskBytes',
+  'apparentBytes',
+  'bytesFetched',
+  'filesReused',
+];
 
 /** The manifest as reported (the editable-file list is reduced to its length). */
 export type ManifestSummary = Omit<WorkspaceManifest, 'editable'> & { readonly editableFiles: number };
@@ -32,6 +72,10 @@ export type ManifestSummary = Omit<WorkspaceManifest, 'editable'> & { readonly e
 /** Everything measured on one workload. */
 export interface WorkloadResult {
   readonly manifest: ManifestSummary;
+  /** Walk / read / hash / compress cost of the tree on this machine (measured once, before the runs). */
+  readonly floor?: FloorResult;
+  /** The directory the rename measurement moves, when the workload has one. */
+  readonly renameDir?: RenameDir;
   readonly samples: Partial<Record<OpId, Partial<Record<ToolId, RunRecord[]>>>>;
 }
 
@@ -67,13 +111,12 @@ export function maxOf(result: WorkloadResult | undefined, op: OpId, tool: ToolId
 
 /** Medians of every field of every measured op / tool, for the JSON output. */
 export function allMedians(result: WorkloadResult): Record<string, Record<string, Partial<Record<MetricField, number>>>> {
-  const fields: MetricField[] = ['ms', 'peakRssKiB', 'blobWrites', 's3WriteRequests', 'diskBytes', 'apparentBytes'];
   const out: Record<string, Record<string, Partial<Record<MetricField, number>>>> = {};
   for (const [op, byTool] of Object.entries(result.samples)) {
     const opOut: Record<string, Partial<Record<MetricField, number>>> = {};
     for (const tool of Object.keys(byTool ?? {}) as ToolId[]) {
       const medians: Partial<Record<MetricField, number>> = {};
-      for (const field of fields) {
+      for (const field of METRIC_FIELDS) {
         const value = medianOf(result, op as OpId, tool, field);
         if (value !== undefined) medians[field] = value;
       }

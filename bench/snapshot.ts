@@ -1,37 +1,57 @@
 /**
- * Snapshot benchmark: Holdfast's checkpoint and restore against restic, git and `tar | zstd`, on
- * generated workspaces (A: ~20k mixed files / ~300 MB; B: 100k tiny files), every tool a child
- * process under GNU time. Prints a table of medians per workload with Holdfast's ratios, then the
- * targets; `--json` prints every raw run and the medians instead.
+ * Snapshot benchmark: Holdfast's checkpoint and restore against restic, git and `tar | zstd`, every
+ * tool a child process under GNU time, on generated workspaces (A: ~20k mixed files / ~300 MB;
+ * B: 100k tiny files; M: 1 MiB files of random + log text and a 100 MiB one) and real trees npm
+ * installs (N: an npm project with a .git; K: ~100k files from two dozen packages). Prints a
+ * table of medians per workload with Holdfast's ratios (Holdfast's warm restores included), the
+ * goals (MET / MISS, by how much, the floor that bounds each) and the floor of each workload on
+ * this machine; `--json` prints every raw run, the medians, the floors and the goals instead.
  *
- *   npx tsx bench/snapshot.ts                                  # everything, 5 runs, full scale
- *   npx tsx bench/snapshot.ts --only restic,git,tar --scale small --runs 1
- *   npx tsx bench/snapshot.ts --only holdfast,restic --workload A --json
+ *   npx tsx bench/snapshot.ts                                  # everything, 2 runs, full scale (about 25 min on 2 cores)
+ *   npx tsx bench/snapshot.ts --scale small --runs 1           # smoke run, a few minutes
+ *   npx tsx bench/snapshot.ts --only holdfast,restic --workload N,K,M --json
  *
- * Options: --runs N (5), --scale full|small, --only holdfast|holdfast-local|holdfast-s3|restic|git|tar
- * (comma-separated), --workload A,B, --seed N (1), --tmp DIR (os.tmpdir()), --keep (leave the
- * temp directory), --cli PATH (the Holdfast CLI to run; default dist/bin/main.js), --json.
+ * Options: --runs N (2), --scale full|small, --only holdfast|holdfast-local|holdfast-s3|restic|git|tar
+ * (comma-separated), --workload A,B,N,K,M (any subset), --seed N (1), --tmp DIR (os.tmpdir()),
+ * --tree-cache DIR (installed npm trees, reused between runs; default $TMPDIR/holdfast-bench-trees),
+ * --keep (leave the temp directory), --cli PATH (the Holdfast CLI; default dist/bin/main.js), --json.
  */
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { requireGnuTime } from './process-runner.js';
+import { evaluateGoals, printFloors, printGoals } from './snapshot-goals.js';
 import { makeTool, parseOptions, type WorkloadName } from './snapshot-options.js';
-import { evaluateTargets, printTargets, printWorkloadTable, warnings } from './snapshot-report.js';
+import { printWorkloadTable, warnings } from './snapshot-report.js';
 import { allMedians, type WorkloadResult } from './snapshot-results.js';
 import { benchWorkload, log, requireFreeSpace } from './snapshot-runner.js';
 import type { ToolId } from './snapshot-tool.js';
+import { WORKLOADS } from './workloads.js';
+import type { Scale } from './workspace-gen.js';
 
-function describeWorkload(result: WorkloadResult): string {
+function describeWorkload(result: WorkloadResult, scale: Scale): string {
   const m = result.manifest;
   const mb = (n: number) => (n / 1e6).toFixed(1);
   const base = `${m.files.toLocaleString('en-US')} files, ${mb(m.bytes)} MB in ${m.dirs.toLocaleString('en-US')} dirs (depth ${m.maxDepth})`;
+  const rename =
+    result.renameDir === undefined ? '' : ` The rename measurement moves ${result.renameDir.path}/ (${result.renameDir.files} files).`;
   if (m.name === 'B') return `Workload B: ${base}; 10-500 B text files.`;
+  if (m.name === 'M') {
+    return `Workload M: ${base}; each 1 MiB unit is 128 KiB random + 896 KiB log-like text; ${m.bigFile} is ${mb(m.bytes - (m.files - 1) * 2 ** 20)} MB of such units.`;
+  }
+  const packages = WORKLOADS[m.name].packages?.[scale];
+  if (packages !== undefined) {
+    return (
+      `Workload ${m.name}: ${base}, ${m.duplicateFiles.toLocaleString('en-US')} exact duplicates; \`npm i\` of ${packages.join(' ')}` +
+      `${m.name === 'N' ? ', plus a .git with one commit' : ''}. node_modules/ keeps its name; Holdfast runs with --no-cache-excludes ` +
+      `so every tool stores the same bytes (git never stores a .git).${rename}`
+    );
+  }
   const large = m.largeBinaryBytes.map((b) => (b / 1e6).toFixed(1)).join('/');
   return (
     `Workload A: ${base}; ${mb(m.binaryBytes)} MB random binaries (incl. ${m.largeBinaryBytes.length} large: ${large} MB), ` +
     `${m.duplicateFiles.toLocaleString('en-US')} exact duplicates, code-like text otherwise. The node_modules-like tree is named ` +
-    `vendor_modules/ so no default cache exclude drops it: every tool stores the same bytes.`
+    `vendor_modules/ so no default cache exclude drops it: every tool stores the same bytes.${rename}`
   );
 }
 
@@ -46,8 +66,13 @@ const METHOD_NOTES = [
   '  `checkout -f HEAD -- .` into an empty dir with a throwaway index (reads the object store; a clone would also copy it).',
   'tar|zstd: `tar -c | zstd -3 -T0`; no incremental mode, so no-change and 10-changed are full archives again and the',
   '  store holds three archives. RSS of a pipeline = sum of its two processes.',
-  'Holdfast: its CLI (path above) under node, init not timed. Its stat cache (HOLDFAST_CACHE_DIR), like the cache of restic,',
-  '  sits beside the store, starts empty each run and is not counted in the store size.',
+  'Holdfast: its CLI (path above) under node, init not timed, checkpoints with --no-cache-excludes. Its stat cache',
+  '  (HOLDFAST_CACHE_DIR), like the cache of restic, sits beside the store, starts empty each run and is not counted in the store size.',
+  "Warm restores (Holdfast only, after every tool's cold restore of the run): `restore --replace` onto the tree its cold restore",
+  '  left: unchanged; after renaming a ~1,000-file directory and checkpointing; after overwriting 4 KiB inside the big file (M)',
+  '  and checkpointing. "fetched" = the receipt\'s bytesFetched. The workspace is renamed back after each run.',
+  'npm trees (N, K) are installed once (npm i --ignore-scripts --legacy-peer-deps) into --tree-cache, keyed by their package list,',
+  '  and copied (cp -a) into the workspace; neither is timed.',
   'Store size = allocated blocks (du), so loose objects and small files pay for 4 KiB blocks; apparent sizes are in --json.',
 ];
 
@@ -65,11 +90,19 @@ async function main(): Promise<void> {
   try {
     for (const tool of tools) versions[tool.id] = await tool.preflight();
     await fs.mkdir(options.tmp, { recursive: true });
-    await requireFreeSpace(options.tmp, options.runs, options.scale);
+    await requireFreeSpace(options.tmp, options.runs, options.scale, options.workloads);
     const base = await fs.mkdtemp(path.join(options.tmp, 'hf-bench-snapshot-'));
     try {
       for (const name of options.workloads) {
-        results[name] = await benchWorkload({ name, base, scale: options.scale, seed: options.seed, runs: options.runs, tools });
+        results[name] = await benchWorkload({
+          name,
+          base,
+          scale: options.scale,
+          seed: options.seed,
+          runs: options.runs,
+          tools,
+          treeCache: options.treeCache,
+        });
       }
     } finally {
       if (options.keep) log(`kept ${base}`);
@@ -81,11 +114,14 @@ async function main(): Promise<void> {
   } finally {
     for (const tool of tools) await tool.close();
   }
-  const targets = evaluateTargets(results.A, results.B);
+  const goals = evaluateGoals(results);
   const load = { before: loadBefore.map(round2), after: os.loadavg().map(round2) };
   if (options.json) {
     const workloads = Object.fromEntries(
-      Object.entries(results).map(([name, r]) => [name, { manifest: r.manifest, medians: allMedians(r), runs: r.samples }]),
+      Object.entries(results).map(([name, r]) => [
+        name,
+        { manifest: r.manifest, floor: r.floor, renameDir: r.renameDir, medians: allMedians(r), runs: r.samples },
+      ]),
     );
     const machine = {
       cpus: os.cpus().length,
@@ -95,7 +131,7 @@ async function main(): Promise<void> {
       load,
     };
     process.stdout.write(
-      `${JSON.stringify({ bench: 'snapshot', options, machine, versions, notes: METHOD_NOTES, workloads, targets }, null, 2)}\n`,
+      `${JSON.stringify({ bench: 'snapshot', options, machine, versions, notes: METHOD_NOTES, workloads, goals }, null, 2)}\n`,
     );
     return;
   }
@@ -109,12 +145,13 @@ async function main(): Promise<void> {
     const result = results[name];
     if (result === undefined) continue;
     out('');
-    out(describeWorkload(result));
+    out(describeWorkload(result, options.scale));
     const title = `Workload ${name}: median of ${options.runs} run(s); seconds unless noted, MB = 10^6 bytes`;
-    printWorkloadTable(name, title, result, tools);
+    printWorkloadTable(title, result, tools);
     for (const warning of warnings(name, result, result.manifest.files)) out(`  ! ${warning}`);
   }
-  printTargets(targets);
+  printGoals(goals);
+  printFloors(results);
 }
 
 main().catch((error: unknown) => {

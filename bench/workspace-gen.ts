@@ -10,9 +10,12 @@ import { CodeTextGenerator, Rng, WORDS } from './code-text.js';
 /** `full` is the real benchmark; `small` is about ten times smaller, for a quick smoke run. */
 export type Scale = 'full' | 'small';
 
+/** The workloads: A and B generated here, N and K real npm trees, M mixed random + text. */
+export type WorkloadName = 'A' | 'B' | 'N' | 'K' | 'M';
+
 /** What was generated, for the report header and for checking restores. */
 export interface WorkspaceManifest {
-  readonly name: 'A' | 'B';
+  readonly name: WorkloadName;
   readonly root: string;
   readonly files: number;
   readonly bytes: number;
@@ -26,6 +29,8 @@ export interface WorkspaceManifest {
   readonly largeBinaryBytes: readonly number[];
   /** Non-duplicate text files (relative paths) in a seeded order; {@link modifyFiles} walks it. */
   readonly editable: readonly string[];
+  /** A large file that one measurement edits 4 KiB inside (workload M). */
+  readonly bigFile?: string;
 }
 
 const MiB = 1024 * 1024;
@@ -221,7 +226,7 @@ async function writeAll(root: string, files: readonly PendingFile[]): Promise<nu
 }
 
 /** `size` pseudo-random bytes from an AES-CTR keystream keyed by `rng`: deterministic and fast. */
-function randomBytesFrom(rng: Rng, size: number): () => Buffer {
+export function randomBytesFrom(rng: Rng, size: number): () => Buffer {
   const seed = Buffer.alloc(32);
   for (let i = 0; i < 8; i += 1) seed.writeUInt32LE(rng.next(), i * 4);
   return () => createCipheriv('aes-128-ctr', seed.subarray(0, 16), seed.subarray(16)).update(Buffer.alloc(size));
