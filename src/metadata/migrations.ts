@@ -341,6 +341,16 @@ const receiptsAndIntentsPostgres = receiptsAndIntentsTables({
 });
 
 /**
+ * Solid blocks: small objects compressed together as one zstd frame in a pack. A member's
+ * row names the block's stored range (`offset`, `length`, codec `zstd`) and its own offset
+ * inside the decompressed block; `NULL` for objects stored on their own. Adding a nullable
+ * column rewrites no rows on either dialect.
+ */
+const BLOCK_OFFSET_CHECK = `CONSTRAINT objects_block_offset_check CHECK (block_offset IS NULL OR (block_offset >= 0 AND codec = 'zstd'))`;
+const blockOffsetSqlite: readonly string[] = [`ALTER TABLE objects ADD COLUMN block_offset INTEGER ${BLOCK_OFFSET_CHECK}`];
+const blockOffsetPostgres: readonly string[] = [`ALTER TABLE objects ADD COLUMN block_offset bigint ${BLOCK_OFFSET_CHECK}`];
+
+/**
  * Every migration this build knows, ascending by version. The migrator refuses a database
  * whose highest applied version is above the last entry here.
  */
@@ -350,6 +360,7 @@ export const MIGRATIONS: readonly Migration[] = Object.freeze([
   { version: 3, name: 'runs_deployments_leases_tokens', sqlite: runsSqlite, postgres: runsPostgres },
   { version: 4, name: 'idempotency_keys', sqlite: idempotencySqlite, postgres: idempotencyPostgres },
   { version: 5, name: 'principal_receipts_and_upload_intents', sqlite: receiptsAndIntentsSqlite, postgres: receiptsAndIntentsPostgres },
+  { version: 6, name: 'object_block_offset', sqlite: blockOffsetSqlite, postgres: blockOffsetPostgres },
 ]);
 
 /** The highest schema version this build can run against. */

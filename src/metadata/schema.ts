@@ -63,6 +63,8 @@ export interface ObjectsTable {
   /** Length of the raw bytes the id hashes. */
   raw_length: number;
   codec: ObjectCodec;
+  /** Offset inside the decompressed solid block (`offset`/`length` are the block's); `NULL` outside blocks. */
+  block_offset: number | null;
 }
 
 /** `workspaces`: a durable workspace; `head_version` is the compare-and-swap counter of its head. */

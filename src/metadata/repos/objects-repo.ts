@@ -38,6 +38,11 @@ export interface ObjectLocation {
   /** Length after decoding; the object id is the SHA-256 of those bytes. */
   readonly rawLength: number;
   readonly codec: ObjectCodec;
+  /**
+   * Present when the object is a member of a solid block: `offset`/`length` are the block's
+   * stored range (a zstd frame) and this is the object's offset inside the decompressed block.
+   */
+  readonly blockOffset?: number;
 }
 
 /** An object-index row: the object id (SHA-256 of its raw bytes) and its location. */
@@ -143,6 +148,7 @@ export function createObjectIndexRepo({ db, dialect, now }: RepoContext): Object
         length: o.length,
         raw_length: o.rawLength,
         codec: o.codec,
+        block_offset: o.blockOffset ?? null,
       }));
       if (packRows.length === 0 && objectRows.length === 0) return;
       await withinTransaction(db, async (trx) => {
@@ -167,6 +173,7 @@ export function createObjectIndexRepo({ db, dialect, now }: RepoContext): Object
                   length: eb.ref('excluded.length'),
                   raw_length: eb.ref('excluded.raw_length'),
                   codec: eb.ref('excluded.codec'),
+                  block_offset: eb.ref('excluded.block_offset'),
                 }))
                 .where(({ exists, selectFrom }) =>
                   exists(
@@ -220,11 +227,10 @@ export function createObjectIndexRepo({ db, dialect, now }: RepoContext): Object
             'objects.length',
             'objects.raw_length',
             'objects.codec',
+            'objects.block_offset',
           ])
           .execute();
-        for (const r of rows) {
-          found.set(r.id, { packId: r.pack_id, kind: r.kind, offset: r.offset, length: r.length, rawLength: r.raw_length, codec: r.codec });
-        }
+        for (const r of rows) found.set(r.id, toLocation(r));
       }
       return found;
     },
@@ -317,8 +323,13 @@ export function createObjectIndexRepo({ db, dialect, now }: RepoContext): Object
   };
 }
 
+function toLocation(r: Omit<Selectable<ObjectsTable>, 'id'>): ObjectLocation {
+  const location = { packId: r.pack_id, kind: r.kind, offset: r.offset, length: r.length, rawLength: r.raw_length, codec: r.codec };
+  return r.block_offset === null ? location : { ...location, blockOffset: r.block_offset };
+}
+
 function toObjectRecord(r: Selectable<ObjectsTable>): ObjectRecord {
-  return { id: r.id, packId: r.pack_id, kind: r.kind, offset: r.offset, length: r.length, rawLength: r.raw_length, codec: r.codec };
+  return { id: r.id, ...toLocation(r) };
 }
 
 /** Keeps the first record for each id. */
