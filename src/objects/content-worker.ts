@@ -19,6 +19,7 @@ import { findSecret } from '../core/secrets.js';
 /** Settings the parent passes in `workerData`. */
 export interface ContentWorkerSettings {
   readonly level: number;
+  readonly blockLevel: number;
   readonly maxRatio: number;
   readonly minCompress: number;
   readonly singleChunk: number;
@@ -67,8 +68,8 @@ function probeShrinks(raw: Uint8Array): boolean {
   return zstd.compress(sample, { compressionLevel: 1 }).length <= sample.length * 0.95;
 }
 
-function compressWhole(raw: Uint8Array, transfer: ArrayBuffer[]): Uint8Array | null {
-  const z = zstd.compress(raw, { compressionLevel: settings.level });
+function compressWhole(raw: Uint8Array, transfer: ArrayBuffer[], level = settings.level): Uint8Array | null {
+  const z = zstd.compress(raw, { compressionLevel: level });
   if (z.length > raw.length * settings.maxRatio) return null;
   const copy = new Uint8Array(z);
   transfer.push(copy.buffer);
@@ -115,7 +116,7 @@ parentPort?.on('message', (msg: { seq: number; op: 'paths' | 'buffers' | 'compre
       : msg.op === 'buffers'
         ? (msg.items as Uint8Array[]).map((item) => digest(Buffer.from(item.buffer, item.byteOffset, item.byteLength), transfer))
         : msg.op === 'block'
-          ? (msg.items as Uint8Array[]).map((item) => compressWhole(item, transfer))
+          ? (msg.items as Uint8Array[]).map((item) => compressWhole(item, transfer, settings.blockLevel))
           : (msg.items as Uint8Array[]).map((item) => pack(item, transfer));
   parentPort?.postMessage({ seq: msg.seq, results }, transfer);
 });

@@ -15,10 +15,12 @@ import type { Codec } from './pack-format.js';
  */
 export const MIN_COMPRESS_BYTES = 16 * 1024;
 /** A solid block is closed once its members reach this many raw bytes. */
-export const SOLID_BLOCK_RAW_BYTES = 128 * 1024;
+export const SOLID_BLOCK_RAW_BYTES = 256 * 1024;
 /** zstd output is kept only when it is at most this fraction of the input (saves at least 10%). */
 export const MAX_COMPRESSED_RATIO = 0.9;
 export const ZSTD_LEVEL = 3;
+/** zstd level of solid blocks: small text gains most from the higher level, and blocks are a small share of the bytes. */
+export const BLOCK_ZSTD_LEVEL = 6;
 /** Objects at least this large are probed for compressibility before being compressed whole. */
 export const PROBE_MIN_BYTES = 256 * 1024;
 /** How much of an object the probe compresses, taken as {@link PROBE_SLICES} slices spread over it. */
@@ -187,6 +189,7 @@ export class ContentWorkers {
     const url = workerUrl();
     const workerData: ContentWorkerSettings = {
       level: ZSTD_LEVEL,
+      blockLevel: BLOCK_ZSTD_LEVEL,
       maxRatio: MAX_COMPRESSED_RATIO,
       minCompress: MIN_COMPRESS_BYTES,
       singleChunk: SINGLE_CHUNK_BYTES,
