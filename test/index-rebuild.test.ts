@@ -63,7 +63,10 @@ describe.each(BACKENDS)('index rebuild on $name', (backend) => {
     bytes[bytes.length - 60] = (bytes[bytes.length - 60] ?? 0) ^ 0xff;
     await b.blobs.delete(packKey(damaged.id));
     await b.blobs.put(packKey(damaged.id), bytes);
-    await b.meta.db.deleteFrom('objects').where('pack_id', '!=', condemned.id).execute();
+    await b.meta.db
+      .deleteFrom('objects')
+      .where('pack_seq', 'not in', (eb) => eb.selectFrom('packs').select('seq').where('id', '=', condemned.id))
+      .execute();
     await b.meta.db.deleteFrom('packs').where('id', '!=', condemned.id).execute();
 
     const report = await rebuildIndex(b);

@@ -97,6 +97,20 @@ export function describeObjectIndexCases(ctx: ContractContext): void {
       expect((await store.objects.findMissing(objects.map((o) => o.id))).size).toBe(0);
     });
 
+    it('block members keep their block offset through locate and objectsInPacks; lone objects have none', async () => {
+      const { store } = await fixture();
+      const { packs, objects } = makeObjects('blocks', 4);
+      const rows: ObjectRecord[] = objects.map((o, i) =>
+        i < 3 ? { ...o, offset: 8, length: 300, codec: 'zstd', blockOffset: i * 1_000 } : { ...o, offset: 308 },
+      );
+      await store.objects.insertPacksAndObjects(packs, rows);
+      const located = await store.objects.locate(rows.map((r) => r.id));
+      for (const { id, ...location } of rows) expect(located.get(id)).toEqual(location);
+      expect(located.get(rows[3]?.id as string)).not.toHaveProperty('blockOffset');
+      const inPacks = new Map((await store.objects.objectsInPacks(packs.map((p) => p.id))).map((r) => [r.id, r]));
+      for (const row of rows) expect(inPacks.get(row.id)).toEqual(row);
+    });
+
     it('schema violations map to codes: unknown pack is CONFLICT, bad enum or id is INVALID_INPUT', async () => {
       const { store } = await fixture();
       const { packs, objects } = makeObjects('violations', 1);
@@ -110,6 +124,12 @@ export function describeObjectIndexCases(ctx: ContractContext): void {
         code: 'INVALID_INPUT',
       });
       await expect(store.objects.insertPacksAndObjects([{ ...pack, id: 'NOT-HEX' }], [])).rejects.toMatchObject({ code: 'INVALID_INPUT' });
+      for (const bad of [
+        { ...object, codec: 'none', blockOffset: 0 },
+        { ...object, codec: 'zstd', blockOffset: -1 },
+      ] as const) {
+        await expect(store.objects.insertPacksAndObjects([pack], [bad])).rejects.toMatchObject({ code: 'INVALID_INPUT' });
+      }
       // Each call is atomic: the valid pack of the failed calls was not kept.
       expect(await store.db.selectFrom('packs').select('id').where('id', '=', pack.id).executeTakeFirst()).toBeUndefined();
       expect(await store.objects.findMissing([object.id])).toEqual(new Set([object.id]));

@@ -41,6 +41,8 @@ export interface TenantsTable {
 
 /** `packs`: one row per pack blob; `id` is the pack's SHA-256 (lowercase hex). */
 export interface PacksTable {
+  /** Small integer the object rows name the pack by; assigned by the database on insert. */
+  seq: Generated<number>;
   id: string;
   kind: ObjectKind;
   /** Bytes of the whole pack blob, trailer included. */
@@ -54,7 +56,8 @@ export interface PacksTable {
 /** `objects`: the object index, object id (SHA-256 of the raw bytes) -> place in a pack. */
 export interface ObjectsTable {
   id: string;
-  pack_id: string;
+  /** `packs.seq` of the pack holding the stored bytes. */
+  pack_seq: number;
   kind: ObjectKind;
   /** Byte offset of the stored bytes inside the pack. */
   offset: number;
@@ -63,6 +66,8 @@ export interface ObjectsTable {
   /** Length of the raw bytes the id hashes. */
   raw_length: number;
   codec: ObjectCodec;
+  /** Offset inside the decompressed solid block (`offset`/`length` are the block's); `NULL` outside blocks. */
+  block_offset: number | null;
 }
 
 /** `workspaces`: a durable workspace; `head_version` is the compare-and-swap counter of its head. */

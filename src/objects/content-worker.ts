@@ -6,7 +6,8 @@
  *
  * Messages: `{ seq, op: 'paths', items: [{ path }] }` or `{ seq, op: 'buffers', items: Uint8Array[] }`
  * (bytes read elsewhere, e.g. from a sandbox) -> `{ seq, results: DigestReply[] }`;
- * `{ seq, op: 'compress', items: Uint8Array[] }` -> `{ seq, results: Array<Uint8Array | null> }`.
+ * `{ seq, op: 'compress', items: Uint8Array[] }` -> `{ seq, results: Array<Uint8Array | null> }`;
+ * `{ seq, op: 'block', items: Uint8Array[] }` (solid blocks: compressed whatever their size) -> the same.
  */
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
@@ -18,11 +19,13 @@ import { findSecret } from '../core/secrets.js';
 /** Settings the parent passes in `workerData`. */
 export interface ContentWorkerSettings {
   readonly level: number;
+  readonly blockLevel: number;
   readonly maxRatio: number;
   readonly minCompress: number;
   readonly singleChunk: number;
   readonly probeMin: number;
   readonly probeBytes: number;
+  readonly probeSlices: number;
 }
 
 /** One file's outcome, as posted back. Chunk bytes that stay raw are views into `raw`. */
@@ -42,18 +45,31 @@ const [MIN, AVG, MAX, MASK_STRICT, MASK_LOOSE] = CUT_POINT_PARAMS;
 const gear = GEAR_TABLE as Uint32Array;
 const sha = (bytes: Uint8Array): string => createHash('sha256').update(bytes).digest('hex');
 
-/** zstd form of `raw`, or null when it is small or does not shrink by 10%. */
+/** zstd form of `raw`, or null when it is small (a solid block takes it) or does not shrink by 10%. */
 function pack(raw: Uint8Array, transfer: ArrayBuffer[]): Uint8Array | null {
   if (raw.length < settings.minCompress) return null;
-  // Large objects are probed first: if their first 64 KiB do not shrink by 5% at the fastest
-  // level (media, archives, random data), compressing the rest at level 3 is wasted work.
-  if (
-    raw.length >= settings.probeMin &&
-    zstd.compress(raw.subarray(0, settings.probeBytes), { compressionLevel: 1 }).length > settings.probeBytes * 0.95
-  ) {
-    return null;
+  // Large objects are probed first: if a sample spread over the whole object does not shrink
+  // by 5% at the fastest level (media, archives, random data), compressing it at level 3 is
+  // wasted work. The sample is several slices, so an object that starts with random bytes
+  // and goes on with text is still compressed.
+  if (raw.length >= settings.probeMin && !probeShrinks(raw)) return null;
+  return compressWhole(raw, transfer);
+}
+
+function probeShrinks(raw: Uint8Array): boolean {
+  const slices = settings.probeSlices;
+  const sliceBytes = Math.floor(settings.probeBytes / slices);
+  const sample = Buffer.allocUnsafe(sliceBytes * slices);
+  const stride = (raw.length - sliceBytes) / (slices - 1);
+  for (let i = 0; i < slices; i += 1) {
+    const at = Math.floor(i * stride);
+    sample.set(raw.subarray(at, at + sliceBytes), i * sliceBytes);
   }
-  const z = zstd.compress(raw, { compressionLevel: settings.level });
+  return zstd.compress(sample, { compressionLevel: 1 }).length <= sample.length * 0.95;
+}
+
+function compressWhole(raw: Uint8Array, transfer: ArrayBuffer[], level = settings.level): Uint8Array | null {
+  const z = zstd.compress(raw, { compressionLevel: level });
   if (z.length > raw.length * settings.maxRatio) return null;
   const copy = new Uint8Array(z);
   transfer.push(copy.buffer);
@@ -92,13 +108,15 @@ function digest(raw: Buffer, transfer: ArrayBuffer[]): DigestReply {
   return { kind: 'ok', sha256, raw: owned, chunks };
 }
 
-parentPort?.on('message', (msg: { seq: number; op: 'paths' | 'buffers' | 'compress'; items: unknown[] }) => {
+parentPort?.on('message', (msg: { seq: number; op: 'paths' | 'buffers' | 'compress' | 'block'; items: unknown[] }) => {
   const transfer: ArrayBuffer[] = [];
   const results =
     msg.op === 'paths'
       ? (msg.items as Array<{ path: string }>).map((item) => digestPath(item.path, transfer))
       : msg.op === 'buffers'
         ? (msg.items as Uint8Array[]).map((item) => digest(Buffer.from(item.buffer, item.byteOffset, item.byteLength), transfer))
-        : (msg.items as Uint8Array[]).map((item) => pack(item, transfer));
+        : msg.op === 'block'
+          ? (msg.items as Uint8Array[]).map((item) => compressWhole(item, transfer, settings.blockLevel))
+          : (msg.items as Uint8Array[]).map((item) => pack(item, transfer));
   parentPort?.postMessage({ seq: msg.seq, results }, transfer);
 });

@@ -8,15 +8,25 @@ import { HoldfastError } from '../errors.js';
 import type { ContentWorkerSettings, DigestReply } from './content-worker.js';
 import type { Codec } from './pack-format.js';
 
-/** Objects smaller than this are stored raw: compression rarely pays for itself there. */
-export const MIN_COMPRESS_BYTES = 4 * 1024;
+/**
+ * Objects smaller than this are not compressed on their own: the ObjectWriter gathers them
+ * into solid blocks (see {@link SOLID_BLOCK_RAW_BYTES}), where zstd finds the redundancy
+ * between files that a lone small object lacks.
+ */
+export const MIN_COMPRESS_BYTES = 16 * 1024;
+/** A solid block is closed once its members reach this many raw bytes. */
+export const SOLID_BLOCK_RAW_BYTES = 256 * 1024;
 /** zstd output is kept only when it is at most this fraction of the input (saves at least 10%). */
 export const MAX_COMPRESSED_RATIO = 0.9;
 export const ZSTD_LEVEL = 3;
+/** zstd level of solid blocks: small text gains most from the higher level, and blocks are a small share of the bytes. */
+export const BLOCK_ZSTD_LEVEL = 6;
 /** Objects at least this large are probed for compressibility before being compressed whole. */
 export const PROBE_MIN_BYTES = 256 * 1024;
-/** How much of an object the probe compresses. */
+/** How much of an object the probe compresses, taken as {@link PROBE_SLICES} slices spread over it. */
 export const PROBE_BYTES = 64 * 1024;
+/** Slices the probe's sample is made of: the first, the last and evenly spaced ones between. */
+export const PROBE_SLICES = 8;
 /** Files below this are one chunk (DESIGN section 2). */
 export const SINGLE_CHUNK_BYTES = 1024 * 1024;
 
@@ -46,8 +56,6 @@ export interface DigestedFile {
   readonly size: number;
   readonly chunks: DigestedChunk[];
 }
-
-const require = createRequire(import.meta.url);
 
 /**
  * Where the compiled worker module is: beside this file in `dist/objects/`, one level over from
@@ -101,8 +109,7 @@ export class ContentWorkers {
   async digestBuffers(buffers: readonly Uint8Array[]): Promise<DigestOutcome[]> {
     const transfer: ArrayBuffer[] = [];
     const items = buffers.map((b) => {
-      const owned =
-        b.byteOffset === 0 && b.byteLength === b.buffer.byteLength && !(b.buffer instanceof SharedArrayBuffer) ? b : Uint8Array.from(b);
+      const owned = ownsBuffer(b) ? b : Uint8Array.from(b);
       transfer.push(owned.buffer as ArrayBuffer);
       return owned;
     });
@@ -143,13 +150,31 @@ export class ContentWorkers {
     });
   }
 
+  /**
+   * Compresses solid blocks (concatenated small objects) whatever their size; one result per
+   * block, in order: its zstd frame, or `null` when it does not shrink by 10%.
+   */
+  async compressBlocks(blocks: readonly Uint8Array[]): Promise<Array<Uint8Array | null>> {
+    const transfer: ArrayBuffer[] = [];
+    const items = blocks.map((b) => {
+      const owned = ownsBuffer(b) ? b : Uint8Array.from(b);
+      transfer.push(owned.buffer as ArrayBuffer);
+      return owned;
+    });
+    return (await this.send('block', items, transfer)) as Array<Uint8Array | null>;
+  }
+
   /** Stops the workers; pending work rejects. */
   async close(): Promise<void> {
     await Promise.all(this.workers.map((w) => w.terminate()));
     this.fail(new Error('content workers closed'));
   }
 
-  private send(op: 'paths' | 'buffers' | 'compress', items: readonly unknown[], transfer: ArrayBuffer[] = []): Promise<unknown[]> {
+  private send(
+    op: 'paths' | 'buffers' | 'compress' | 'block',
+    items: readonly unknown[],
+    transfer: ArrayBuffer[] = [],
+  ): Promise<unknown[]> {
     if (this.failure !== undefined) return Promise.reject(this.failure);
     if (this.workers.length === 0) this.start();
     const seq = this.seq++;
@@ -164,11 +189,13 @@ export class ContentWorkers {
     const url = workerUrl();
     const workerData: ContentWorkerSettings = {
       level: ZSTD_LEVEL,
+      blockLevel: BLOCK_ZSTD_LEVEL,
       maxRatio: MAX_COMPRESSED_RATIO,
       minCompress: MIN_COMPRESS_BYTES,
       singleChunk: SINGLE_CHUNK_BYTES,
       probeMin: PROBE_MIN_BYTES,
       probeBytes: PROBE_BYTES,
+      probeSlices: PROBE_SLICES,
     };
     for (let i = 0; i < this.threads; i += 1) {
       const worker = new Worker(url, { workerData });
@@ -189,7 +216,18 @@ export class ContentWorkers {
   }
 }
 
-/** Decompresses one stored object (main thread: zstd decompresses at over 1 GB/s). */
+const require = createRequire(import.meta.url);
+
+/** Whether `b` is the whole of an ordinary ArrayBuffer, so it can be moved to a worker. */
+function ownsBuffer(b: Uint8Array): boolean {
+  return b.byteOffset === 0 && b.byteLength === b.buffer.byteLength && !(b.buffer instanceof SharedArrayBuffer);
+}
+
+/**
+ * Decompresses one stored range whole, trusting the frame's declared size: for bytes this
+ * process just wrote (tests, tools). Reading stored objects goes through `decodeObject`
+ * (stored-object.ts), which bounds every allocation by the recorded lengths.
+ */
 export function decompress(stored: Uint8Array, codec: Codec): Uint8Array {
   if (codec === 'none') return stored;
   const zstd = require('zstd-napi') as { decompress(input: Uint8Array): Buffer };

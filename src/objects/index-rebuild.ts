@@ -76,15 +76,10 @@ export async function rebuildIndex(
     const trailer = await readTrailer(deps.blobs, id, size, options.verifyPacks === true, damaged);
     if (trailer !== undefined) {
       const pack: PackRecord = { id, kind: trailer.kind, size, objectCount: trailer.objects.length };
-      const objects = trailer.objects.map((o) => ({
-        id: o.id,
-        packId: id,
-        kind: o.kind,
-        offset: o.offset,
-        length: o.length,
-        rawLength: o.rawLength,
-        codec: o.codec,
-      }));
+      const objects = trailer.objects.map((o): ObjectRecord => {
+        const row = { id: o.id, packId: id, kind: o.kind, offset: o.offset, length: o.length, rawLength: o.rawLength, codec: o.codec };
+        return o.blockOffset === undefined ? row : { ...row, blockOffset: o.blockOffset };
+      });
       pending.push({ pack, objects });
       if (pending.length >= REBUILD_COMMIT_PACKS) {
         committing = committing.then(flush);

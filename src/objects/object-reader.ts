@@ -1,10 +1,10 @@
 import type { BlobStore } from '../blob-store/blob-store.js';
-import { type Sha256Hex, sha256Hex } from '../core/hash.js';
+import type { Sha256Hex } from '../core/hash.js';
 import { decodeTree, type TreeEntry } from '../core/tree.js';
 import { IntegrityError, isHoldfastError } from '../errors.js';
 import type { MetadataStore, ObjectLocation } from '../metadata/metadata-store.js';
-import { decompress } from './content-workers.js';
 import { packKey } from './pack-format.js';
+import { decodeObject } from './stored-object.js';
 
 /** Neighbouring objects of one pack closer than this are fetched in a single ranged read. */
 export const COALESCE_GAP_BYTES = 256 * 1024;
@@ -22,7 +22,7 @@ interface Span {
 
 /**
  * Reads objects back from packs: looks them up in the index, merges neighbours into ranged
- * reads, decompresses, and checks every object's SHA-256 and length. Missing objects fail
+ * reads, decompresses (each solid block once per call), and checks every object's SHA-256 and length. Missing objects fail
  * with `RESTORE_INCOMPLETE`, damaged ones with `INTEGRITY`; nothing unverified is returned.
  */
 export class ObjectReader {
@@ -75,17 +75,12 @@ export class ObjectReader {
       }
       throw error;
     }
+    // Members of one solid block share its range: the block is decompressed once per span.
+    const blocks = new Map<number, Uint8Array | string>();
     for (const { id, loc } of span.members) {
       const start = loc.offset - span.offset;
-      const stored = bytes.subarray(start, start + loc.length);
-      if (stored.length !== loc.length) throw damaged(id, loc, 'pack is shorter than the index says');
-      let raw: Uint8Array;
-      try {
-        raw = decompress(stored, loc.codec);
-      } catch (error) {
-        throw damaged(id, loc, `cannot decompress (${String(error)})`);
-      }
-      if (raw.length !== loc.rawLength || sha256Hex(raw) !== id) throw damaged(id, loc, 'content does not match its id');
+      const raw = decodeObject(id, loc, bytes.subarray(start, start + loc.length), blocks);
+      if (typeof raw === 'string') throw damaged(id, loc, raw);
       out.set(id, raw);
     }
   }

@@ -1,7 +1,7 @@
 import type { BlobStore } from '../blob-store/blob-store.js';
 import type { Sha256Hex } from '../core/hash.js';
 import type { ObjectRecord, PackRecord } from '../metadata/metadata-store.js';
-import type { ContentWorkers, StoredForm } from './content-workers.js';
+import { type ContentWorkers, MIN_COMPRESS_BYTES, SOLID_BLOCK_RAW_BYTES, type StoredForm } from './content-workers.js';
 import type { ObjectKind } from './pack-format.js';
 import { uploadPack } from './pack-uploader.js';
 import { PackWriter, type SealedPack } from './pack-writer.js';
@@ -12,6 +12,10 @@ export const UPLOAD_CONCURRENCY = 3;
 const COMPRESS_IN_FLIGHT = 3;
 /** Raw objects are sent to the workers in batches of about this many bytes. */
 const COMPRESS_BATCH_BYTES = 4 * 1024 * 1024;
+/** Solid blocks sent to a worker in one message (about 1 MiB): one round trip per block would queue each behind file digests. */
+const BLOCKS_PER_MESSAGE = 8;
+/** Block messages in flight at once (about 8 MiB of raw bytes). */
+const BLOCK_MESSAGES_IN_FLIGHT = 8;
 
 /** Counts an ObjectWriter reports. */
 export interface WriteStats {
@@ -37,6 +41,13 @@ export interface WrittenObjects {
  */
 export type RecordUploadIntent = (packId: Sha256Hex) => Promise<void>;
 
+/** Small objects waiting to be compressed together as one solid block. */
+interface PendingBlock {
+  readonly ids: Sha256Hex[];
+  readonly raws: Uint8Array[];
+  bytes: number;
+}
+
 interface Batch {
   readonly kind: ObjectKind;
   readonly ids: Sha256Hex[];
@@ -45,8 +56,9 @@ interface Batch {
 }
 
 /**
- * Collects new objects for one checkpoint: compresses them in worker threads, appends them
- * to data or tree packs of about 16 MiB, and uploads full packs with bounded concurrency.
+ * Collects new objects for one checkpoint: compresses them in worker threads (objects under
+ * {@link MIN_COMPRESS_BYTES} together, as solid blocks of about {@link SOLID_BLOCK_RAW_BYTES}),
+ * appends them to data or tree packs of about 16 MiB, and uploads full packs with bounded concurrency.
  * Nothing is registered in the index here; `finish()` returns the pack and object rows for
  * the checkpoint's single commit transaction, after every pack is durable. Each pack's upload
  * intent is recorded (`recordIntent`) before its blob is written: the committer releases the
@@ -56,6 +68,10 @@ export class ObjectWriter {
   private readonly added = new Set<Sha256Hex>();
   private readonly packs: Record<ObjectKind, PackWriter>;
   private readonly batches: Record<ObjectKind, Batch>;
+  private readonly blocks: Record<ObjectKind, PendingBlock>;
+  /** Full blocks not yet sent to a worker. */
+  private readonly closed: Record<ObjectKind, PendingBlock[]> = { data: [], tree: [] };
+  private readonly blockJobs: Array<Promise<void>> = [];
   private readonly compressing: Array<Promise<void>> = [];
   private readonly uploading = new Set<Promise<void>>();
   private readonly preexisting: string[] = [];
@@ -72,6 +88,7 @@ export class ObjectWriter {
   ) {
     this.packs = { data: new PackWriter('data'), tree: new PackWriter('tree') };
     this.batches = { data: emptyBatch('data'), tree: emptyBatch('tree') };
+    this.blocks = { data: emptyBlock(), tree: emptyBlock() };
   }
 
   /** True if `id` was already added to this writer. */
@@ -87,6 +104,13 @@ export class ObjectWriter {
     this.throwIfFailed();
     if (this.added.has(id)) return;
     this.added.add(id);
+    if (form.codec === 'none' && rawLength < MIN_COMPRESS_BYTES) {
+      // The bytes may be a view into a whole file's buffer: copy them, so a pending block does
+      // not hold the file.
+      const { bytes } = form;
+      await this.addToBlock(kind, id, bytes.byteLength * 2 < bytes.buffer.byteLength ? Uint8Array.from(bytes) : bytes);
+      return;
+    }
     this.append(kind, [id], [form], [rawLength]);
     while (this.uploading.size >= UPLOAD_CONCURRENCY) await Promise.race(this.uploading);
     this.throwIfFailed();
@@ -97,6 +121,10 @@ export class ObjectWriter {
     this.throwIfFailed();
     if (this.added.has(id)) return;
     this.added.add(id);
+    if (raw.byteLength < MIN_COMPRESS_BYTES) {
+      await this.addToBlock(kind, id, raw);
+      return;
+    }
     const batch = this.batches[kind];
     batch.ids.push(id);
     batch.raws.push(raw);
@@ -106,9 +134,12 @@ export class ObjectWriter {
 
   /** Compresses and packs what is queued, uploads every pack, and returns the index rows. */
   async finish(): Promise<WrittenObjects> {
-    await this.dispatch('data');
-    await this.dispatch('tree');
-    await Promise.all(this.compressing.splice(0));
+    for (const kind of ['data', 'tree'] as const) {
+      await this.dispatch(kind);
+      this.closeBlock(kind);
+      await this.sendBlocks(kind);
+    }
+    await Promise.all([...this.compressing.splice(0), ...this.blockJobs.splice(0)]);
     this.throwIfFailed();
     for (const kind of ['data', 'tree'] as const) {
       if (this.packs[kind].count > 0) this.startUpload(this.packs[kind].seal());
@@ -117,9 +148,58 @@ export class ObjectWriter {
     this.throwIfFailed();
     const packs = this.sealed.map((p) => ({ id: p.id, kind: p.kind, size: p.size, objectCount: p.objects.length }));
     const objects = this.sealed.flatMap((p) =>
-      p.objects.map(({ id, kind, offset, length, rawLength, codec }) => ({ id, packId: p.id, kind, offset, length, rawLength, codec })),
+      p.objects.map(({ id, kind, offset, length, rawLength, codec, blockOffset }) => {
+        const row = { id, packId: p.id, kind, offset, length, rawLength, codec };
+        return blockOffset === undefined ? row : { ...row, blockOffset };
+      }),
     );
     return { packs, objects, preexistingPacks: [...this.preexisting], stats: { ...this.stats } };
+  }
+
+  private async addToBlock(kind: ObjectKind, id: Sha256Hex, raw: Uint8Array): Promise<void> {
+    const block = this.blocks[kind];
+    block.ids.push(id);
+    block.raws.push(raw);
+    block.bytes += raw.byteLength;
+    if (block.bytes < SOLID_BLOCK_RAW_BYTES) return;
+    this.closeBlock(kind);
+    if (this.closed[kind].length >= BLOCKS_PER_MESSAGE) await this.sendBlocks(kind);
+  }
+
+  private closeBlock(kind: ObjectKind): void {
+    if (this.blocks[kind].ids.length === 0) return;
+    this.closed[kind].push(this.blocks[kind]);
+    this.blocks[kind] = emptyBlock();
+  }
+
+  /**
+   * Compresses the closed blocks in a worker and appends them; a block that does not shrink
+   * is appended as its members, raw. Waits while too many block messages are in flight.
+   */
+  private async sendBlocks(kind: ObjectKind): Promise<void> {
+    const blocks = this.closed[kind].splice(0);
+    if (blocks.length === 0) return;
+    const job = this.workers.compressBlocks(blocks.map((b) => Buffer.concat(b.raws, b.bytes))).then(
+      (frames) =>
+        blocks.forEach((block, i) => {
+          const z = frames[i];
+          if (z !== null && z !== undefined) this.appendBlock(kind, block, z);
+          else
+            this.append(
+              kind,
+              block.ids,
+              block.raws.map((bytes) => ({ bytes, codec: 'none' })),
+              block.raws.map((r) => r.byteLength),
+            );
+        }),
+      (error: unknown) => {
+        this.failure ??= error;
+      },
+    );
+    this.blockJobs.push(job);
+    while (this.blockJobs.length >= BLOCK_MESSAGES_IN_FLIGHT) await this.blockJobs.shift();
+    while (this.uploading.size >= UPLOAD_CONCURRENCY) await Promise.race(this.uploading);
+    this.throwIfFailed();
   }
 
   private async dispatch(kind: ObjectKind): Promise<void> {
@@ -145,6 +225,30 @@ export class ObjectWriter {
     this.throwIfFailed();
   }
 
+  private appendBlock(kind: ObjectKind, block: PendingBlock, stored: Uint8Array): void {
+    const pack = this.packs[kind];
+    let at = 0;
+    const members = block.ids.map((id, i) => {
+      const rawLength = (block.raws[i] as Uint8Array).byteLength;
+      const member = { id, rawLength, blockOffset: at };
+      at += rawLength;
+      return member;
+    });
+    pack.addBlock(members, stored);
+    this.stats.objectsWritten += members.length;
+    this.stats.rawBytesWritten += block.bytes;
+    this.stats.storedBytesWritten += stored.byteLength;
+    this.sealIfFull(kind);
+  }
+
+  private sealIfFull(kind: ObjectKind): void {
+    const pack = this.packs[kind];
+    if (pack.full) {
+      this.startUpload(pack.seal());
+      this.packs[kind] = new PackWriter(kind);
+    }
+  }
+
   private append(kind: ObjectKind, ids: readonly Sha256Hex[], forms: readonly StoredForm[], rawLengths: readonly number[]): void {
     forms.forEach((form, i) => {
       const pack = this.packs[kind];
@@ -153,10 +257,7 @@ export class ObjectWriter {
       this.stats.objectsWritten += 1;
       this.stats.rawBytesWritten += rawLength;
       this.stats.storedBytesWritten += form.bytes.byteLength;
-      if (pack.full) {
-        this.startUpload(pack.seal());
-        this.packs[kind] = new PackWriter(kind);
-      }
+      this.sealIfFull(kind);
     });
   }
 
@@ -188,4 +289,8 @@ export class ObjectWriter {
 
 function emptyBatch(kind: ObjectKind): Batch {
   return { kind, ids: [], raws: [], bytes: 0 };
+}
+
+function emptyBlock(): PendingBlock {
+  return { ids: [], raws: [], bytes: 0 };
 }

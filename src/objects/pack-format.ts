@@ -10,6 +10,12 @@ import { IntegrityError } from '../errors.js';
  *
  * The trailer lists every object (id, kind, offset, length, raw length, codec), so the object
  * index can be rebuilt from the blob store alone. A pack's key is `packs/ab/<sha256 of all its bytes>`.
+ *
+ * Trailer version 2 adds solid blocks: small objects concatenated and compressed together as
+ * one zstd frame (one stored range), so redundancy across files is exploited. Every member of
+ * a block names the block's range (`offset`, `length`) and its own `blockOffset` inside the
+ * decompressed block; consecutive entries sharing a range form one block. Version 1 trailers
+ * (no blocks) still decode.
  */
 export const PACK_HEADER_MAGIC = Buffer.from('HFPACK1\n');
 export const PACK_FOOTER_MAGIC = Buffer.from('HFPEND1\n');
@@ -33,11 +39,19 @@ export interface PackEntry {
   /** Length of the raw object, whose SHA-256 is `id`. */
   readonly rawLength: number;
   readonly codec: Codec;
+  /**
+   * Set when the object is a member of a solid block: its offset inside the decompressed
+   * block, whose stored range is (`offset`, `length`) and whose codec is `zstd`.
+   */
+  readonly blockOffset?: number;
 }
+
+/** Largest decompressed solid block a reader accepts (writers stay well below it). */
+export const MAX_BLOCK_RAW_BYTES = 1024 * 1024;
 
 /** The decoded trailer of a pack. */
 export interface PackTrailer {
-  readonly v: 1;
+  readonly v: 1 | 2;
   readonly kind: ObjectKind;
   readonly objects: readonly PackEntry[];
 }
@@ -90,10 +104,14 @@ export function decodeTrailer(packId: string, trailerBytes: Uint8Array, footer: 
   } catch {
     throw corrupt(packId, 'trailer is not JSON');
   }
-  if (doc.v !== 1 || (doc.kind !== 'data' && doc.kind !== 'tree') || !Array.isArray(doc.objects))
+  if ((doc.v !== 1 && doc.v !== 2) || (doc.kind !== 'data' && doc.kind !== 'tree') || !Array.isArray(doc.objects))
     throw corrupt(packId, 'unknown trailer format');
   let end = PACK_HEADER_MAGIC.length;
-  const objects = doc.objects.map((o) => {
+  let block: { offset: number; length: number } | undefined;
+  const objects = doc.objects.map((o): PackEntry => {
+    const inBlock = o.blockOffset !== undefined;
+    // A block member continues the block before it when it names the same range.
+    const sameBlock = inBlock && block !== undefined && block.offset === o.offset && block.length === o.length;
     const ok =
       isSha256Hex(o.id) &&
       o.kind === doc.kind &&
@@ -101,12 +119,26 @@ export function decodeTrailer(packId: string, trailerBytes: Uint8Array, footer: 
       Number.isSafeInteger(o.offset) &&
       Number.isSafeInteger(o.length) &&
       Number.isSafeInteger(o.rawLength) &&
-      o.offset >= end &&
+      (sameBlock || o.offset >= end) &&
       o.length >= 0 &&
-      o.rawLength >= 0;
+      o.rawLength >= 0 &&
+      (!inBlock || (doc.v === 2 && o.codec === 'zstd' && validBlockSlice(o.blockOffset, o.rawLength)));
     if (!ok) throw corrupt(packId, `bad trailer entry ${JSON.stringify(o.id)}`);
     end = o.offset + o.length;
-    return { id: o.id, kind: o.kind, offset: o.offset, length: o.length, rawLength: o.rawLength, codec: o.codec };
+    block = inBlock ? { offset: o.offset, length: o.length } : undefined;
+    const entry = { id: o.id, kind: o.kind, offset: o.offset, length: o.length, rawLength: o.rawLength, codec: o.codec };
+    return inBlock ? { ...entry, blockOffset: o.blockOffset as number } : entry;
   });
-  return { v: 1, kind: doc.kind, objects };
+  return { v: doc.v, kind: doc.kind, objects };
+}
+
+/** Whether a block member's slice can lie inside a block of at most {@link MAX_BLOCK_RAW_BYTES}. */
+export function validBlockSlice(blockOffset: unknown, rawLength: number): boolean {
+  return (
+    typeof blockOffset === 'number' &&
+    Number.isSafeInteger(blockOffset) &&
+    blockOffset >= 0 &&
+    rawLength >= 0 &&
+    blockOffset + rawLength <= MAX_BLOCK_RAW_BYTES
+  );
 }

@@ -1,7 +1,6 @@
 import type { BlobStore } from '../blob-store/blob-store.js';
 import { type Sha256Hex, sha256Hex } from '../core/hash.js';
 import { IntegrityError } from '../errors.js';
-import { decompress } from './content-workers.js';
 import {
   decodeFooter,
   decodeTrailer,
@@ -11,6 +10,7 @@ import {
   type PackTrailer,
   packKey,
 } from './pack-format.js';
+import { decodeObject } from './stored-object.js';
 
 /** A problem found inside one pack's bytes. */
 export interface PackDamage {
@@ -78,22 +78,23 @@ export function inspectPackBytes(packId: Sha256Hex, bytes: Uint8Array): PackInsp
     damage.push({ id: packId, target: 'pack', detail: error instanceof Error ? error.message : String(error) });
     return { trailer: undefined, damage };
   }
+  const blocks = new Map<number, Uint8Array | string>();
   for (const entry of trailer.objects) {
-    const problem = objectProblem(entry, buf.subarray(entry.offset, entry.offset + entry.length));
+    const problem = objectProblem(entry, buf.subarray(entry.offset, entry.offset + entry.length), blocks);
     if (problem !== undefined) damage.push({ id: entry.id, target: 'object', detail: `in pack ${packId}: ${problem}` });
   }
   return { trailer, damage };
 }
 
-/** Why a stored object does not decode to its id, or `undefined` when it does. */
-export function objectProblem(entry: Pick<PackEntry, 'id' | 'length' | 'rawLength' | 'codec'>, stored: Uint8Array): string | undefined {
-  if (stored.length !== entry.length) return 'pack is shorter than the entry says';
-  let raw: Uint8Array;
-  try {
-    raw = decompress(stored, entry.codec);
-  } catch (error) {
-    return `cannot decompress (${String(error)})`;
-  }
-  if (raw.length !== entry.rawLength || sha256Hex(raw) !== entry.id) return 'content does not match its id';
-  return undefined;
+/**
+ * Why a stored object does not decode to its id, or `undefined` when it does. `blocks` caches
+ * decoded solid blocks by offset across calls on one pack.
+ */
+export function objectProblem(
+  entry: Pick<PackEntry, 'id' | 'offset' | 'length' | 'rawLength' | 'codec' | 'blockOffset'>,
+  stored: Uint8Array,
+  blocks: Map<number, Uint8Array | string> = new Map(),
+): string | undefined {
+  const raw = decodeObject(entry.id, entry, stored, blocks);
+  return typeof raw === 'string' ? raw : undefined;
 }

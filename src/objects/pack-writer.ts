@@ -59,9 +59,36 @@ export class PackWriter {
     this.offset += stored.byteLength;
   }
 
+  /**
+   * Appends a solid block: `stored` is one zstd frame whose decompressed bytes hold every
+   * member at its `blockOffset`. Members whose id is already in the pack are not listed
+   * again (their bytes in the block are simply unused).
+   */
+  addBlock(
+    members: ReadonlyArray<{ readonly id: Sha256Hex; readonly rawLength: number; readonly blockOffset: number }>,
+    stored: Uint8Array,
+  ): void {
+    const fresh = members.filter((m) => !this.ids.has(m.id));
+    if (fresh.length === 0) return;
+    this.parts.push(Buffer.from(stored.buffer, stored.byteOffset, stored.byteLength));
+    for (const m of fresh) {
+      this.ids.add(m.id);
+      this.entries.push({
+        id: m.id,
+        kind: this.kind,
+        offset: this.offset,
+        length: stored.byteLength,
+        rawLength: m.rawLength,
+        codec: 'zstd',
+        blockOffset: m.blockOffset,
+      });
+    }
+    this.offset += stored.byteLength;
+  }
+
   /** Adds the trailer and returns the finished pack. The writer must not be used afterwards. */
   seal(): SealedPack {
-    const trailer = encodeTrailer({ v: 1, kind: this.kind, objects: this.entries });
+    const trailer = encodeTrailer({ v: 2, kind: this.kind, objects: this.entries });
     this.parts.push(trailer);
     const parts = coalesce(this.parts);
     const hash = createHash('sha256');

@@ -45,26 +45,42 @@ export interface Usage {
   liveBytes: number;
 }
 
-/** Live rows and their stored bytes per listed pack, from one paged pass over the object index. */
+/**
+ * Live rows and their stored bytes per listed pack, from one paged pass over the object index.
+ * Members of a solid block share its stored range, so a block counts once, in proportion to
+ * the raw bytes of its live members: a block whose members are mostly dead makes its pack
+ * sparse just as dead lone objects do.
+ */
 export async function liveUsage(
   meta: MetadataStore,
   packs: readonly PackInfo[],
   isLive: (id: Sha256Hex) => boolean,
 ): Promise<Map<string, Usage>> {
   const usage = new Map<string, Usage>(packs.map((p) => [p.id, { liveRows: 0, liveBytes: 0 }]));
+  const blocks = new Map<string, { usage: Usage; length: number; liveRaw: number; totalRaw: number }>();
   let after: string | undefined;
   for (;;) {
     const page = await meta.objects.scanObjects(after, SCAN_PAGE_ROWS);
     for (const row of page) {
       const u = usage.get(row.packId);
-      if (u !== undefined && isLive(row.id)) {
-        u.liveRows += 1;
-        u.liveBytes += row.length;
+      if (u === undefined) continue;
+      const live = isLive(row.id);
+      if (live) u.liveRows += 1;
+      if (row.blockOffset === undefined) {
+        if (live) u.liveBytes += row.length;
+        continue;
       }
+      const key = `${row.packId}:${row.offset}`;
+      const block = blocks.get(key) ?? { usage: u, length: row.length, liveRaw: 0, totalRaw: 0 };
+      blocks.set(key, block);
+      block.totalRaw += row.rawLength;
+      if (live) block.liveRaw += row.rawLength;
     }
-    if (page.length < SCAN_PAGE_ROWS) return usage;
+    if (page.length < SCAN_PAGE_ROWS) break;
     after = page.at(-1)?.id;
   }
+  for (const b of blocks.values()) if (b.liveRaw > 0) b.usage.liveBytes += (b.length * b.liveRaw) / Math.max(1, b.totalRaw);
+  return usage;
 }
 
 /**

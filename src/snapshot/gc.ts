@@ -5,6 +5,7 @@ import { ObjectReader } from '../objects/object-reader.js';
 import type { SnapshotDeps } from './checkpoint.js';
 import { type LiveRootSource, liveUsage, markLive, markNewCheckpoints } from './gc-mark.js';
 import { collectOrphans } from './gc-orphans.js';
+import { sweepStatCaches } from './gc-stat-caches.js';
 import { deletePackJournaled, finishInterruptedDeletions, pruneJournal } from './gc-sweep.js';
 import { repackPacks } from './repack.js';
 import { sweepStaleStaging } from './restore-staging.js';
@@ -61,10 +62,12 @@ export interface GcReport {
   readonly orphanPacksDeleted: number;
   /** Restore staging directories whose restore was killed, removed (see `sweepStaleStaging`). */
   readonly stagingRemoved: number;
+  /** Stat caches no checkpoint of this store needs, removed (see `sweepStatCaches`). */
+  readonly statCachesRemoved: number;
   readonly dryRun: boolean;
 }
 
-/** The services GC uses; with `cacheDir`, staging left there by killed restores is removed too. */
+/** The services GC uses; with `cacheDir`, staging left there by killed restores and stale stat caches are removed too. */
 export type GcDeps = Pick<SnapshotDeps, 'blobs' | 'meta' | 'workers'> & Partial<Pick<SnapshotDeps, 'cacheDir'>>;
 
 /**
@@ -112,7 +115,14 @@ export async function collectGarbage(deps: GcDeps, options: GcOptions = {}): Pro
   const sparse = open.filter((p) => liveRows(p) > 0 && liveRows(p) < p.objectCount && (usage.get(p.id)?.liveBytes ?? 0) < ratio * p.size);
 
   const stagingRemoved = dryRun || deps.cacheDir === undefined ? 0 : sweepStaleStaging(deps.cacheDir);
-  const base = { forgotten: retention.forgotten.size, liveObjects: live.trees.size + live.data.size, stagingRemoved, dryRun };
+  const statCachesRemoved = dryRun || deps.cacheDir === undefined ? 0 : await sweepStatCaches(meta, deps.cacheDir, now);
+  const base = {
+    forgotten: retention.forgotten.size,
+    liveObjects: live.trees.size + live.data.size,
+    stagingRemoved,
+    statCachesRemoved,
+    dryRun,
+  };
   if (dryRun) {
     const condemned = packs.filter((p) => p.condemnedAt !== null);
     const doomed = condemned.filter((p) => (p.condemnedAt as number) <= cutoff && liveRows(p) === 0);

@@ -44,13 +44,46 @@ export function defaultCacheDir(): string {
   return process.env.HOLDFAST_CACHE_DIR || path.join(os.homedir(), '.cache', 'holdfast');
 }
 
+/** The directory holding every stat cache under `cacheDir`. */
+export function statCacheDir(cacheDir: string): string {
+  return path.join(cacheDir, 'stat');
+}
+
+/** Longest header line {@link readStatCacheBase} reads. */
+const MAX_HEADER_BYTES = 512;
+
+/**
+ * The checkpoint id in a cache file's header (the checkpoint the cache describes, which ties
+ * the file to the store that holds that checkpoint), or `undefined` when the file is missing,
+ * damaged or of an older format. Reads only the header line.
+ */
+export function readStatCacheBase(file: string): string | undefined {
+  let head: Buffer;
+  try {
+    const fd = fs.openSync(file, 'r');
+    try {
+      head = Buffer.alloc(MAX_HEADER_BYTES);
+      head = head.subarray(0, fs.readSync(fd, head, 0, MAX_HEADER_BYTES, 0));
+    } finally {
+      fs.closeSync(fd);
+    }
+  } catch {
+    return undefined;
+  }
+  const text = head.toString('utf8');
+  const end = text.indexOf('\n');
+  if (end < 0) return undefined;
+  const [magic, base, ...rest] = text.slice(0, end).split('\t');
+  return magic === HEADER && base !== undefined && base !== '' && rest.length === 0 ? base : undefined;
+}
+
 /** The cache file for one workspace checked out at one directory. */
 export function statCacheFile(cacheDir: string, workspaceId: string, dir: string): string {
   const key = createHash('sha256')
     .update(`${workspaceId}\0${path.resolve(dir)}`)
     .digest('hex')
     .slice(0, 32);
-  return path.join(cacheDir, 'stat', `${key}.tsv`);
+  return path.join(statCacheDir(cacheDir), `${key}.tsv`);
 }
 
 // The key is the whole identity, so a lookup is one Map probe and nothing is parsed until a hit.

@@ -194,6 +194,7 @@ async function compareWithIndex(meta: MetadataStore, pack: PackInfo, trailer: Pa
       e.length !== row.length ||
       e.rawLength !== row.rawLength ||
       e.codec !== row.codec ||
+      e.blockOffset !== row.blockOffset ||
       e.kind !== row.kind
     ) {
       problems.add('index-mismatch', row.id, `index and trailer of pack ${pack.id} disagree on where or how it is stored`);

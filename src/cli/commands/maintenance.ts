@@ -142,6 +142,7 @@ function renderGc(r: GcReport): string {
     `  packs: ${r.packsCondemned} condemned, ${r.packsRepacked} repacked, ${r.packsDeleted} deleted, ${r.packsRevived} revived`,
     `  unindexed packs: ${r.orphanPacksDeleted} deleted, ${r.orphanPacksQueued} waiting out the grace period`,
     `  staging of killed restores: ${r.stagingRemoved} removed`,
+    `  stat caches no checkpoint here needs: ${r.statCachesRemoved} removed`,
     `  freed ${formatBytes(r.bytesFreed)}`,
   ].join('\n');
 }

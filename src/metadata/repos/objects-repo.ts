@@ -38,6 +38,11 @@ export interface ObjectLocation {
   /** Length after decoding; the object id is the SHA-256 of those bytes. */
   readonly rawLength: number;
   readonly codec: ObjectCodec;
+  /**
+   * Present when the object is a member of a solid block: `offset`/`length` are the block's
+   * stored range (a zstd frame) and this is the object's offset inside the decompressed block.
+   */
+  readonly blockOffset?: number;
 }
 
 /** An object-index row: the object id (SHA-256 of its raw bytes) and its location. */
@@ -120,9 +125,12 @@ export interface ObjectIndexRepo {
 /** Builds the object-index repository over `context.db` (a store or a transaction). */
 export function createObjectIndexRepo({ db, dialect, now }: RepoContext): ObjectIndexRepo {
   const presentRows = (executor: Kysely<Database>, ids: readonly string[], includeCondemned = false) => {
-    const rows = executor.selectFrom('objects').innerJoin('packs', 'packs.id', 'objects.pack_id').where('objects.id', 'in', ids);
+    const rows = executor.selectFrom('objects').innerJoin('packs', 'packs.seq', 'objects.pack_seq').where('objects.id', 'in', ids);
     return includeCondemned ? rows : rows.where('packs.condemned_at', 'is', null);
   };
+  /** Object rows joined with their pack's id, as every reader wants them. */
+  const rowsWithPack = (executor: Kysely<Database>) =>
+    executor.selectFrom('objects').innerJoin('packs', 'packs.seq', 'objects.pack_seq').select(OBJECT_COLUMNS);
 
   return {
     async insertPacksAndObjects(packs, objects) {
@@ -135,15 +143,9 @@ export function createObjectIndexRepo({ db, dialect, now }: RepoContext): Object
         created_at: at,
         condemned_at: null,
       }));
-      const objectRows = unique(objects).map((o) => ({
-        id: o.id,
-        pack_id: o.packId,
-        kind: o.kind,
-        offset: o.offset,
-        length: o.length,
-        raw_length: o.rawLength,
-        codec: o.codec,
-      }));
+      // Ascending ids append to the id b-tree instead of splitting pages at random, so a big
+      // first checkpoint leaves fewer half-empty pages (about 4% of the SQLite file).
+      const objectRows = unique(objects).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
       if (packRows.length === 0 && objectRows.length === 0) return;
       await withinTransaction(db, async (trx) => {
         for (const batch of batches(packRows, INSERT_BATCH_ROWS)) {
@@ -153,26 +155,42 @@ export function createObjectIndexRepo({ db, dialect, now }: RepoContext): Object
             .onConflict((oc) => oc.column('id').doUpdateSet({ condemned_at: null }).where('packs.condemned_at', 'is not', null))
             .execute();
         }
+        const seqs = await packSeqs(
+          trx,
+          objectRows.map((o) => o.packId),
+        );
         for (const batch of batches(objectRows, INSERT_BATCH_ROWS)) {
+          const values = batch.map((o) => ({
+            id: o.id,
+            // An unknown pack gets a seq no pack has, so the foreign key refuses the row (CONFLICT).
+            pack_seq: seqs.get(o.packId) ?? NO_PACK_SEQ,
+            kind: o.kind,
+            offset: o.offset,
+            length: o.length,
+            raw_length: o.rawLength,
+            codec: o.codec,
+            block_offset: o.blockOffset ?? null,
+          }));
           await trx
             .insertInto('objects')
-            .values(batch)
+            .values(values)
             .onConflict((oc) =>
               oc
                 .column('id')
                 .doUpdateSet((eb) => ({
-                  pack_id: eb.ref('excluded.pack_id'),
+                  pack_seq: eb.ref('excluded.pack_seq'),
                   kind: eb.ref('excluded.kind'),
                   offset: eb.ref('excluded.offset'),
                   length: eb.ref('excluded.length'),
                   raw_length: eb.ref('excluded.raw_length'),
                   codec: eb.ref('excluded.codec'),
+                  block_offset: eb.ref('excluded.block_offset'),
                 }))
                 .where(({ exists, selectFrom }) =>
                   exists(
                     selectFrom('packs')
                       .select('packs.id')
-                      .whereRef('packs.id', '=', 'objects.pack_id')
+                      .whereRef('packs.seq', '=', 'objects.pack_seq')
                       .where('packs.condemned_at', 'is not', null),
                   ),
                 ),
@@ -212,19 +230,9 @@ export function createObjectIndexRepo({ db, dialect, now }: RepoContext): Object
       const found = new Map<string, ObjectLocation>();
       for (const batch of batches([...new Set(ids)], LOOKUP_BATCH_IDS)) {
         const rows = await presentRows(db, batch, options.includeCondemned === true)
-          .select([
-            'objects.id',
-            'objects.pack_id',
-            'objects.kind',
-            'objects.offset',
-            'objects.length',
-            'objects.raw_length',
-            'objects.codec',
-          ])
+          .select(OBJECT_COLUMNS)
           .execute();
-        for (const r of rows) {
-          found.set(r.id, { packId: r.pack_id, kind: r.kind, offset: r.offset, length: r.length, rawLength: r.raw_length, codec: r.codec });
-        }
+        for (const r of rows) found.set(r.id, toLocation(r));
       }
       return found;
     },
@@ -272,22 +280,16 @@ export function createObjectIndexRepo({ db, dialect, now }: RepoContext): Object
     async objectsInPacks(packIds) {
       const out: ObjectRecord[] = [];
       for (const batch of batches([...new Set(packIds)], LOOKUP_BATCH_IDS)) {
-        const rows = await db
-          .selectFrom('objects')
-          .selectAll()
-          .where('pack_id', 'in', batch)
-          .orderBy('pack_id')
-          .orderBy('offset')
-          .execute();
+        const rows = await rowsWithPack(db).where('packs.id', 'in', batch).orderBy('packs.id').orderBy('objects.offset').execute();
         out.push(...rows.map(toObjectRecord));
       }
       return out;
     },
 
     async scanObjects(afterId, limit) {
-      let query = db.selectFrom('objects').selectAll();
-      if (afterId !== undefined) query = query.where('id', '>', afterId);
-      const rows = await query.orderBy('id').limit(limit).execute();
+      let query = rowsWithPack(db);
+      if (afterId !== undefined) query = query.where('objects.id', '>', afterId);
+      const rows = await query.orderBy('objects.id').limit(limit).execute();
       return rows.map(toObjectRecord);
     },
 
@@ -303,11 +305,18 @@ export function createObjectIndexRepo({ db, dialect, now }: RepoContext): Object
             .set((eb) => ({ condemned_at: eb.ref('condemned_at') }))
             .where('id', 'in', batch)
             .where('condemned_at', 'is not', null)
-            .returning('id')
+            .returning(['id', 'seq'])
             .execute();
           const ids = condemned.map((r) => r.id);
           if (ids.length === 0) continue;
-          await trx.deleteFrom('objects').where('pack_id', 'in', ids).execute();
+          await trx
+            .deleteFrom('objects')
+            .where(
+              'pack_seq',
+              'in',
+              condemned.map((r) => r.seq),
+            )
+            .execute();
           await trx.deleteFrom('packs').where('id', 'in', ids).where('condemned_at', 'is not', null).execute();
           removed.push(...ids);
         }
@@ -317,8 +326,40 @@ export function createObjectIndexRepo({ db, dialect, now }: RepoContext): Object
   };
 }
 
-function toObjectRecord(r: Selectable<ObjectsTable>): ObjectRecord {
-  return { id: r.id, packId: r.pack_id, kind: r.kind, offset: r.offset, length: r.length, rawLength: r.raw_length, codec: r.codec };
+/** The columns every object read selects: the object row with its pack's id. */
+const OBJECT_COLUMNS = [
+  'objects.id',
+  'packs.id as pack_id',
+  'objects.kind',
+  'objects.offset',
+  'objects.length',
+  'objects.raw_length',
+  'objects.codec',
+  'objects.block_offset',
+] as const;
+
+/** A `pack_seq` no pack row has (identities and rowids start at 1). */
+const NO_PACK_SEQ = -1;
+
+type ObjectRow = Omit<Selectable<ObjectsTable>, 'pack_seq'> & { pack_id: string };
+
+/** `packs.seq` of each known pack among `packIds`. */
+async function packSeqs(executor: Kysely<Database>, packIds: readonly string[]): Promise<Map<string, number>> {
+  const seqs = new Map<string, number>();
+  for (const batch of batches([...new Set(packIds)], LOOKUP_BATCH_IDS)) {
+    const rows = await executor.selectFrom('packs').select(['id', 'seq']).where('id', 'in', batch).execute();
+    for (const r of rows) seqs.set(r.id, r.seq);
+  }
+  return seqs;
+}
+
+function toLocation(r: Omit<ObjectRow, 'id'>): ObjectLocation {
+  const location = { packId: r.pack_id, kind: r.kind, offset: r.offset, length: r.length, rawLength: r.raw_length, codec: r.codec };
+  return r.block_offset === null ? location : { ...location, blockOffset: r.block_offset };
+}
+
+function toObjectRecord(r: ObjectRow): ObjectRecord {
+  return { id: r.id, ...toLocation(r) };
 }
 
 /** Keeps the first record for each id. */
