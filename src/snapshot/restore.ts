@@ -10,12 +10,13 @@ import type { Checkpoint, Workspace } from '../metadata/metadata-store.js';
 import { ObjectReader } from '../objects/object-reader.js';
 import type { SnapshotDeps } from './checkpoint.js';
 import { removeTree } from './remove-tree.js';
-import { reuseUnchanged } from './restore-reuse.js';
+import type { FileWriter } from './restore-reuse.js';
 import { beginStaging, endStaging, sweepStaleStaging } from './restore-staging.js';
 import { refuseStoreOverlap } from './restore-target.js';
 import type { ScanLimits } from './scan.js';
-import { StatCache, StatCacheBuilder, statCacheFile } from './stat-cache.js';
+import { StatCacheBuilder, statCacheFile } from './stat-cache.js';
 import { checkpointLimits, type FlatTree, flattenTree } from './tree-walk.js';
+import { WarmTarget } from './warm-target.js';
 
 /** Chunk bytes fetched per batch of files. */
 const FETCH_BATCH_BYTES = 64 * 1024 * 1024;
@@ -51,10 +52,12 @@ export interface RestoreReceipt {
   readonly dirs: number;
   readonly symlinks: number;
   readonly bytes: number;
-  /** Files taken unchanged from the previous copy at the target (warm restore). */
+  /** Files taken unchanged from the previous copy at the target, wherever they lay there (warm restore). */
   readonly filesReused: number;
   /** Raw bytes read from the object store. */
   readonly bytesFetched: number;
+  /** Bytes copied from the previous copy instead of fetched: whole files it could not lend by hard link, and unchanged chunks of changed files. */
+  readonly bytesCopiedLocally: number;
   readonly verified: true;
   readonly durationMs: number;
 }
@@ -83,17 +86,29 @@ export async function restoreCheckpoint(deps: SnapshotDeps, options: RestoreOpti
   const reader = new ObjectReader(deps.blobs, deps.meta);
   // Every tree is read, validated and counted against the limits before anything is created.
   const flat = await flattenTree(reader, rootTree, undefined, checkpointLimits(options.checkpoint, options.limits));
+  const cacheFile = statCacheFile(deps.cacheDir, options.workspace.id, target);
+  const cache = new StatCacheBuilder(Date.now());
+  const warm = existing === 'non-empty' ? new WarmTarget(target, cacheFile, flat) : undefined;
+  // The root as this restore leaves it: permission bits 0755, mtime not set.
+  if (warm?.unchanged(flat, { mode: 0o755 }, cache)) {
+    warm.close();
+    cache.save(cacheFile, options.checkpoint.id);
+    return unchangedReceipt(options.checkpoint.id, rootTree, target, flat, started);
+  }
   if (existing === 'absent') fs.mkdirSync(path.dirname(target), { recursive: true });
   sweepStaleStaging(deps.cacheDir, target);
   const staging = beginStaging(deps.cacheDir, target);
-  const cache = new StatCacheBuilder(Date.now());
   try {
     for (const dir of flat.dirs.slice(1)) fs.mkdirSync(path.join(staging, dir.path), { mode: 0o700 });
-    const reused =
-      existing === 'non-empty'
-        ? reuseUnchanged(flat, target, staging, StatCache.load(statCacheFile(deps.cacheDir, options.workspace.id, target)), cache)
-        : new Set<string>();
-    const bytesFetched = await writeFiles(reader, flat, staging, reused, cache, options);
+    const local = await warm?.reuse({
+      flat,
+      staging,
+      reader,
+      meta: deps.meta,
+      writer: stagingWriter(staging, cache),
+      signal: options.signal,
+    });
+    const bytesFetched = (await writeFiles(reader, flat, staging, local?.done ?? new Set(), cache, options)) + (local?.bytesFetched ?? 0);
     for (const link of flat.symlinks) {
       // Checked when the tree was read; checked again here, where the link is made.
       if (!symlinkStaysInside(link.path, link.target))
@@ -109,7 +124,9 @@ export async function restoreCheckpoint(deps: SnapshotDeps, options: RestoreOpti
     }
     publish(staging, target, existing);
     endStaging(deps.cacheDir, staging);
-    cache.save(statCacheFile(deps.cacheDir, options.workspace.id, target), options.checkpoint.id);
+    if (local !== undefined) warm?.recordLinks(local, cache);
+    warm?.close();
+    cache.save(cacheFile, options.checkpoint.id);
     return {
       checkpointId: options.checkpoint.id,
       rootTree,
@@ -118,16 +135,41 @@ export async function restoreCheckpoint(deps: SnapshotDeps, options: RestoreOpti
       dirs: flat.dirs.length - 1,
       symlinks: flat.symlinks.length,
       bytes: flat.files.reduce((n, f) => n + f.size, 0),
-      filesReused: reused.size,
+      filesReused: local?.filesReused ?? 0,
       bytesFetched,
+      bytesCopiedLocally: local?.bytesCopiedLocally ?? 0,
       verified: true,
       durationMs: Math.round(performance.now() - started),
     };
   } catch (error) {
+    warm?.close();
     if (fs.existsSync(staging)) removeTree(staging);
     endStaging(deps.cacheDir, staging);
     throw error;
   }
+}
+
+/** The receipt of a warm restore onto a target that already was the checkpoint: nothing written, nothing fetched. */
+function unchangedReceipt(checkpointId: string, rootTree: Sha256Hex, target: string, flat: FlatTree, started: number): RestoreReceipt {
+  return {
+    checkpointId,
+    rootTree,
+    target,
+    files: flat.files.length,
+    dirs: flat.dirs.length - 1,
+    symlinks: flat.symlinks.length,
+    bytes: flat.files.reduce((n, f) => n + f.size, 0),
+    filesReused: flat.files.length,
+    bytesFetched: 0,
+    bytesCopiedLocally: 0,
+    verified: true,
+    durationMs: Math.round(performance.now() - started),
+  };
+}
+
+/** How warm reuse creates staging files: the same open and finish as every other restored file. */
+function stagingWriter(staging: string, cache: StatCacheBuilder): FileWriter {
+  return { open: (file) => openNew(staging, file), finish: (fd, file, digest) => finishFile(fd, file, digest, cache) };
 }
 
 type TargetState = 'absent' | 'empty' | 'non-empty';

@@ -51,7 +51,7 @@ export function registerRestore(program: Command): void {
             [
               `restored checkpoint ${receipt.checkpointId} into ${receipt.target}`,
               `  files ${receipt.files} (${formatBytes(receipt.bytes)}), dirs ${receipt.dirs}, symlinks ${receipt.symlinks}`,
-              `  fetched ${formatBytes(receipt.bytesFetched)}; reused ${receipt.filesReused} unchanged files; every object and file verified`,
+              `  fetched ${formatBytes(receipt.bytesFetched)}; reused ${receipt.filesReused} unchanged files; copied ${formatBytes(receipt.bytesCopiedLocally)} from the old copy; every object and file verified`,
               `  took ${(receipt.durationMs / 1000).toFixed(2)} s`,
             ].join('\n'),
           );
