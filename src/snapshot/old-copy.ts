@@ -13,7 +13,8 @@ export interface OldFile {
   readonly size: number;
   /** Exact `mtimeMs` (with its fraction), as the stat cache keys it. */
   readonly mtimeMs: number;
-  readonly ctimeMs: number;
+  /** Updated when this restore links the inode (a link changes it), so the inode is still recognised. */
+  ctimeMs: number;
   /** Permission bits. */
   readonly mode: number;
   /** Set when the file has setuid, setgid or sticky: it is never linked in, nor taken as matching. */
@@ -22,6 +23,8 @@ export interface OldFile {
   /** Content, when known: from the stat cache (identity matched at the walk) or hashed since. */
   sha256?: Sha256Hex;
   chunks?: readonly Sha256Hex[];
+  /** Where each chunk lies, when the file was cut here (see `learnContent`); else offsets come from the object index. */
+  layout?: ReadonlyArray<{ readonly id: Sha256Hex; readonly offset: number; readonly length: number }>;
 }
 
 /** A directory of the previous copy (the root is kept apart, in {@link OldCopy.root}). */

@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import { CDC_MAX_BYTES, nextChunkLength } from '../core/fastcdc.js';
 import type { Sha256Hex } from '../core/hash.js';
 import type { LongPaths } from '../core/long-paths.js';
+import { SINGLE_CHUNK_BYTES } from '../objects/content-workers.js';
 import type { OldFile } from './old-copy.js';
 
 const { O_RDONLY, O_NOFOLLOW } = fs.constants;
@@ -116,4 +117,25 @@ export function hashOpenFile(fd: number, cut: boolean): ChunkedContent {
     pending = pending.subarray(n);
   }
   return { sha256: whole.digest('hex'), chunks };
+}
+
+/**
+ * Hashes an old file of unknown content and records it in `o`: its SHA-256, its chunk ids as a
+ * checkpoint would cut them, and (for a file large enough to be cut) where each chunk lies.
+ * False when the file is no longer what the walk saw (then `o` stays unknown).
+ */
+export function learnContent(o: OldFile, oldFiles: OldFiles): boolean {
+  const fd = oldFiles.open(o);
+  if (fd === undefined) return false;
+  try {
+    // Below SINGLE_CHUNK_BYTES a checkpoint stores a file as one chunk whose id is its hash.
+    const cut = o.size >= SINGLE_CHUNK_BYTES;
+    const content = hashOpenFile(fd, cut);
+    o.sha256 = content.sha256;
+    o.chunks = cut ? content.chunks.map((c) => c.id) : o.size === 0 ? [] : [content.sha256];
+    if (cut) o.layout = content.chunks;
+  } finally {
+    fs.closeSync(fd);
+  }
+  return true;
 }

@@ -1,7 +1,6 @@
-import fs from 'node:fs';
 import type { FileEntry } from '../core/tree.js';
 import type { OldCopy, OldFile } from './old-copy.js';
-import { hashOpenFile, type OldFiles } from './old-files.js';
+import { learnContent, type OldFiles } from './old-files.js';
 import type { StatCacheBuilder, StatCacheEntry } from './stat-cache.js';
 import type { FlatTree } from './tree-walk.js';
 
@@ -60,14 +59,6 @@ function sameFile(o: OldFile, file: FileEntry): boolean {
 
 /** True when `o` holds `file`'s bytes: known from the stat cache, or hashed now (and remembered in `o`). */
 export function sameContent(o: OldFile, file: FileEntry, oldFiles: OldFiles): boolean {
-  if (o.sha256 === undefined) {
-    const fd = oldFiles.open(o);
-    if (fd === undefined) return false;
-    try {
-      o.sha256 = hashOpenFile(fd, false).sha256;
-    } finally {
-      fs.closeSync(fd);
-    }
-  }
+  if (o.sha256 === undefined && !learnContent(o, oldFiles)) return false;
   return o.sha256 === file.sha256;
 }

@@ -8,7 +8,8 @@ import type { MetadataStore } from '../metadata/metadata-store.js';
 import { SINGLE_CHUNK_BYTES } from '../objects/content-workers.js';
 import type { ObjectReader } from '../objects/object-reader.js';
 import type { OldCopy, OldFile } from './old-copy.js';
-import { hashOpenFile, type OldFiles, readChunk } from './old-files.js';
+import type { OldFiles } from './old-files.js';
+import { learnContent, readChunk } from './old-files.js';
 import type { StatCacheBuilder } from './stat-cache.js';
 import type { FlatTree } from './tree-walk.js';
 
@@ -101,8 +102,6 @@ class ReuseState implements LocalReuse {
   /** Old files of unknown content by size: hashed only when a file of that size finds no match. */
   private readonly bySize = new Map<number, OldFile[]>();
   private chunkPlaces: Map<Sha256Hex, ChunkPlace> | undefined;
-  /** Chunk places found while hashing unknown old files, added to the index when it is built. */
-  private readonly cutPlaces: Array<[Sha256Hex, ChunkPlace]> = [];
 
   constructor(private readonly ctx: ReuseContext) {
     for (const o of ctx.old.files.values()) {
@@ -181,20 +180,9 @@ class ReuseState implements LocalReuse {
     else list.push(o);
   }
 
-  /** Hashes an old file of unknown content (cutting it into chunks when it is large enough to have them). */
+  /** Hashes an old file of unknown content, then knows it by that content. */
   private hash(o: OldFile): void {
-    const fd = this.ctx.oldFiles.open(o);
-    if (fd === undefined) return;
-    try {
-      const cut = o.size >= SINGLE_CHUNK_BYTES;
-      const content = hashOpenFile(fd, cut);
-      o.sha256 = content.sha256;
-      o.chunks = cut ? content.chunks.map((c) => c.id) : o.size === 0 ? [] : [content.sha256];
-      if (cut) for (const c of content.chunks) this.cutPlaces.push([c.id, { file: o, offset: c.offset, length: c.length }]);
-    } finally {
-      fs.closeSync(fd);
-    }
-    this.index(o);
+    if (learnContent(o, this.ctx.oldFiles)) this.index(o);
   }
 
   private link(o: OldFile, file: File): boolean {
@@ -213,6 +201,7 @@ class ReuseState implements LocalReuse {
         fs.unlinkSync(to);
         return false;
       }
+      o.ctimeMs = linked.ctimeMs;
       this.linked.push({ file, ino: st.ino });
       this.filesReused += 1;
       return true;
@@ -265,7 +254,7 @@ class ReuseState implements LocalReuse {
   private async places(): Promise<Map<Sha256Hex, ChunkPlace>> {
     if (this.chunkPlaces === undefined) {
       const places = new Map<Sha256Hex, ChunkPlace>();
-      const multi = [...this.ctx.old.files.values()].filter((o) => o.chunks !== undefined && o.chunks.length > 1);
+      const multi = [...this.ctx.old.files.values()].filter((o) => o.layout === undefined && o.chunks !== undefined && o.chunks.length > 1);
       const ids = [...new Set(multi.flatMap((o) => o.chunks ?? []))];
       const located = ids.length === 0 ? new Map() : await this.ctx.meta.objects.locate(ids, { includeCondemned: true });
       for (const o of multi) {
@@ -282,7 +271,10 @@ class ReuseState implements LocalReuse {
       }
       this.chunkPlaces = places;
     }
-    for (const [id, place] of this.cutPlaces.splice(0)) this.chunkPlaces.set(id, place);
+    // Files cut since (hashed here, not known from the cache) carry their own layout.
+    for (const o of this.ctx.old.files.values())
+      for (const c of o.layout ?? [])
+        if (!this.chunkPlaces.has(c.id)) this.chunkPlaces.set(c.id, { file: o, offset: c.offset, length: c.length });
     return this.chunkPlaces;
   }
 }
