@@ -3,7 +3,7 @@ import type { Sha256Hex } from '../core/hash.js';
 import type { LongPaths } from '../core/long-paths.js';
 import { hasSpecialBits, permissionBits } from '../core/modes.js';
 import { textFromBytes } from '../core/name-bytes.js';
-import type { StatCache } from './stat-cache.js';
+import type { StatCache, StatCacheHit } from './stat-cache.js';
 
 /** One regular file of the previous copy at a restore target, as the walk saw it. */
 export interface OldFile {
@@ -23,6 +23,8 @@ export interface OldFile {
   /** Content, when known: from the stat cache (identity matched at the walk) or hashed since. */
   sha256?: Sha256Hex;
   chunks?: readonly Sha256Hex[];
+  /** The stat cache's line for this very identity and content, which the next cache can keep as it is. */
+  cached?: StatCacheHit;
   /** Where each chunk lies, when the file was cut here (see `learnContent`); else offsets come from the object index. */
   layout?: ReadonlyArray<{ readonly id: Sha256Hex; readonly offset: number; readonly length: number }>;
 }
@@ -128,6 +130,7 @@ function fileOf(p: string, st: fs.Stats, cache: StatCache, now: number): OldFile
   if (hit !== undefined) {
     file.sha256 = hit.sha256;
     file.chunks = hit.chunks;
+    file.cached = hit;
   }
   return file;
 }

@@ -1,7 +1,7 @@
 import type { FileEntry } from '../core/tree.js';
 import type { OldCopy, OldFile } from './old-copy.js';
 import { learnContent, type OldFiles } from './old-files.js';
-import type { StatCacheBuilder, StatCacheEntry } from './stat-cache.js';
+import type { StatCacheBuilder, StatCacheEntry, StatCacheHit } from './stat-cache.js';
 import type { FlatTree } from './tree-walk.js';
 
 /** What the root directory must look like: its permission bits, and its mtime when the checkpoint records one. */
@@ -39,7 +39,7 @@ export function targetMatches(flat: FlatTree, old: OldCopy, oldFiles: OldFiles, 
   }
   const links = new Map<string, number>();
   for (const file of flat.files) if (file.hardlink !== undefined) links.set(file.hardlink, (links.get(file.hardlink) ?? 1) + 1);
-  const entries: Array<[string, StatCacheEntry]> = [];
+  const entries: Array<[string, StatCacheEntry | StatCacheHit]> = [];
   for (const file of flat.files) {
     const o = old.files.get(file.path);
     if (o === undefined || !sameFile(o, file)) return false;
@@ -47,7 +47,8 @@ export function targetMatches(flat: FlatTree, old: OldCopy, oldFiles: OldFiles, 
       const leader = old.files.get(file.hardlink);
       if (leader === undefined || leader.dev !== o.dev || leader.ino !== o.ino) return false;
     } else if (o.nlink !== (links.get(file.path) ?? 1) || !sameContent(o, file, oldFiles)) return false;
-    entries.push([file.path, { ...o, sha256: file.sha256, chunks: file.chunks }]);
+    // A cache hit's line already says exactly this; anything hashed here gets a line of its own.
+    entries.push([file.path, o.cached ?? { ...o, sha256: file.sha256, chunks: file.chunks }]);
   }
   for (const [p, entry] of entries) cache.add(p, entry);
   return true;
