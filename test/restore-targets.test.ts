@@ -60,6 +60,26 @@ describe('restore targets on local-disk + sqlite', () => {
     expect(fs.readFileSync(path.join(outside, 'f.txt'), 'utf8')).toBe('the same bytes inside and outside\n');
   });
 
+  it('warm restore never finds content by hash through a symlink in the old target, wherever it lies', async () => {
+    const target = path.join(b.dir, 'warm-by-content');
+    await b.snapshots.restore({ dir: target, workspace: 'ws' });
+    // d/ is gone; a symlinked directory and a symlinked file elsewhere in the old copy lead to
+    // outside files with d/f.txt's exact content, mode and mtime, under other names.
+    const outside = path.join(b.dir, 'outside-by-content');
+    writeFile(outside, 'renamed.txt', 'the same bytes inside and outside\n', 0o644, OLD_MS);
+    fs.rmSync(path.join(target, 'd'), { recursive: true });
+    fs.symlinkSync(outside, path.join(target, 'moved'));
+    fs.symlinkSync(path.join(outside, 'renamed.txt'), path.join(target, 'also.txt'));
+
+    const receipt = await b.snapshots.restore({ dir: target, workspace: 'ws', replace: true });
+    expect(receipt).toMatchObject({ filesReused: 1, bytesCopiedLocally: 0, bytesFetched: 'the same bytes inside and outside\n'.length });
+    const inside = fs.lstatSync(path.join(target, 'd/f.txt'));
+    const out = fs.lstatSync(path.join(outside, 'renamed.txt'));
+    expect(inside.ino).not.toBe(out.ino);
+    expect(out.nlink).toBe(1);
+    expect(fs.readdirSync(target).sort()).toEqual(['d', 'g.txt']);
+  });
+
   it('refuses a target that is, contains or lies inside the blob store, the database directory or the stat cache (INVALID_INPUT)', async () => {
     const blobs = b.blobs.localPath as string;
     const dbDir = path.dirname(b.meta.localPath as string);

@@ -28,11 +28,16 @@ export interface ContentWorkerSettings {
   readonly probeSlices: number;
 }
 
-/** One file's outcome, as posted back. Chunk bytes that stay raw are views into `raw`. */
+/**
+ * One file's outcome, as posted back. Chunk bytes that stay raw are views into `raw`; when
+ * every chunk was compressed `raw` is empty (the file's bytes are not moved to the parent
+ * only to wait there for its garbage collector).
+ */
 export type DigestReply =
   | {
       readonly kind: 'ok';
       readonly sha256: string;
+      readonly size: number;
       readonly raw: Uint8Array;
       readonly chunks: ReadonlyArray<{ id: string; offset: number; length: number; zstd: Uint8Array | null }>;
     }
@@ -102,10 +107,11 @@ function digest(raw: Buffer, transfer: ArrayBuffer[]): DigestReply {
       at += n;
     }
   }
+  if (chunks.every((c) => c.zstd !== null)) return { kind: 'ok', sha256, size: raw.length, raw: new Uint8Array(0), chunks };
   // Small reads come from Node's shared pool: copy those out rather than move the pool.
   const owned = raw.byteOffset === 0 && raw.byteLength === raw.buffer.byteLength ? new Uint8Array(raw.buffer) : Uint8Array.from(raw);
   transfer.push(owned.buffer as ArrayBuffer);
-  return { kind: 'ok', sha256, raw: owned, chunks };
+  return { kind: 'ok', sha256, size: raw.length, raw: owned, chunks };
 }
 
 parentPort?.on('message', (msg: { seq: number; op: 'paths' | 'buffers' | 'compress' | 'block'; items: unknown[] }) => {

@@ -123,7 +123,7 @@ export class ContentWorkers {
       return {
         kind: 'ok',
         sha256: r.sha256,
-        size: raw.length,
+        size: r.size,
         chunks: r.chunks.map((c) => ({
           id: c.id,
           rawLength: c.length,

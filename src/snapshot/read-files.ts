@@ -78,13 +78,10 @@ export async function readFiles(input: ReadFilesInput): Promise<ReadFilesResult>
         // Gone or unreadable since the scan: the second look will see the tree moved.
         changedWhileReading = true;
       } else {
-        record(
-          file,
-          outcome.sha256,
-          outcome.chunks.map((c) => c.id),
-          outcome.size,
-        );
-        for (const chunk of outcome.chunks) await sink.offerStored(chunk.id, chunk.form, chunk.rawLength);
+        // A one-chunk file's chunk id is its hash: one string for both, not two copies held per file.
+        const ids = outcome.chunks.map((c) => (c.id === outcome.sha256 ? outcome.sha256 : c.id));
+        record(file, outcome.sha256, ids, outcome.size);
+        for (const [k, chunk] of outcome.chunks.entries()) await sink.offerStored(ids[k] as Sha256Hex, chunk.form, chunk.rawLength);
       }
     }
   };

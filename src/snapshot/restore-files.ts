@@ -81,11 +81,13 @@ export async function writeFiles(
   return fetched;
 }
 
-function openNew(at: StagedPath, file: PathedFile): number {
+/** Creates a restored file in staging: exclusive, never through a symlink, owner-only until finished. */
+export function openNew(at: StagedPath, file: PathedFile): number {
   return fs.openSync(at(file.path), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
 }
 
-function finishFile(fd: number, file: PathedFile, digest: string, cache: StatCacheBuilder): void {
+/** Completes a restored file: checks its hash (`INTEGRITY`), applies and checks mode and mtime, records it in the new stat cache. */
+export function finishFile(fd: number, file: PathedFile, digest: string, cache: StatCacheBuilder): void {
   if (digest !== file.sha256) {
     throw new IntegrityError('INTEGRITY', `restored ${file.path} does not match its recorded hash`, { data: { path: file.path } });
   }

@@ -3,9 +3,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { checkKept, utimeOf } from '../core/fs-exact.js';
 import type { Sha256Hex } from '../core/hash.js';
-import { LongPaths, SYSCALL_PATH_BYTES } from '../core/long-paths.js';
+import { LongPaths } from '../core/long-paths.js';
 import { permissionBits } from '../core/modes.js';
-import { byteLength, fsPath, hasByteEscapes } from '../core/name-bytes.js';
+import { fsPath } from '../core/name-bytes.js';
 import { symlinkStaysInside } from '../core/paths.js';
 import { ConflictError, InputError, IntegrityError } from '../errors.js';
 import type { Checkpoint, Workspace } from '../metadata/metadata-store.js';
@@ -13,13 +13,14 @@ import { ObjectReader } from '../objects/object-reader.js';
 import type { SnapshotDeps } from './checkpoint.js';
 import { type ExcludedSummary, excludedSummary, recordedRoot } from './checkpoint-record.js';
 import { removeTree } from './remove-tree.js';
-import { type PathedFile, type StagedPath, writeFiles } from './restore-files.js';
-import { reuseUnchanged } from './restore-reuse.js';
+import { finishFile, openNew, type PathedFile, type StagedPath, writeFiles } from './restore-files.js';
+import type { FileWriter } from './restore-reuse.js';
 import { beginStaging, endStaging, sweepStaleStaging } from './restore-staging.js';
 import { refuseStoreOverlap } from './restore-target.js';
 import type { ScanLimits } from './scan.js';
-import { StatCache, StatCacheBuilder, statCacheFile } from './stat-cache.js';
+import { StatCacheBuilder, statCacheFile } from './stat-cache.js';
 import { checkpointLimits, type FlatTree, flattenTree } from './tree-walk.js';
+import { WarmTarget } from './warm-target.js';
 
 export type { ExcludedSummary } from './checkpoint-record.js';
 
@@ -53,7 +54,7 @@ export interface RestoreReceipt {
   readonly dirs: number;
   readonly symlinks: number;
   readonly bytes: number;
-  /** Files taken unchanged from the previous copy at the target (warm restore). */
+  /** Files taken unchanged from the previous copy at the target, wherever they lay there (warm restore). */
   readonly filesReused: number;
   /** Raw bytes read from the object store. */
   readonly bytesFetched: number;
@@ -67,6 +68,8 @@ export interface RestoreReceipt {
    * back, e.g. `cache` directories (node_modules) setup must rebuild, or `secret-path` files.
    */
   readonly excluded: ExcludedSummary;
+  /** Bytes copied from the previous copy instead of fetched: whole files it could not lend by hard link, and unchanged chunks of changed files. */
+  readonly bytesCopiedLocally: number;
   /** Bytes, modes, mtimes, symlink targets and hard-link groups were checked after writing. */
   readonly verified: true;
   readonly durationMs: number;
@@ -103,26 +106,26 @@ export async function restoreCheckpoint(deps: SnapshotDeps, options: RestoreOpti
   // Every tree is read, validated and counted against the limits before anything is created.
   const flat = await flattenTree(reader, rootTree, undefined, checkpointLimits(options.checkpoint, options.limits));
   const root = recordedRoot(options.checkpoint);
+  const cacheFile = statCacheFile(deps.cacheDir, options.workspace.id, target);
+  const cache = new StatCacheBuilder(Date.now());
+  const warm = existing === 'non-empty' ? new WarmTarget(target, cacheFile, flat) : undefined;
+  // A checkpoint older than its root record leaves the root 0755 with its mtime untouched.
+  if (warm?.unchanged(flat, root ?? { mode: 0o755 }, cache)) {
+    warm.close();
+    cache.save(cacheFile, options.checkpoint.id);
+    return unchangedReceipt(options.checkpoint, rootTree, target, flat, started);
+  }
   if (existing === 'absent') fs.mkdirSync(path.dirname(target), { recursive: true });
   sweepStaleStaging(deps.cacheDir, target);
   const staging = beginStaging(deps.cacheDir, target);
-  const cache = new StatCacheBuilder(Date.now());
   const long = new LongPaths();
   const at: StagedPath = (rel) => long.at(rel === '' ? staging : path.join(staging, rel));
   try {
     for (const dir of flat.dirs.slice(1)) fs.mkdirSync(at(dir.path), { mode: 0o700 });
-    const reused =
-      existing === 'non-empty'
-        ? reuseUnchanged(
-            reusable(flat, staging),
-            target,
-            staging,
-            StatCache.load(statCacheFile(deps.cacheDir, options.workspace.id, target)),
-            cache,
-          )
-        : new Set<string>();
-    const todo = flat.files.filter((f) => f.hardlink === undefined && !reused.has(f.path));
-    const bytesFetched = await writeFiles(reader, todo, at, cache, options);
+    const local = await warm?.reuse({ flat, staging, reader, meta: deps.meta, writer: stagingWriter(at, cache), signal: options.signal });
+    // Hard-link members are linked to their leader below, once every leader is complete.
+    const todo = flat.files.filter((f) => f.hardlink === undefined && local?.done.has(f.path) !== true);
+    const bytesFetched = (await writeFiles(reader, todo, at, cache, options)) + (local?.bytesFetched ?? 0);
     const hardlinks = linkMembers(flat.files, at, cache);
     for (const link of flat.symlinks) {
       // Checked when the tree was read; checked again here, where the link is made.
@@ -149,7 +152,9 @@ export async function restoreCheckpoint(deps: SnapshotDeps, options: RestoreOpti
     long.close();
     publish(staging, target, existing);
     endStaging(deps.cacheDir, staging);
-    cache.save(statCacheFile(deps.cacheDir, options.workspace.id, target), options.checkpoint.id);
+    if (local !== undefined) warm?.recordLinks(local, cache);
+    warm?.close();
+    cache.save(cacheFile, options.checkpoint.id);
     return {
       checkpointId: options.checkpoint.id,
       rootTree,
@@ -158,15 +163,17 @@ export async function restoreCheckpoint(deps: SnapshotDeps, options: RestoreOpti
       dirs: flat.dirs.length - 1,
       symlinks: flat.symlinks.length,
       bytes: flat.files.reduce((n, f) => n + f.size, 0),
-      filesReused: reused.size,
+      filesReused: local?.filesReused ?? 0,
       bytesFetched,
       hardlinks,
       excluded: excludedSummary(options.checkpoint),
+      bytesCopiedLocally: local?.bytesCopiedLocally ?? 0,
       verified: true,
       durationMs: Math.round(performance.now() - started),
     };
   } catch (error) {
     long.close();
+    warm?.close();
     if (fs.existsSync(staging)) removeTree(staging);
     endStaging(deps.cacheDir, staging);
     throw error;
@@ -178,19 +185,6 @@ function setDirTimes(p: string | Buffer, rel: string, mode: number, mtimeMs: num
   const time = utimeOf(mtimeMs);
   fs.utimesSync(p, time, time);
   checkKept(rel, fs.lstatSync(p), mode, mtimeMs);
-}
-
-/**
- * The part of the tree warm reuse may take from the old target: files that are no hard-link
- * member (those are linked to their leader afterwards), whose paths hold no byte escapes and
- * fit in one system call (reuse reaches the old copy by plain string paths).
- */
-function reusable(flat: FlatTree, staging: string): FlatTree {
-  const room = SYSCALL_PATH_BYTES - byteLength(staging) - 1;
-  const files = flat.files.filter(
-    (f) => f.hardlink === undefined && !hasByteEscapes(f.path) && (f.path.length * 3 <= room || byteLength(f.path) <= room),
-  );
-  return files.length === flat.files.length ? flat : { ...flat, files };
 }
 
 /**
@@ -228,6 +222,31 @@ function linkMembers(files: readonly PathedFile[], at: StagedPath, cache: StatCa
       cache.add(p, { ...identity, sha256: leader.sha256, chunks: leader.chunks });
   }
   return made;
+}
+
+/** The receipt of a warm restore onto a target that already was the checkpoint: nothing written, nothing fetched. */
+function unchangedReceipt(checkpoint: Checkpoint, rootTree: Sha256Hex, target: string, flat: FlatTree, started: number): RestoreReceipt {
+  return {
+    checkpointId: checkpoint.id,
+    rootTree,
+    target,
+    files: flat.files.length,
+    dirs: flat.dirs.length - 1,
+    symlinks: flat.symlinks.length,
+    bytes: flat.files.reduce((n, f) => n + f.size, 0),
+    filesReused: flat.files.length,
+    bytesFetched: 0,
+    bytesCopiedLocally: 0,
+    hardlinks: flat.files.filter((f) => f.hardlink !== undefined).length,
+    excluded: excludedSummary(checkpoint),
+    verified: true,
+    durationMs: Math.round(performance.now() - started),
+  };
+}
+
+/** How warm reuse creates staging files: the same open and finish as every other restored file. */
+function stagingWriter(at: StagedPath, cache: StatCacheBuilder): FileWriter {
+  return { open: (file) => openNew(at, file), finish: (fd, file, digest) => finishFile(fd, file, digest, cache) };
 }
 
 type TargetState = 'absent' | 'empty' | 'non-empty';

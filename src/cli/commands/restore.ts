@@ -73,7 +73,7 @@ export function registerRestore(program: Command): void {
             [
               `restored checkpoint ${receipt.checkpointId} into ${receipt.target}`,
               `  files ${receipt.files} (${formatBytes(receipt.bytes)}), dirs ${receipt.dirs}, symlinks ${receipt.symlinks}`,
-              `  fetched ${formatBytes(receipt.bytesFetched)}; reused ${receipt.filesReused} unchanged files; hard links ${receipt.hardlinks ?? 0}`,
+              `  fetched ${formatBytes(receipt.bytesFetched)}; reused ${receipt.filesReused} unchanged files; copied ${formatBytes(receipt.bytesCopiedLocally)} from the old copy; hard links ${receipt.hardlinks}`,
               '  verified as written: every object; every file (bytes, mode, mtime), directory, symlink and hard link',
               ...exclusionLines(receipt),
               `  took ${(receipt.durationMs / 1000).toFixed(2)} s`,

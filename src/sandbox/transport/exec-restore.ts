@@ -103,6 +103,8 @@ export async function restoreIntoSandbox(deps: SnapshotDeps, options: ExecRestor
     bytes: flat.files.reduce((n, f) => n + f.size, 0),
     filesReused: reused.size,
     bytesFetched: fetched,
+    // The agent's reuse is by path and whole file: it links or leaves, never copies.
+    bytesCopiedLocally: 0,
     verified: true,
     excluded: excludedSummary(checkpoint),
     hardlinks: members.length,
