@@ -1,7 +1,6 @@
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BwrapSandboxProvider } from '../src/sandbox/providers/bwrap.js';
-import type { SandboxHandle } from '../src/sandbox/sandbox-provider.js';
 import { checkpointSandbox, restoreSandbox } from '../src/sandbox/transport/sandbox-snapshots.js';
 import type { Snapshots } from '../src/snapshot/snapshots.js';
 import { BACKENDS, type OpenedBackends } from './support/backends.js';

@@ -113,7 +113,14 @@ export async function restoreCheckpoint(deps: SnapshotDeps, options: RestoreOpti
   if (warm?.unchanged(flat, root ?? { mode: 0o755 }, cache)) {
     warm.close();
     cache.save(cacheFile, options.checkpoint.id);
-    return unchangedReceipt(options.checkpoint, rootTree, target, flat, started);
+    // Nothing written, nothing fetched: the target already was the checkpoint.
+    const members = flat.files.filter((f) => f.hardlink !== undefined).length;
+    return receiptOf(options.checkpoint, rootTree, target, flat, started, {
+      filesReused: flat.files.length,
+      bytesFetched: 0,
+      bytesCopiedLocally: 0,
+      hardlinks: members,
+    });
   }
   if (existing === 'absent') fs.mkdirSync(path.dirname(target), { recursive: true });
   sweepStaleStaging(deps.cacheDir, target);
@@ -155,22 +162,12 @@ export async function restoreCheckpoint(deps: SnapshotDeps, options: RestoreOpti
     if (local !== undefined) warm?.recordLinks(local, cache);
     warm?.close();
     cache.save(cacheFile, options.checkpoint.id);
-    return {
-      checkpointId: options.checkpoint.id,
-      rootTree,
-      target,
-      files: flat.files.length,
-      dirs: flat.dirs.length - 1,
-      symlinks: flat.symlinks.length,
-      bytes: flat.files.reduce((n, f) => n + f.size, 0),
+    return receiptOf(options.checkpoint, rootTree, target, flat, started, {
       filesReused: local?.filesReused ?? 0,
       bytesFetched,
-      hardlinks,
-      excluded: excludedSummary(options.checkpoint),
       bytesCopiedLocally: local?.bytesCopiedLocally ?? 0,
-      verified: true,
-      durationMs: Math.round(performance.now() - started),
-    };
+      hardlinks,
+    });
   } catch (error) {
     long.close();
     warm?.close();
@@ -224,8 +221,18 @@ function linkMembers(files: readonly PathedFile[], at: StagedPath, cache: StatCa
   return made;
 }
 
-/** The receipt of a warm restore onto a target that already was the checkpoint: nothing written, nothing fetched. */
-function unchangedReceipt(checkpoint: Checkpoint, rootTree: Sha256Hex, target: string, flat: FlatTree, started: number): RestoreReceipt {
+/** What a restore did, besides what the checkpoint holds. */
+type RestoreWork = Pick<RestoreReceipt, 'filesReused' | 'bytesFetched' | 'bytesCopiedLocally' | 'hardlinks'>;
+
+/** The receipt of a restore of `flat` into `target` that did `work`. */
+function receiptOf(
+  checkpoint: Checkpoint,
+  rootTree: Sha256Hex,
+  target: string,
+  flat: FlatTree,
+  started: number,
+  work: RestoreWork,
+): RestoreReceipt {
   return {
     checkpointId: checkpoint.id,
     rootTree,
@@ -234,10 +241,7 @@ function unchangedReceipt(checkpoint: Checkpoint, rootTree: Sha256Hex, target: s
     dirs: flat.dirs.length - 1,
     symlinks: flat.symlinks.length,
     bytes: flat.files.reduce((n, f) => n + f.size, 0),
-    filesReused: flat.files.length,
-    bytesFetched: 0,
-    bytesCopiedLocally: 0,
-    hardlinks: flat.files.filter((f) => f.hardlink !== undefined).length,
+    ...work,
     excluded: excludedSummary(checkpoint),
     verified: true,
     durationMs: Math.round(performance.now() - started),

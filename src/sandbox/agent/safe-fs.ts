@@ -2,7 +2,6 @@ import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { LongPaths } from '../../core/long-paths.js';
-import { textFromBytes } from '../../core/name-bytes.js';
 import { splitRelativePath } from '../../core/paths.js';
 import { type ErrorCode, HoldfastError, InputError, NotFoundError } from '../../errors.js';
 
