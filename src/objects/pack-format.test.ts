@@ -1,8 +1,19 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { sha256Hex } from '../core/hash.js';
-import { decodeFooter, decodeTrailer, encodeTrailer, MAX_BLOCK_RAW_BYTES, PACK_FOOTER_BYTES, type PackTrailer } from './pack-format.js';
+import {
+  decodeFooter,
+  decodeTrailer,
+  encodeTrailer,
+  MAX_BLOCK_RAW_BYTES,
+  MAX_TRAILER_BYTES,
+  PACK_FOOTER_BYTES,
+  PACK_FOOTER_MAGIC,
+  type PackTrailer,
+  PLAIN_FOOTER_MAGIC,
+} from './pack-format.js';
 import { PackWriter } from './pack-writer.js';
+import { zstdCompress } from './zstd-bounded.js';
 
 const PACK = 'f'.repeat(64);
 const id = (n: number): string => sha256Hex(`object ${n}`);
@@ -98,5 +109,39 @@ describe('PackWriter', () => {
     const length = decodeFooter(pack.id, footer, bytes.length);
     const start = bytes.length - PACK_FOOTER_BYTES - length;
     expect(decodeTrailer(pack.id, bytes.subarray(start, start + length), footer).objects).toEqual(pack.objects);
+  });
+});
+
+/** A pack ending as written before trailers were compressed: plain JSON under the old footer magic. */
+function plainEnding(json: Buffer, magic: Buffer): { trailer: Buffer; footer: Buffer } {
+  const footer = Buffer.alloc(PACK_FOOTER_BYTES);
+  footer.writeUInt32BE(json.length, 0);
+  createHash('sha256').update(json).digest().copy(footer, 4);
+  magic.copy(footer, 36);
+  return { trailer: json, footer };
+}
+
+describe('compressed pack trailers', () => {
+  const trailer = { v: 2, kind: 'data', objects: [{ id: id(1), kind: 'data', offset: 8, length: 5, rawLength: 5, codec: 'none' }] };
+
+  it('are written compressed under the new footer magic, and packs with a plain JSON trailer still read', () => {
+    const bytes = encodeTrailer(trailer as PackTrailer);
+    expect(bytes.subarray(bytes.length - PLAIN_FOOTER_MAGIC.length).equals(PACK_FOOTER_MAGIC)).toBe(true);
+    const length = bytes.readUInt32BE(bytes.length - PACK_FOOTER_BYTES);
+    expect(length).toBeLessThan(Buffer.byteLength(JSON.stringify(trailer)));
+    const old = plainEnding(Buffer.from(JSON.stringify(trailer)), PLAIN_FOOTER_MAGIC);
+    expect(decodeFooter(PACK, old.footer, 4096)).toBe(old.trailer.length);
+    expect(decodeTrailer(PACK, old.trailer, old.footer)).toEqual(roundTrip(trailer));
+  });
+
+  it('refuse a compressed trailer that declares more than the bound, or is plain JSON under the new magic', () => {
+    // A frame that declares 65 MiB: refused before anything that size is allocated.
+    const bomb = zstdCompress(Buffer.alloc(MAX_TRAILER_BYTES + 1024 * 1024, 0x20), 1);
+    const big = plainEnding(bomb, PACK_FOOTER_MAGIC);
+    expect(codeOf(() => decodeTrailer(PACK, big.trailer, big.footer))).toBe('INTEGRITY');
+    const mislabelled = plainEnding(Buffer.from(JSON.stringify(trailer)), PACK_FOOTER_MAGIC);
+    expect(codeOf(() => decodeTrailer(PACK, mislabelled.trailer, mislabelled.footer))).toBe('INTEGRITY');
+    const unknown = plainEnding(Buffer.from(JSON.stringify(trailer)), Buffer.from('HFPEND9\n'));
+    expect(codeOf(() => decodeFooter(PACK, unknown.footer, 4096))).toBe('INTEGRITY');
   });
 });
