@@ -1,12 +1,12 @@
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BwrapSandboxProvider } from '../src/sandbox/providers/bwrap.js';
+import type { BwrapSandboxProvider } from '../src/sandbox/providers/bwrap.js';
 import type { SandboxHandle } from '../src/sandbox/sandbox-provider.js';
 import { restoreSandbox } from '../src/sandbox/transport/sandbox-snapshots.js';
-import { BACKENDS, type OpenedBackends } from './support/backends.js';
+import type { OpenedBackends } from './support/backends.js';
+import { openBwrapBackends } from './support/bwrap-backends.js';
 import { type CraftedObject, commitCrafted, dirEntry, fileEntry, rawChunk, rawTree, symlinkEntry } from './support/crafted-trees.js';
 import { codeOf } from './support/error-code.js';
-import { expectBwrapInstalled, runNode } from './support/sandbox-processes.js';
+import { runNode } from './support/sandbox-processes.js';
 
 /** Every entry under /workspace (type, mode, link target), as JSON. */
 const MANIFEST = `
@@ -31,11 +31,7 @@ describe('restore of a crafted tree through the in-sandbox agent (bwrap)', () =>
   const chunk = rawChunk('payload\n');
 
   beforeAll(async () => {
-    expectBwrapInstalled();
-    b = await (BACKENDS[0] as (typeof BACKENDS)[number]).open();
-    const sandboxes = path.join(b.dir, 'sandboxes');
-    process.env.HOLDFAST_SANDBOX_DIR = sandboxes;
-    provider = new BwrapSandboxProvider({ root: path.join(sandboxes, 'bwrap') });
+    ({ b, provider } = await openBwrapBackends());
     sandbox = await provider.create();
     await runNode(sandbox, `require('fs').writeFileSync('/workspace/keep.txt', 'mine')`);
     before = await runNode(sandbox, MANIFEST);

@@ -1,10 +1,10 @@
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BwrapSandboxProvider } from '../src/sandbox/providers/bwrap.js';
+import type { BwrapSandboxProvider } from '../src/sandbox/providers/bwrap.js';
 import { checkpointSandbox, restoreSandbox } from '../src/sandbox/transport/sandbox-snapshots.js';
 import type { Snapshots } from '../src/snapshot/snapshots.js';
-import { BACKENDS, type OpenedBackends } from './support/backends.js';
-import { expectBwrapInstalled, runNode } from './support/sandbox-processes.js';
+import type { OpenedBackends } from './support/backends.js';
+import { openBwrapBackends } from './support/bwrap-backends.js';
+import { runNode } from './support/sandbox-processes.js';
 
 /** Fills /workspace inside the sandbox: many small files, one 50 MB file, modes, links, empty dirs. */
 const FILL = `
@@ -47,12 +47,7 @@ describe('checkpoint and restore through the in-sandbox agent (bwrap)', () => {
   let provider: BwrapSandboxProvider;
 
   beforeAll(async () => {
-    expectBwrapInstalled();
-    b = await (BACKENDS[0] as (typeof BACKENDS)[number]).open();
-    const sandboxes = path.join(b.dir, 'sandboxes');
-    // checkpointSandbox / restoreSandbox find sandboxes the way the CLI does.
-    process.env.HOLDFAST_SANDBOX_DIR = sandboxes;
-    provider = new BwrapSandboxProvider({ root: path.join(sandboxes, 'bwrap') });
+    ({ b, provider } = await openBwrapBackends());
     ({ snapshots } = b);
   }, 60_000);
   afterAll(async () => {

@@ -1,12 +1,13 @@
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ObjectReader } from '../../src/objects/object-reader.js';
-import { type BwrapSandboxHandle, BwrapSandboxProvider } from '../../src/sandbox/providers/bwrap.js';
+import type { BwrapSandboxHandle, BwrapSandboxProvider } from '../../src/sandbox/providers/bwrap.js';
 import { checkpointSandbox, restoreSandbox } from '../../src/sandbox/transport/sandbox-snapshots.js';
 import type { CheckpointResult } from '../../src/snapshot/checkpoint.js';
 import { type FlatTree, flattenTree } from '../../src/snapshot/tree-walk.js';
-import { BACKENDS, type OpenedBackends } from '../support/backends.js';
-import { expectBwrapInstalled, runNode } from '../support/sandbox-processes.js';
+import type { OpenedBackends } from '../support/backends.js';
+import { openBwrapBackends } from '../support/bwrap-backends.js';
+import { runNode } from '../support/sandbox-processes.js';
 
 const PRE_1970_MS = Date.UTC(1960, 0, 1, 0, 0, 0, 123);
 const FAR_FUTURE_MS = Date.UTC(2400, 0, 1, 0, 0, 0, 987);
@@ -115,11 +116,7 @@ describe('fidelity through the in-sandbox agent (bwrap): what a checkpoint keeps
   let taken: CheckpointResult;
 
   beforeAll(async () => {
-    expectBwrapInstalled();
-    b = await (BACKENDS[0] as (typeof BACKENDS)[number]).open();
-    const sandboxes = path.join(b.dir, 'sandboxes');
-    process.env.HOLDFAST_SANDBOX_DIR = sandboxes;
-    provider = new BwrapSandboxProvider({ root: path.join(sandboxes, 'bwrap') });
+    ({ b, provider } = await openBwrapBackends());
     source = (await provider.create()) as BwrapSandboxHandle;
     await runNode(source, FILL);
     original = JSON.parse(await runNode(source, MANIFEST)) as Manifest;
