@@ -11,6 +11,15 @@ const bin = path.join(root, 'dist', 'bin', 'main.js');
 const EXIT_FAILURE = 1;
 const EXIT_USAGE = 2;
 
+/** The `error.code` of a `--json` error document, or undefined when stderr holds none (a usage error's text). */
+function errorCode(stderr: string): string | undefined {
+  try {
+    return (JSON.parse(stderr) as { error: { code: string } }).error.code;
+  } catch {
+    return undefined;
+  }
+}
+
 interface Run {
   readonly exit: number;
   /** The `error.code` of the `--json` error document on stderr. */
@@ -26,8 +35,7 @@ describe('holdfast exit codes (compiled bin): the caller’s bad input exits 2, 
       const env = { ...process.env, HOLDFAST_META: '', HOLDFAST_BLOBS: '', HOLDFAST_CACHE_DIR: path.join(dir, 'cache') };
       execFile(process.execPath, [bin, '--store', store, '--json', ...args], { env }, (error, stdout, stderr) => {
         const exit = error === null ? 0 : typeof error.code === 'number' ? error.code : -1;
-        const code = stderr === '' ? undefined : (JSON.parse(stderr) as { error: { code: string } }).error.code;
-        resolve({ exit, code, stdout });
+        resolve({ exit, code: errorCode(stderr), stdout });
       });
     });
 
@@ -65,5 +73,19 @@ describe('holdfast exit codes (compiled bin): the caller’s bad input exits 2, 
 
   it('a well-formed path that is not there is NOT_FOUND, exit 1', async () => {
     expect(await holdfast(['cat', checkpoint, 'a/missing.txt'])).toMatchObject({ exit: EXIT_FAILURE, code: 'NOT_FOUND' });
+  });
+
+  it('a checkpoint of a directory that is not there, of a file, or with an unknown reason exits 2 and records nothing', async () => {
+    const missing = await holdfast(['checkpoint', path.join(dir, 'nope'), '-w', 'ghost']);
+    expect(missing).toMatchObject({ exit: EXIT_USAGE, code: 'INVALID_INPUT' });
+    const file = await holdfast(['checkpoint', path.join(dir, 'outside.txt'), '-w', 'ghost']);
+    expect(file).toMatchObject({ exit: EXIT_USAGE, code: 'INVALID_INPUT' });
+    const bogus = await holdfast(['checkpoint', path.join(dir, 'ws'), '-w', 'ghost', '--reason', 'bogus']);
+    expect(bogus.exit).toBe(EXIT_USAGE);
+    // No workspace "ghost", and no failed checkpoint anywhere: the one workspace has its one ready checkpoint.
+    const list = JSON.parse((await holdfast(['workspaces'])).stdout) as Array<{ name: string }>;
+    expect(list.map((w) => w.name)).toEqual(['w']);
+    const log = JSON.parse((await holdfast(['log', '-w', 'w'])).stdout) as Array<{ status: string }>;
+    expect(log.map((c) => c.status)).toEqual(['ready']);
   });
 });

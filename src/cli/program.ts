@@ -63,6 +63,14 @@ export function positiveInt(name: string): (value: string) => number {
   };
 }
 
+/** A parser for an option whose value must be one of `choices` (a usage error, exit 2, otherwise). */
+export function oneOf<T extends string>(name: string, choices: readonly T[]): (value: string) => T {
+  return (value) => {
+    if (!(choices as readonly string[]).includes(value)) throw new InvalidArgumentError(`${name} must be one of ${choices.join(', ')}`);
+    return value as T;
+  };
+}
+
 /** Collects a repeatable option into a list. */
 export function collect(value: string, previous: string[] = []): string[] {
   return [...previous, value];

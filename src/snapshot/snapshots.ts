@@ -1,7 +1,9 @@
+import fs from 'node:fs';
 import type { ExcludeOptions } from '../core/excludes.js';
 import type { TreeEntry } from '../core/tree.js';
 import { InputError, isHoldfastError, NotFoundError } from '../errors.js';
 import type { Checkpoint, CheckpointReason, Tenant, Workspace } from '../metadata/metadata-store.js';
+import { CHECKPOINT_REASONS } from '../metadata/schema.js';
 import { type RebuildOptions, type RebuildReport, rebuildIndex as rebuildObjectIndex } from '../objects/index-rebuild.js';
 import { ObjectReader } from '../objects/object-reader.js';
 import { BaseFiles } from './base-files.js';
@@ -63,6 +65,17 @@ export class Snapshots {
     const { dir, source, ...rest } = options;
     if ((dir === undefined) === (source === undefined))
       throw new InputError('INVALID_INPUT', 'checkpoint needs exactly one of dir and source');
+    // Bad input is refused before anything is recorded: no workspace created, no failed checkpoint.
+    if (options.reason !== undefined && !CHECKPOINT_REASONS.includes(options.reason)) {
+      throw new InputError(
+        'INVALID_INPUT',
+        `unknown checkpoint reason ${JSON.stringify(options.reason)}: use one of ${CHECKPOINT_REASONS.join(', ')}`,
+        {
+          data: { reason: options.reason, choices: CHECKPOINT_REASONS },
+        },
+      );
+    }
+    if (dir !== undefined) requireDirectory(dir);
     const workspace = await this.workspace(options.workspace, true);
     const from = source?.(workspace) ?? new LocalWorkspaceSource(dir as string, workspace.id, this.deps.cacheDir, this.deps.workers);
     return createCheckpoint(this.deps, { ...rest, source: from, workspace });
@@ -221,3 +234,11 @@ export class Snapshots {
 }
 
 export type { CheckpointResult, DiffEntry, RestoreReceipt, TreeEntry };
+
+/** Throws `INVALID_INPUT` unless `dir` is an existing directory (followed if it is a symlink, as a scan's root is). */
+function requireDirectory(dir: string): void {
+  const st = fs.statSync(dir, { throwIfNoEntry: false });
+  if (st === undefined)
+    throw new InputError('INVALID_INPUT', `${dir} does not exist: give the directory to checkpoint`, { data: { path: dir } });
+  if (!st.isDirectory()) throw new InputError('INVALID_INPUT', `${dir} is not a directory`, { data: { path: dir } });
+}

@@ -1,7 +1,8 @@
 import type { Command } from 'commander';
 import { InputError } from '../../errors.js';
 import type { CheckpointProgress, CheckpointResult } from '../../index.js';
-import { collect, positiveInt, withHoldfast } from '../program.js';
+import { CHECKPOINT_REASONS } from '../../metadata/schema.js';
+import { collect, oneOf, positiveInt, withHoldfast } from '../program.js';
 import { formatBytes, startProgress } from '../progress.js';
 
 interface CheckpointFlags {
@@ -27,7 +28,7 @@ export function registerCheckpoint(program: Command): void {
     .option('-s, --sandbox <id>', 'capture the workspace of this sandbox (through its agent unless the provider exposes a host path)')
     .option('-p, --provider <name>', 'provider of the sandbox (default: look in each)')
     .requiredOption('-w, --workspace <name>', 'workspace name (created on first checkpoint)')
-    .option('--reason <reason>', 'manual | turn | periodic | final | upgrade | shutdown', 'manual')
+    .option('--reason <reason>', CHECKPOINT_REASONS.join(' | '), oneOf('--reason', CHECKPOINT_REASONS), 'manual')
     .option('--exclude <pattern>', 'also leave out paths matching this gitignore-style pattern (repeatable)', collect)
     .option('--include <pattern>', 're-include paths a cache or ignore rule leaves out; never secrets (repeatable)', collect)
     .option('--no-cache-excludes', 'keep dependency and cache trees (node_modules/, .cache/, …)')
