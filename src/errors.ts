@@ -21,6 +21,8 @@ export type ErrorCode =
   | 'STORE_FULL'
   | 'UNAUTHORIZED'
   | 'FORBIDDEN'
+  | 'METHOD_NOT_ALLOWED'
+  | 'UNSUPPORTED_MEDIA_TYPE'
   | 'SETUP_FAILED'
   | 'TIMEOUT'
   | 'CANCELLED'
@@ -43,6 +45,8 @@ export const ERROR_CODES: readonly ErrorCode[] = Object.freeze([
   'STORE_FULL',
   'UNAUTHORIZED',
   'FORBIDDEN',
+  'METHOD_NOT_ALLOWED',
+  'UNSUPPORTED_MEDIA_TYPE',
   'SETUP_FAILED',
   'TIMEOUT',
   'CANCELLED',

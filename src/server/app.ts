@@ -3,7 +3,7 @@ import type { Holdfast } from '../index.js';
 import type { AppEnv } from './app-env.js';
 import { bearerAuth } from './auth.js';
 import { bodyLimit, MAX_REQUEST_BODY_BYTES } from './body-limit.js';
-import { errorHandler, notFoundHandler } from './error-response.js';
+import { errorHandler, routeNotFound } from './error-response.js';
 import { idempotency } from './idempotency.js';
 import type { Logger } from './logger.js';
 import { requestLogger } from './logger.js';
@@ -50,11 +50,12 @@ export function createApp(options: AppOptions): Hono<AppEnv> {
   app.use(requestLogger(log));
   app.use(httpMetrics(metrics));
   app.onError(errorHandler(log));
-  app.notFound(notFoundHandler);
   registerRunMetrics(hf, metrics);
 
   const routes: RouteDef[] = [...deploymentRoutes(hf), ...runRoutes(hf), ...checkpointRoutes(hf), ...tokenRoutes(hf)];
-  const openapi = buildOpenApi({ title: 'Holdfast API', version: options.version }, [...PUBLIC_DOCS, ...routes.map((r) => r.doc)]);
+  const docs = [...PUBLIC_DOCS, ...routes.map((r) => r.doc)];
+  const openapi = buildOpenApi({ title: 'Holdfast API', version: options.version }, docs);
+  app.notFound(routeNotFound(docs));
 
   app.get('/healthz', (c) => c.json({ status: 'ok' }));
   app.get('/readyz', async (c) => {

@@ -28,6 +28,9 @@ const STATUS_BY_CODE: Readonly<Record<ErrorCode, number>> = {
   STORE_FULL: 507,
   UNAUTHORIZED: 401,
   FORBIDDEN: 403,
+  // The path exists with other methods; the answer's `Allow` header lists them.
+  METHOD_NOT_ALLOWED: 405,
+  UNSUPPORTED_MEDIA_TYPE: 415,
   // The caller's setup step failed, not the server: the request was valid but not achievable.
   SETUP_FAILED: 422,
   TIMEOUT: 504,
@@ -121,3 +124,43 @@ export const notFoundHandler: NotFoundHandler<AppEnv> = (c) => {
   const body: ErrorResponseBody = { error: { code: 'NOT_FOUND', message: `no route for ${c.req.method} ${path}` } };
   return c.json(body, 404);
 };
+
+/** One registered route: its method (`get`, `post`, …) and its path pattern (`/v1/runs/:id`). */
+export interface RouteKey {
+  readonly method: string;
+  readonly path: string;
+}
+
+/**
+ * A `notFound` handler that knows the routes: a path that exists under other methods answers
+ * 405 `METHOD_NOT_ALLOWED` with an `Allow` header (RFC 9110 §15.5.6; `HEAD` wherever `GET`
+ * is, as Hono serves it), anything else 404 as {@link notFoundHandler}.
+ */
+export function routeNotFound(routes: readonly RouteKey[]): NotFoundHandler<AppEnv> {
+  const patterns = routes.map((r) => ({ method: r.method.toUpperCase(), re: patternOf(r.path) }));
+  return (c) => {
+    const allowed = new Set(patterns.filter((p) => p.re.test(c.req.path)).map((p) => p.method));
+    if (allowed.size === 0) return notFoundHandler(c);
+    if (allowed.has('GET')) allowed.add('HEAD');
+    const allow = [...allowed].sort().join(', ');
+    const path = c.req.path.slice(0, MAX_ECHOED_PATH_CHARS);
+    const body: ErrorResponseBody = {
+      error: {
+        code: 'METHOD_NOT_ALLOWED',
+        message: `${c.req.method} is not allowed on ${path}: use ${allow}`,
+        data: { allow: [...allowed].sort() },
+      },
+    };
+    c.header('Allow', allow);
+    return c.json(body, 405);
+  };
+}
+
+/** A route path pattern as a regular expression: each `:param` matches one non-empty segment. */
+function patternOf(route: string): RegExp {
+  const source = route
+    .split('/')
+    .map((segment) => (segment.startsWith(':') ? '[^/]+' : segment.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')))
+    .join('/');
+  return new RegExp(`^${source}/?$`);
+}

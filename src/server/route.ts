@@ -45,15 +45,30 @@ export function tenantServices(hf: Holdfast, c: Context<AppEnv>): Promise<Tenant
   return hf.forTenant(c.get('principal').tenantName);
 }
 
+/** `application/json` or a `+json` type such as `application/merge-patch+json`, with any parameters. */
+const JSON_MEDIA_TYPE_RE = /^application\/(?:[\w.-]+\+)?json\s*(?:;|$)/i;
+
 /**
- * Reads and validates a JSON body: a body that is not JSON, larger than
- * {@link MAX_JSON_BODY_BYTES}, or that does not match `schema` is `INVALID_INPUT` (400).
+ * Reads and validates a JSON body: a non-empty body not declared as JSON (`Content-Type`) is
+ * `UNSUPPORTED_MEDIA_TYPE` (415; `curl -d` sends form encoding unless told otherwise); a
+ * body that is not JSON, larger than {@link MAX_JSON_BODY_BYTES}, or that does not match
+ * `schema` is `INVALID_INPUT` (400). An empty body reads as `{}`.
  */
 export async function readJson<S extends z.ZodType>(c: Context<AppEnv>, schema: S): Promise<z.output<S>> {
   const declared = Number(c.req.header('content-length') ?? 0);
   if (declared > MAX_JSON_BODY_BYTES) throw tooLarge();
   const text = await c.req.text();
   if (Buffer.byteLength(text) > MAX_JSON_BODY_BYTES) throw tooLarge();
+  const type = c.req.header('content-type') ?? '';
+  if (text !== '' && !JSON_MEDIA_TYPE_RE.test(type)) {
+    throw new HoldfastError(
+      'UNSUPPORTED_MEDIA_TYPE',
+      `the request body must be JSON: send Content-Type: application/json (got ${JSON.stringify(type.slice(0, 100))})`,
+      {
+        data: { contentType: type.slice(0, 100) },
+      },
+    );
+  }
   let value: unknown;
   try {
     value = text === '' ? {} : JSON.parse(text);
