@@ -48,4 +48,19 @@ describe('HTTP conventions', () => {
     const ok = await send('POST', '/v1/deployments', { 'content-type': 'application/json; charset=utf-8' }, '{"provider":"bwrap"}');
     expect(ok.status).toBeLessThan(300);
   });
+
+  it('a deployment naming a provider the service cannot open is refused at creation, and nothing is stored', async () => {
+    const before = (await svc.api('GET', '/v1/deployments')).body;
+    const answer = await svc.api('POST', '/v1/deployments', { provider: 'docker' });
+    expect(answer.status).toBe(400);
+    expect(answer.body.error).toMatchObject({ code: 'INVALID_INPUT', data: { provider: 'docker' } });
+    expect((await svc.api('GET', '/v1/deployments')).body).toEqual(before);
+  });
+
+  it('a file download without its path is INVALID_INPUT naming the missing parameter', async () => {
+    const answer = await svc.api('GET', '/v1/checkpoints/0b0a2f64-0000-4000-8000-000000000000/file');
+    expect(answer.status).toBe(400);
+    expect(answer.body.error.code).toBe('INVALID_INPUT');
+    expect(answer.body.error.data.issues.map((i: { path: string[] }) => i.path)).toEqual([['path']]);
+  });
 });

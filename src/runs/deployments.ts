@@ -1,4 +1,4 @@
-import { InputError, NotFoundError } from '../errors.js';
+import { InputError, isHoldfastError, NotFoundError } from '../errors.js';
 import type { Channel, MetadataStore } from '../metadata/metadata-store.js';
 import {
   canonicalSpecJson,
@@ -28,17 +28,40 @@ const CHANNEL_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
  * creating the same spec twice returns the same deployment. Publishing moves a channel.
  */
 export class Deployments {
+  /**
+   * `openProvider` resolves a provider name as runs will (throwing for an unknown one), so a
+   * deployment naming a provider this service cannot open is refused when it is created, not
+   * at its first turn.
+   */
   constructor(
     private readonly meta: MetadataStore,
     readonly tenant: TenantScope,
+    private readonly openProvider?: (name: string) => unknown,
   ) {}
 
-  /** Stores a deployment (idempotent). `INVALID_INPUT`/`LIMIT_EXCEEDED`/`SECRET_EXCLUDED` for a bad spec. */
+  /**
+   * Stores a deployment (idempotent). `INVALID_INPUT`/`LIMIT_EXCEEDED`/`SECRET_EXCLUDED` for a
+   * bad spec, `INVALID_INPUT` for a provider this service cannot open.
+   */
   async create(input: DeploymentSpecInput): Promise<Deployment & { readonly created: boolean }> {
     const spec = normalizeDeploymentSpec(input);
+    this.requireProvider(spec.provider);
     const id = deploymentId(spec);
     const { deployment, created } = await this.meta.deployments.put({ tenantId: this.tenant.id, id, spec: canonicalSpecJson(spec) });
     return { id, spec, createdAt: deployment.createdAt, created };
+  }
+
+  private requireProvider(name: string): void {
+    if (this.openProvider === undefined) return;
+    try {
+      this.openProvider(name);
+    } catch (cause) {
+      if (isHoldfastError(cause, 'INVALID_INPUT')) throw cause;
+      throw new InputError('INVALID_INPUT', `this service has no sandbox provider ${JSON.stringify(name)}`, {
+        data: { provider: name },
+        cause,
+      });
+    }
   }
 
   /** The deployment `id`; `NOT_FOUND` when this tenant has none. */

@@ -47,7 +47,7 @@ export class Runs {
     private readonly host: RunHost,
     readonly tenant: TenantScope,
   ) {
-    this.deployments = new Deployments(host.meta, tenant);
+    this.deployments = new Deployments(host.meta, tenant, (name) => host.provider(name));
   }
 
   /** Creates a run and its workspace on a channel's active deployment or on a pinned one. */

@@ -38,9 +38,7 @@ export function openSandboxProvider(name: string, options: OpenSandboxProviderOp
     throw new InputError(
       'INVALID_INPUT',
       `unknown sandbox provider ${JSON.stringify(name)}: use one of ${SANDBOX_PROVIDER_NAMES.join(', ')}`,
-      {
-        data: { provider: name },
-      },
+      { data: { provider: name, choices: SANDBOX_PROVIDER_NAMES } },
     );
   }
   const root = options.root ?? defaultSandboxRoot(name);

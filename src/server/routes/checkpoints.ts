@@ -1,7 +1,7 @@
 import { Readable } from 'node:stream';
 import type { Holdfast } from '../../index.js';
 import { type RouteDef, readQuery, tenantServices } from '../route.js';
-import { Checkpoint, LimitQuery, PathQuery } from './schemas.js';
+import { Checkpoint, FilePathQuery, LimitQuery, PathQuery } from './schemas.js';
 
 /** Checkpoints: by run, one by id, a directory listing, a file download. */
 export function checkpointRoutes(hf: Holdfast): RouteDef[] {
@@ -60,13 +60,13 @@ export function checkpointRoutes(hf: Holdfast): RouteDef[] {
         path: '/v1/checkpoints/:id/file',
         summary: "Download a file's bytes from a ready checkpoint (verified as streamed)",
         tags,
-        query: PathQuery,
+        query: FilePathQuery,
         produces: 'application/octet-stream',
       },
       async handler(c) {
         const { checkpoints } = await tenantServices(hf, c);
         const id = c.req.param('id') ?? '';
-        const path = readQuery(c, PathQuery).path ?? '';
+        const { path } = readQuery(c, FilePathQuery);
         const lookup = await checkpoints.ls(id, path);
         const chunks = checkpoints.cat(id, path);
         // Read the first chunk before answering, so a missing or corrupt file is an error status, not a cut stream.

@@ -87,6 +87,8 @@ export const TurnResult = z.object({
 export const UpgradeBody = z.strictObject({ deploymentId: z.string().length(64).optional() });
 export const RestoreBody = z.strictObject({ checkpointId: z.string().min(1).max(128).optional() });
 export const PathQuery = z.object({ path: z.string().max(4096).optional() });
+/** A file's path inside a checkpoint: required (a directory listing takes {@link PathQuery}). */
+export const FilePathQuery = z.object({ path: z.string().min(1).max(4096) });
 export const LimitQuery = z.object({ limit: z.coerce.number().int().min(1).max(1000).optional() });
 export const TokenBody = z.strictObject({
   tenant: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/),
