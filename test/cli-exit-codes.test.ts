@@ -88,4 +88,12 @@ describe('holdfast exit codes (compiled bin): the caller’s bad input exits 2, 
     const log = JSON.parse((await holdfast(['log', '-w', 'w'])).stdout) as Array<{ status: string }>;
     expect(log.map((c) => c.status)).toEqual(['ready']);
   });
+
+  it('every usage error exits 2 at any depth and, under --json, is a JSON error document; --help and --version exit 0', async () => {
+    for (const args of [['sandbox', 'create', '--bogus'], ['sandbox', 'exec'], ['sandbox'], [], ['checkpoint'], ['restore', '--nope']]) {
+      expect(await holdfast(args), args.join(' ')).toMatchObject({ exit: EXIT_USAGE, code: 'INVALID_INPUT', stdout: '' });
+    }
+    expect((await holdfast(['--help'])).exit).toBe(0);
+    expect((await holdfast(['--version'])).exit).toBe(0);
+  });
 });

@@ -1,25 +1,48 @@
 #!/usr/bin/env node
-import { CommanderError } from 'commander';
+import { type Command, CommanderError } from 'commander';
+import { InputError } from '../errors.js';
 import { EXIT_OK, EXIT_USAGE, exitCodeFor, Output, takeRequestedExitCode } from './output.js';
 import { buildProgram } from './program.js';
 
 // The AWS SDK warns on every start under Node 20; the CLI's output must stay clean for scripts.
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 
-/** Runs the CLI with `argv` and returns the exit code (0 ok, 1 error, 2 usage). */
+/** Commander's ways of ending that are not failures: `--help` asked for, `--version`. */
+const BENIGN_EXITS: ReadonlySet<string> = new Set(['commander.helpDisplayed', 'commander.version']);
+
+/**
+ * Makes every command, at any depth, throw instead of exiting, so every usage error ends here
+ * (exit 2). Under `--json` commander prints nothing itself: the error goes out as the JSON
+ * error document every other failure uses.
+ */
+function overrideExits(command: Command, json: boolean): void {
+  command.exitOverride();
+  if (json) command.configureOutput({ writeErr: () => undefined, outputError: () => undefined });
+  for (const sub of command.commands) overrideExits(sub, json);
+}
+
+/**
+ * Runs the CLI with `argv` and returns the exit code (0 ok, 1 error, 2 usage). A usage error
+ * is any refusal by the parser: an unknown option or command, a bad option value, a missing
+ * argument, or a command group given without its subcommand (its help goes to stderr).
+ */
 export async function runCli(argv: readonly string[]): Promise<number> {
   const program = buildProgram();
-  program.exitOverride();
-  for (const sub of program.commands) sub.exitOverride();
+  const json = argv.includes('--json');
+  overrideExits(program, json);
   try {
     await program.parseAsync([...argv], { from: 'user' });
     return takeRequestedExitCode() ?? EXIT_OK;
   } catch (error) {
     if (error instanceof CommanderError) {
-      const benign = error.code === 'commander.helpDisplayed' || error.code === 'commander.version' || error.code === 'commander.help';
-      return benign ? EXIT_OK : EXIT_USAGE;
+      if (BENIGN_EXITS.has(error.code)) return EXIT_OK;
+      if (json) {
+        const message = error.code === 'commander.help' ? 'a command is required: see --help' : error.message.replace(/^error: /, '');
+        new Output(true).error(new InputError('INVALID_INPUT', message, { data: { usage: error.code } }));
+      }
+      return EXIT_USAGE;
     }
-    new Output(argv.includes('--json')).error(error);
+    new Output(json).error(error);
     return exitCodeFor(error);
   }
 }
