@@ -63,4 +63,38 @@ describe('HTTP conventions', () => {
     expect(answer.body.error.code).toBe('INVALID_INPUT');
     expect(answer.body.error.data.issues.map((i: { path: string[] }) => i.path)).toEqual([['path']]);
   });
+
+  it("Idempotency-Key: the same body re-serialised is the same request, and the replay has the first answer's media type", async () => {
+    const key = 'same-body-other-whitespace';
+    const headers = { 'content-type': 'application/json', 'idempotency-key': key };
+    const first = await send('POST', '/v1/deployments', headers, '{"provider":"bwrap","env":{"A":"1","B":"2"}}');
+    expect(first.status).toBeLessThan(300);
+    const again = await send('POST', '/v1/deployments', headers, '{ "env": { "B": "2", "A": "1" },\n  "provider": "bwrap" }');
+    expect(again.status).toBe(first.status);
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(again.headers.get('content-type')).toBe(first.headers.get('content-type'));
+    expect(await again.json()).toEqual(await first.json());
+    const other = await send('POST', '/v1/deployments', headers, '{"provider":"bwrap","env":{"A":"1"}}');
+    expect(other.status).toBe(400);
+  });
+
+  it('Idempotency-Key: a retry while the first request runs is 409 with Retry-After', async () => {
+    const deploymentId = (await svc.api('POST', '/v1/deployments', { provider: 'bwrap' })).body.id as string;
+    const runId = (await svc.api('POST', '/v1/runs', { deploymentId })).body.id as string;
+    const headers = { 'content-type': 'application/json', 'idempotency-key': 'slow-turn' };
+    const body = JSON.stringify({ argv: ['sh', '-c', 'sleep 2'] });
+    const slow = send('POST', `/v1/runs/${runId}/turns`, headers, body);
+    let busy: Response | undefined;
+    // The first request's receipt is written before its turn starts; poll until the retry meets it.
+    for (let i = 0; i < 50 && busy === undefined; i += 1) {
+      await new Promise((r) => setTimeout(r, 50));
+      const retry = await send('POST', `/v1/runs/${runId}/turns`, headers, body);
+      if (retry.status === 409) busy = retry;
+    }
+    expect(busy, 'no retry met the first request while it ran').toBeDefined();
+    const refused = busy as Response;
+    expect(refused.headers.get('retry-after')).toBe('1');
+    expect(((await refused.json()) as { error: { data: { reason: string } } }).error.data.reason).toBe('idempotency_in_progress');
+    expect((await slow).status).toBeLessThan(300);
+  }, 60_000);
 });

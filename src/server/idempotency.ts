@@ -16,6 +16,8 @@ export const IDEMPOTENCY_RETENTION_MS = 24 * 60 * 60 * 1000;
 /** Largest response stored for replay; larger ones are not retried safely and the key is released. */
 export const MAX_IDEMPOTENT_RESPONSE_BYTES = 1024 * 1024;
 const KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;
+/** Seconds a client is told to wait (`Retry-After`) while the first request with its key runs. */
+const IN_PROGRESS_RETRY_AFTER_S = 1;
 /** Answers a retry may change (server errors, conflicts such as a busy run, rate limits): never replayed. */
 const RETRYABLE = (status: number): boolean => status >= 500 || status === 408 || status === 409 || status === 425 || status === 429;
 
@@ -55,16 +57,17 @@ export function idempotency(meta: MetadataStore, route: IdempotentRoute = {}): M
     const principalId = c.get('principal').tokenId;
     const requestHash = createHash('sha256')
       .update(`${c.req.method}\0${c.req.path}\0`)
-      .update(await c.req.text())
+      .update(requestIdentity(await c.req.text()))
       .digest('hex');
     const found = await meta.idempotency.begin({ principalId, key, requestHash, expireBeforeMs: Date.now() - IDEMPOTENCY_RETENTION_MS });
     if (found.kind === 'replay') {
       const receipt = JSON.parse(found.response) as Receipt;
-      const headers: Record<string, string> = { 'content-type': 'application/json; charset=utf-8', [REPLAYED_HEADER]: 'true' };
+      const headers: Record<string, string> = { 'content-type': receipt.contentType ?? 'application/json', [REPLAYED_HEADER]: 'true' };
       if (receipt.redacted) headers[REDACTED_HEADER] = 'true';
       return new Response(JSON.stringify(receipt.body), { status: found.statusCode, headers });
     }
     if (found.kind === 'in_progress') {
+      c.header('Retry-After', String(IN_PROGRESS_RETRY_AFTER_S));
       throw new ConflictError('CONFLICT', `a request with Idempotency-Key ${key} is still running; retry after it finished`, {
         data: { reason: 'idempotency_in_progress' },
       });
@@ -86,10 +89,37 @@ export function idempotency(meta: MetadataStore, route: IdempotentRoute = {}): M
   };
 }
 
-/** What a receipt stores: the answer's JSON, and whether anything was taken out of it. */
+/** What a receipt stores: the answer's JSON, whether anything was taken out of it, and its media type. */
 interface Receipt {
   readonly redacted: boolean;
   readonly body: unknown;
+  /** The first answer's `Content-Type`, so a replay is byte-for-byte the same kind of answer (absent in older receipts). */
+  readonly contentType?: string;
+}
+
+/**
+ * What identifies a request body: its JSON value in canonical form (keys sorted, no
+ * whitespace), so a retry that re-serialises the same body differently is the same request;
+ * a body that is not JSON counts by its exact text.
+ */
+function requestIdentity(text: string): string {
+  if (text === '') return '';
+  try {
+    return canonicalJson(JSON.parse(text));
+  } catch {
+    return `\0raw\0${text}`;
+  }
+}
+
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const entries = Object.keys(value)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`);
+    return `{${entries.join(',')}}`;
+  }
+  return JSON.stringify(value);
 }
 
 /**
@@ -121,6 +151,7 @@ async function storable(response: Response, credentialFields: readonly string[])
     body = kept;
   }
   const { value, withheld } = withholdSecrets(body);
-  const receipt: Receipt = { redacted: nulled || withheld.length > 0, body: value };
+  const contentType = response.headers.get('content-type') ?? 'application/json';
+  const receipt: Receipt = { redacted: nulled || withheld.length > 0, body: value, contentType };
   return JSON.stringify(receipt);
 }
