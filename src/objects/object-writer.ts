@@ -196,10 +196,7 @@ export class ObjectWriter {
         this.failure ??= error;
       },
     );
-    this.blockJobs.push(job);
-    while (this.blockJobs.length >= BLOCK_MESSAGES_IN_FLIGHT) await this.blockJobs.shift();
-    while (this.uploading.size >= UPLOAD_CONCURRENCY) await Promise.race(this.uploading);
-    this.throwIfFailed();
+    await this.throttle(this.blockJobs, job, BLOCK_MESSAGES_IN_FLIGHT);
   }
 
   private async dispatch(kind: ObjectKind): Promise<void> {
@@ -218,9 +215,17 @@ export class ObjectWriter {
         this.failure ??= error;
       },
     );
-    this.compressing.push(job);
-    // Appending happens in completion order; waiting on the oldest bounds memory in flight.
-    while (this.compressing.length >= COMPRESS_IN_FLIGHT) await this.compressing.shift();
+    await this.throttle(this.compressing, job, COMPRESS_IN_FLIGHT);
+  }
+
+  /**
+   * Queues `job` and waits until fewer than `limit` jobs of its queue and fewer than
+   * {@link UPLOAD_CONCURRENCY} uploads are in flight. Appending happens in completion order;
+   * waiting on the oldest bounds the memory in flight.
+   */
+  private async throttle(queue: Array<Promise<void>>, job: Promise<void>, limit: number): Promise<void> {
+    queue.push(job);
+    while (queue.length >= limit) await queue.shift();
     while (this.uploading.size >= UPLOAD_CONCURRENCY) await Promise.race(this.uploading);
     this.throwIfFailed();
   }
