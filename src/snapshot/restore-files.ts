@@ -125,7 +125,7 @@ function writeOne(at: StagedPath, file: PathedFile, pieces: Uint8Array[], cache:
 }
 
 /** Writes every byte of `bytes` (a regular-file write may in principle be short). */
-function writeAll(fd: number, bytes: Uint8Array): void {
+export function writeAll(fd: number, bytes: Uint8Array): void {
   for (let at = 0; at < bytes.byteLength; ) at += fs.writeSync(fd, bytes, at, bytes.byteLength - at);
 }
 

@@ -10,6 +10,7 @@ import type { ObjectReader } from '../objects/object-reader.js';
 import type { OldCopy, OldFile } from './old-copy.js';
 import type { OldFiles } from './old-files.js';
 import { learnContent, readChunk } from './old-files.js';
+import { writeAll } from './restore-files.js';
 import type { StatCacheBuilder } from './stat-cache.js';
 import type { FlatTree } from './tree-walk.js';
 
@@ -59,10 +60,6 @@ interface ChunkPlace {
   readonly file: OldFile;
   readonly offset: number;
   readonly length: number;
-}
-
-function writeAll(fd: number, bytes: Uint8Array): void {
-  for (let at = 0; at < bytes.byteLength; ) at += fs.writeSync(fd, bytes, at, bytes.byteLength - at);
 }
 
 /**
