@@ -15,7 +15,7 @@ const outDir = path.join(root, 'dist', 'agent');
 const FORBIDDEN = ['better-sqlite3', 'zstd-napi', 'pg', '@aws-sdk/', 'kysely', 'cli-progress', 'commander'];
 
 const result = await build({
-  entryPoints: [path.join(root, 'src', 'sandbox', 'agent', 'agent-main.ts')],
+  entryPoints: [path.join(root, 'src', 'sandbox', 'agent', 'inside', 'agent-main.ts')],
   bundle: true,
   write: false,
   metafile: true,

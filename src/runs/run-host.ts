@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import type { MetadataStore } from '../metadata/metadata-store.js';
+import { AgentPool } from '../sandbox/agent/host/agent-pool.js';
 import { openSandboxProvider } from '../sandbox/open-provider.js';
 import type { SandboxProvider } from '../sandbox/sandbox-provider.js';
-import { AgentPool } from '../sandbox/transport/agent-pool.js';
 import type { SnapshotDeps } from '../snapshot/checkpoint.js';
 import { Snapshots } from '../snapshot/snapshots.js';
 import type { TenantScope } from './deployments.js';

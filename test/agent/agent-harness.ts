@@ -4,8 +4,8 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
-import { AgentClient, type AgentClientOptions } from '../../src/sandbox/agent/agent-client.js';
-import type { AgentChannel, AgentExecFn, AgentExit } from '../../src/sandbox/agent/agent-connection.js';
+import { AgentClient, type AgentClientOptions } from '../../src/sandbox/agent/host/agent-client.js';
+import type { AgentChannel, AgentExecFn, AgentExit } from '../../src/sandbox/agent/host/agent-connection.js';
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 /** The bundle under test: the real file a sandbox would run. */

@@ -1,8 +1,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { AgentClient } from '../../src/sandbox/agent/agent-client.js';
-import type { AgentChannel, AgentExecFn } from '../../src/sandbox/agent/agent-connection.js';
-import { ensureAgent, type StagedAgent } from '../../src/sandbox/agent/stage-agent.js';
+import { AgentClient } from '../../src/sandbox/agent/host/agent-client.js';
+import type { AgentChannel, AgentExecFn } from '../../src/sandbox/agent/host/agent-connection.js';
+import { ensureAgent, type StagedAgent } from '../../src/sandbox/agent/host/stage-agent.js';
 import { type BwrapSandboxHandle, BwrapSandboxProvider } from '../../src/sandbox/providers/bwrap.js';
 import type { SandboxHandle } from '../../src/sandbox/sandbox-provider.js';
 import { buildAgentBundle, startAgent, tempDir } from './agent-harness.js';

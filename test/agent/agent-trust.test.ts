@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AgentClient } from '../../src/sandbox/agent/agent-client.js';
+import { AgentClient } from '../../src/sandbox/agent/host/agent-client.js';
 import { ExecWorkspaceSource } from '../../src/sandbox/transport/exec-source.js';
 import type { CheckpointResult } from '../../src/snapshot/checkpoint.js';
 import type { ScannedDir, ScannedEntry } from '../../src/snapshot/scan.js';

@@ -1,7 +1,7 @@
 import { PassThrough } from 'node:stream';
-import type { AgentChannel } from '../../src/sandbox/agent/agent-connection.js';
-import { encodeFrame, FrameDecoder } from '../../src/sandbox/agent/frame-codec.js';
-import { SCAN_PART_BYTES, type ScanWire } from '../../src/sandbox/agent/protocol.js';
+import type { AgentChannel } from '../../src/sandbox/agent/host/agent-connection.js';
+import { encodeFrame, FrameDecoder } from '../../src/sandbox/agent/wire/frame-codec.js';
+import { SCAN_PART_BYTES, type ScanWire } from '../../src/sandbox/agent/wire/protocol.js';
 
 /** Rewrites one scan answer (the parsed JSON the real agent sent); return what the host should get. */
 export type ScanRewrite = (wire: ScanWire) => unknown;

@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { BatchWriter, type BatchWriterStats, type WriteSink } from '../../src/sandbox/agent/batch-writer.js';
-import type { ReuseFile } from '../../src/sandbox/agent/protocol.js';
+import { BatchWriter, type BatchWriterStats, type WriteSink } from '../../src/sandbox/agent/host/batch-writer.js';
+import type { ReuseFile } from '../../src/sandbox/agent/wire/protocol.js';
 
 /** Files at least this big are sent as a stream of pieces, as a restore sends chunked files. */
 const PIECE_BYTES = 1024 * 1024;

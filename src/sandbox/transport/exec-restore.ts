@@ -7,8 +7,8 @@ import type { SnapshotDeps } from '../../snapshot/checkpoint.js';
 import { excludedSummary, recordedRoot } from '../../snapshot/checkpoint-record.js';
 import type { RestoreProgress, RestoreReceipt } from '../../snapshot/restore.js';
 import { checkpointLimits, flattenTree } from '../../snapshot/tree-walk.js';
-import { type AgentClient, agentCacheKey } from '../agent/agent-client.js';
-import { BatchWriter } from '../agent/batch-writer.js';
+import { type AgentClient, agentCacheKey } from '../agent/host/agent-client.js';
+import { BatchWriter } from '../agent/host/batch-writer.js';
 
 /** Chunk bytes fetched from the store per round, at most; the first round fetches less. */
 const FETCH_BATCH_BYTES = 32 * 1024 * 1024;

@@ -12,7 +12,7 @@ import { listFiles, type ScanLimits, type ScannedFile } from '../../snapshot/sca
 import { StatCache, type StatCacheBuilder } from '../../snapshot/stat-cache.js';
 import type { FileIds } from '../../snapshot/tree-builder.js';
 import type { SourceScan, WorkspaceSource } from '../../snapshot/workspace-source.js';
-import { type AgentClient, type AgentScan, agentCacheKey } from '../agent/agent-client.js';
+import { type AgentClient, type AgentScan, agentCacheKey } from '../agent/host/agent-client.js';
 
 /** A source scan that remembers the agent's scan id for the second look. */
 interface ExecScan extends SourceScan {

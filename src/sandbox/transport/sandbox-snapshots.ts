@@ -1,9 +1,9 @@
 import type { CheckpointResult } from '../../snapshot/checkpoint.js';
 import type { RestoreReceipt } from '../../snapshot/restore.js';
 import type { Snapshots } from '../../snapshot/snapshots.js';
+import { type AgentSource, ONE_SHOT_AGENTS } from '../agent/host/agent-pool.js';
 import { findSandbox } from '../open-provider.js';
 import type { SandboxHandle } from '../sandbox-provider.js';
-import { type AgentSource, ONE_SHOT_AGENTS } from './agent-pool.js';
 import { restoreIntoSandbox } from './exec-restore.js';
 import { ExecWorkspaceSource } from './exec-source.js';
 

@@ -1,10 +1,10 @@
 import fs from 'node:fs';
-import { splitRelativePath } from '../../core/paths.js';
-import { StatCache } from '../../snapshot/stat-cache.js';
+import { splitRelativePath } from '../../../core/paths.js';
+import { StatCache } from '../../../snapshot/stat-cache.js';
+import { LIST_BATCH_MAX_ITEMS, type ReuseFile } from '../wire/protocol.js';
 import type { HandlerReply, OpHandler, RequestContext } from './agent-server.js';
 import type { AgentState } from './agent-state.js';
 import type { StagedFile } from './batch-journal.js';
-import { LIST_BATCH_MAX_ITEMS, type ReuseFile } from './protocol.js';
 import { Fields } from './request-fields.js';
 import { hashFile, NoFollowResolver } from './safe-fs.js';
 import { openStaging } from './staging-registry.js';

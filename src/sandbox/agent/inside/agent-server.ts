@@ -1,7 +1,7 @@
 import type { Readable, Writable } from 'node:stream';
-import { InputError } from '../../errors.js';
-import { type DecodedFrame, encodeFrame, FrameDecoder } from './frame-codec.js';
-import { type AgentOp, type HelloResult, PROTOCOL_VERSION } from './protocol.js';
+import { InputError } from '../../../errors.js';
+import { type DecodedFrame, encodeFrame, FrameDecoder } from '../wire/frame-codec.js';
+import { type AgentOp, type HelloResult, PROTOCOL_VERSION } from '../wire/protocol.js';
 import { Fields } from './request-fields.js';
 import { toHoldfastError } from './safe-fs.js';
 

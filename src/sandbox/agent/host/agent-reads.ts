@@ -1,6 +1,6 @@
-import { isHoldfastError, StoreError } from '../../errors.js';
+import { isHoldfastError, StoreError } from '../../../errors.js';
+import { READ_BATCH_MAX_BYTES, READ_BATCH_MAX_FILES, type ReadFileHeader, type ResponseHeader } from '../wire/protocol.js';
 import type { AgentConnection } from './agent-connection.js';
-import { READ_BATCH_MAX_BYTES, READ_BATCH_MAX_FILES, type ReadFileHeader, type ResponseHeader } from './protocol.js';
 
 /** A file to read, with the size the scan saw (used only to plan batches). */
 export interface FileToRead {

@@ -1,9 +1,9 @@
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
+import { encodeFrame, FrameDecoder } from '../wire/frame-codec.js';
+import { PROTOCOL_VERSION } from '../wire/protocol.js';
 import { AgentClient } from './agent-client.js';
 import type { AgentChannel, AgentExit } from './agent-connection.js';
-import { encodeFrame, FrameDecoder } from './frame-codec.js';
-import { PROTOCOL_VERSION } from './protocol.js';
 
 type Request = Record<string, unknown> & { id: number; op: string };
 

@@ -1,7 +1,7 @@
 import path from 'node:path';
-import { isSha256Hex } from '../../core/hash.js';
-import { InputError } from '../../errors.js';
-import { TOKEN_RE } from './protocol.js';
+import { isSha256Hex } from '../../../core/hash.js';
+import { InputError } from '../../../errors.js';
+import { TOKEN_RE } from '../wire/protocol.js';
 
 /**
  * Typed access to the fields of one request header (or one object inside it). Every getter

@@ -1,11 +1,8 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { ExcludeRules, type Exclusion } from '../../core/excludes.js';
-import { isSha256Hex } from '../../core/hash.js';
-import { InputError, IntegrityError, StoreError } from '../../errors.js';
-import { DEFAULT_MAX_DIRS, type ScanLimits, type ScanResult } from '../../snapshot/scan.js';
-import { type AgentChannel, AgentConnection, type AgentExit } from './agent-connection.js';
-import { type FileBytes, type FileToRead, readFiles, readStream } from './agent-reads.js';
-import { chunkList } from './chunk-list.js';
+import { ExcludeRules, type Exclusion } from '../../../core/excludes.js';
+import { isSha256Hex } from '../../../core/hash.js';
+import { InputError, IntegrityError, StoreError } from '../../../errors.js';
+import { DEFAULT_MAX_DIRS, type ScanLimits, type ScanResult } from '../../../snapshot/scan.js';
 import {
   type CachedIds,
   type CacheUpdateEntry,
@@ -19,7 +16,10 @@ import {
   type StageBeginResult,
   type WriteOp,
   type WriteResult,
-} from './protocol.js';
+} from '../wire/protocol.js';
+import { type AgentChannel, AgentConnection, type AgentExit } from './agent-connection.js';
+import { type FileBytes, type FileToRead, readFiles, readStream } from './agent-reads.js';
+import { chunkList } from './chunk-list.js';
 import { checkAgentScan } from './scan-check.js';
 
 /** Options of {@link AgentClient.connect}. */

@@ -1,7 +1,7 @@
-import type { AgentClient } from '../agent/agent-client.js';
-import { connectAgent } from '../agent/stage-agent.js';
-import type { SandboxHandle } from '../sandbox-provider.js';
+import type { SandboxHandle } from '../../sandbox-provider.js';
+import type { AgentClient } from './agent-client.js';
 import { withAgent } from './agent-session.js';
+import { connectAgent } from './stage-agent.js';
 
 /** How the engine gets an agent connection for one operation on a sandbox. */
 export interface AgentSource {

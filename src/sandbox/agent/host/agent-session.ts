@@ -1,6 +1,6 @@
-import type { AgentClient } from '../agent/agent-client.js';
-import { connectAgent } from '../agent/stage-agent.js';
-import type { SandboxHandle } from '../sandbox-provider.js';
+import type { SandboxHandle } from '../../sandbox-provider.js';
+import type { AgentClient } from './agent-client.js';
+import { connectAgent } from './stage-agent.js';
 
 /**
  * Connects to a sandbox's agent (staging the agent through exec + stdin when it is missing or

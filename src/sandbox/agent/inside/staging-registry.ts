@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { ConflictError, NotFoundError } from '../../errors.js';
+import { ConflictError, NotFoundError } from '../../../errors.js';
 import type { AgentState } from './agent-state.js';
 import { BatchJournal } from './batch-journal.js';
 import { writeFileAtomic } from './safe-fs.js';

@@ -1,12 +1,13 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { LongPaths } from '../../core/long-paths.js';
-import { splitRelativePath } from '../../core/paths.js';
-import { type ErrorCode, HoldfastError, InputError, NotFoundError } from '../../errors.js';
+import { LongPaths } from '../../../core/long-paths.js';
+import { splitRelativePath } from '../../../core/paths.js';
+import { type ErrorCode, HoldfastError, InputError, NotFoundError } from '../../../errors.js';
 
+export { fsyncDir, writeFileAtomic } from '../../../core/atomic-file.js';
 /** Shared with the host, which removes restore staging the same way. */
-export { removeTree } from '../../snapshot/remove-tree.js';
+export { removeTree } from '../../../snapshot/remove-tree.js';
 
 const { O_RDONLY, O_NOFOLLOW } = fs.constants;
 const HASH_BLOCK_BYTES = 4 * 1024 * 1024;
@@ -113,34 +114,6 @@ export function hashFile(abs: string | Buffer): string {
   } finally {
     fs.closeSync(fd);
   }
-}
-
-/** fsync a directory so a rename or a new entry in it survives a crash; best effort where unsupported. */
-export function fsyncDir(dir: string): void {
-  let fd: number | undefined;
-  try {
-    fd = fs.openSync(dir, O_RDONLY);
-    fs.fsyncSync(fd);
-  } catch {
-    // Some filesystems refuse fsync on directories; the rename itself has still happened.
-  } finally {
-    if (fd !== undefined) fs.closeSync(fd);
-  }
-}
-
-/** Replaces `file` with `text` atomically: temp file, fsync, rename, fsync the directory. */
-export function writeFileAtomic(file: string, text: string): void {
-  fs.mkdirSync(path.dirname(file), { recursive: true });
-  const temp = `${file}.${randomBytes(6).toString('hex')}.tmp`;
-  const fd = fs.openSync(temp, 'w', 0o600);
-  try {
-    fs.writeSync(fd, text);
-    fs.fsyncSync(fd);
-  } finally {
-    fs.closeSync(fd);
-  }
-  fs.renameSync(temp, file);
-  fsyncDir(path.dirname(file));
 }
 
 const ERRNO_CODES: Readonly<Record<string, ErrorCode>> = {

@@ -9,6 +9,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { type AgentOp, PROTOCOL_VERSION } from '../wire/protocol.js';
 import { AgentServer, type OpHandler } from './agent-server.js';
 import { AgentState } from './agent-state.js';
 import { publish, stageAbort } from './ops-publish.js';
@@ -17,7 +18,6 @@ import { stageReuse } from './ops-reuse.js';
 import { cacheUpdate, probe, recheck, scan } from './ops-scan.js';
 import { stageBegin } from './ops-stage.js';
 import { write } from './ops-write.js';
-import { type AgentOp, PROTOCOL_VERSION } from './protocol.js';
 
 function homeDir(argv: readonly string[]): string {
   const flag = argv.indexOf('--home');

@@ -1,12 +1,12 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { checkKept, utimeOf } from '../../core/fs-exact.js';
-import { ConflictError, InputError, NotFoundError } from '../../errors.js';
-import { StatCacheBuilder } from '../../snapshot/stat-cache.js';
+import { checkKept, utimeOf } from '../../../core/fs-exact.js';
+import { ConflictError, InputError, NotFoundError } from '../../../errors.js';
+import { StatCacheBuilder } from '../../../snapshot/stat-cache.js';
+import type { PublishResult } from '../wire/protocol.js';
 import type { OpHandler } from './agent-server.js';
 import { type AgentState, faultPoint } from './agent-state.js';
 import { BatchJournal, readStaged } from './batch-journal.js';
-import type { PublishResult } from './protocol.js';
 import { moveAsideBack, publishInside } from './publish-inside.js';
 import { Fields } from './request-fields.js';
 import { fsyncDir, removeTree, withResolver } from './safe-fs.js';

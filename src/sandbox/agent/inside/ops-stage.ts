@@ -1,10 +1,10 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { ConflictError, InputError } from '../../errors.js';
+import { ConflictError, InputError } from '../../../errors.js';
+import type { StageBeginResult } from '../wire/protocol.js';
 import type { OpHandler } from './agent-server.js';
 import type { AgentState } from './agent-state.js';
 import { BatchJournal } from './batch-journal.js';
-import type { StageBeginResult } from './protocol.js';
 import { fsyncDir, removeTree } from './safe-fs.js';
 import { loadRecord, pruneRecords, type StagingLayout, saveRecord, stagingPaths } from './staging-registry.js';
 

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { HoldfastError, NotFoundError, StoreError } from '../../errors.js';
+import { HoldfastError, NotFoundError, StoreError } from '../../../errors.js';
 import { AgentClient, type AgentClientOptions } from './agent-client.js';
 import type { AgentExecFn } from './agent-connection.js';
 

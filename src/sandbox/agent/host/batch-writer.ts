@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
-import type { Sha256Hex } from '../../core/hash.js';
-import { InputError } from '../../errors.js';
+import type { Sha256Hex } from '../../../core/hash.js';
+import { InputError } from '../../../errors.js';
+import { HEADER_BUDGET_BYTES, WRITE_BATCH_MAX_BYTES, WRITE_BATCH_MAX_OPS, type WriteOp, type WriteResult } from '../wire/protocol.js';
 import type { WriteBatch } from './agent-client.js';
-import { HEADER_BUDGET_BYTES, WRITE_BATCH_MAX_BYTES, WRITE_BATCH_MAX_OPS, type WriteOp, type WriteResult } from './protocol.js';
 
 /** What a restore knows about a file it writes (its tree entry and path). */
 export interface FileMeta {

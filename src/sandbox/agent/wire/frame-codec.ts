@@ -1,4 +1,4 @@
-import { InputError } from '../../errors.js';
+import { InputError } from '../../../errors.js';
 import { MAX_FRAME_BYTES, MAX_HEADER_BYTES, MAX_PAYLOAD_BYTES } from './protocol.js';
 
 const PREFIX_BYTES = 8;

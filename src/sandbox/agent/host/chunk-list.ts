@@ -1,4 +1,4 @@
-import { HEADER_BUDGET_BYTES, LIST_BATCH_MAX_ITEMS } from './protocol.js';
+import { HEADER_BUDGET_BYTES, LIST_BATCH_MAX_ITEMS } from '../wire/protocol.js';
 
 /**
  * Cuts a list sent in request headers into parts of at most {@link LIST_BATCH_MAX_ITEMS} items

@@ -1,8 +1,14 @@
 import fs from 'node:fs';
-import { splitRelativePath } from '../../core/paths.js';
-import { HoldfastError, InputError } from '../../errors.js';
+import { splitRelativePath } from '../../../core/paths.js';
+import { HoldfastError, InputError } from '../../../errors.js';
+import {
+  READ_BATCH_MAX_BYTES,
+  READ_BATCH_MAX_FILES,
+  type ReadFileHeader,
+  STREAM_CHUNK_BYTES,
+  STREAM_CHUNK_MAX_BYTES,
+} from '../wire/protocol.js';
 import type { HandlerReply, OpHandler, RequestContext } from './agent-server.js';
-import { READ_BATCH_MAX_BYTES, READ_BATCH_MAX_FILES, type ReadFileHeader, STREAM_CHUNK_BYTES, STREAM_CHUNK_MAX_BYTES } from './protocol.js';
 import { type NoFollowResolver, withResolver } from './safe-fs.js';
 
 // O_NONBLOCK: a path that turned into a FIFO since the scan must not hang the agent in open().

@@ -1,5 +1,5 @@
 import type { Readable, Writable } from 'node:stream';
-import { printable } from '../../core/paths.js';
+import { printable } from '../../../core/paths.js';
 import {
   ConflictError,
   type ErrorCode,
@@ -9,9 +9,9 @@ import {
   IntegrityError,
   NotFoundError,
   StoreError,
-} from '../../errors.js';
-import { encodeFrame, FrameDecoder } from './frame-codec.js';
-import type { AgentOp, ResponseHeader, WireError } from './protocol.js';
+} from '../../../errors.js';
+import { encodeFrame, FrameDecoder } from '../wire/frame-codec.js';
+import type { AgentOp, ResponseHeader, WireError } from '../wire/protocol.js';
 
 /** How an exec ended, as a sandbox provider or `child_process` reports it. */
 export interface AgentExit {

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { isSha256Hex, type Sha256Hex } from '../../core/hash.js';
+import { isSha256Hex, type Sha256Hex } from '../../../core/hash.js';
 
 /** A file the restore put in staging, remembered for the stat cache written at publish. */
 export interface StagedFile {

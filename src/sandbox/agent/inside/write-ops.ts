@@ -1,6 +1,6 @@
-import { splitRelativePath, symlinkStaysInside } from '../../core/paths.js';
-import { InputError } from '../../errors.js';
-import type { WriteOp } from './protocol.js';
+import { splitRelativePath, symlinkStaysInside } from '../../../core/paths.js';
+import { InputError } from '../../../errors.js';
+import type { WriteOp } from '../wire/protocol.js';
 import { Fields } from './request-fields.js';
 
 /**

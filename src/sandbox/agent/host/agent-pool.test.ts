@@ -2,9 +2,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { AgentClient } from '../agent/agent-client.js';
-import { LocalSandboxProvider } from '../providers/local.js';
-import type { SandboxHandle } from '../sandbox-provider.js';
+import { LocalSandboxProvider } from '../../providers/local.js';
+import type { SandboxHandle } from '../../sandbox-provider.js';
+import type { AgentClient } from './agent-client.js';
 import { AgentPool } from './agent-pool.js';
 
 describe('AgentPool', () => {
