@@ -12,6 +12,9 @@ import { type ShutdownReport, shutdownRuns } from './runs/drain.js';
 import { RunHost, type RunLogEvent, type RunSettings } from './runs/run-host.js';
 import { Runs } from './runs/runs.js';
 import type { SandboxProvider } from './sandbox/sandbox-provider.js';
+import { checkpointSandbox, restoreSandbox } from './sandbox/transport/sandbox-snapshots.js';
+import type { CheckpointResult } from './snapshot/checkpoint.js';
+import type { RestoreReceipt } from './snapshot/restore.js';
 import { DEFAULT_TENANT, type Snapshots } from './snapshot/snapshots.js';
 import { defaultCacheDir } from './snapshot/stat-cache.js';
 
@@ -101,6 +104,16 @@ export interface Holdfast {
   readonly runs: Runs;
   /** Checkpoints by run, and browsing inside them. */
   readonly checkpoints: Checkpoints;
+  /**
+   * Checkpoints and restores of a sandbox's workspace by sandbox id, reaching the sandbox
+   * through this instance's providers (the injected `providers` included), as runs do.
+   */
+  readonly sandboxes: {
+    checkpoint(options: Parameters<typeof checkpointSandbox>[1]): Promise<CheckpointResult>;
+    restore(options: Parameters<typeof restoreSandbox>[1]): Promise<RestoreReceipt>;
+  };
+  /** The sandbox provider named `name`: an injected one, or a shipped one. `INVALID_INPUT` for an unknown name. */
+  provider(name: string): SandboxProvider;
   /** API tokens of every tenant (created hashed; the CLI and the HTTP API both use this). */
   readonly tokens: Tokens;
   /** The services of another tenant (created on first use), sharing this instance's stores and leases. */
@@ -174,6 +187,11 @@ export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<H
     deployments: own.deployments,
     runs: own.runs,
     checkpoints: own.checkpoints,
+    sandboxes: {
+      checkpoint: (input) => checkpointSandbox(own.snapshots, input, (name) => host.provider(name)),
+      restore: (input) => restoreSandbox(own.snapshots, input, (name) => host.provider(name)),
+    },
+    provider: (name) => host.provider(name),
     tokens: new Tokens(meta, async (name) => (await forTenant(name)).tenant),
     forTenant,
     shutdown: (shutdownOptions) => shutdownRuns(host, shutdownOptions),
