@@ -147,7 +147,7 @@ describe.each(BACKENDS)('stray sandbox sweep: $name', (backend) => {
     await provider.destroy(copy.sandbox.id);
   });
 
-  it('takes over the expired lease of a dead owner as a turn would: stops its sandbox, removes the stray, and the next turn rebuilds', async () => {
+  it('leaves a run whose lease a dead owner still holds: the takeover and the strays are for its next turn', async () => {
     const hf = await server('takeover');
     const run = await runWithTurn(hf);
     const dead = await hf.meta.runs.claim(run.id, 'dead-owner', 200);
@@ -156,16 +156,18 @@ describe.each(BACKENDS)('stray sandbox sweep: $name', (backend) => {
     const uncommitted = await provider.create({ labels: { [RUN_LABEL]: run.id } });
     await sleep(300);
     const report = await hf.sweepStrays();
-    expect(report.removed.filter((s) => s.runId === run.id)).toEqual([{ runId: run.id, provider: 'bwrap', sandbox: uncommitted.id }]);
-    const after = await hf.runs.get(run.id);
-    expect(after.lease.state).toBe('free');
-    expect(after.sandbox).toBeNull();
-    expect(await labelledFor(run.id)).toEqual([]);
-    const events = await hf.runs.events(run.id);
-    expect(events.find((e) => e.kind === 'lease' && e.step === 'takeover')).toMatchObject({ data: { from: 'dead-owner' } });
-    expect(events.find((e) => e.step === 'stop_previous_sandbox')).toMatchObject({ status: 'ok', data: { sandbox: run.sandbox.id } });
+    expect(report.skipped).toContainEqual({ runId: run.id, reason: 'busy', sandboxes: [uncommitted.id] });
+    expect(report.removed.filter((s) => s.runId === run.id)).toEqual([]);
+    // Nothing touched: not the committed sandbox, not the lease (no takeover by the sweep).
+    expect(await provider.get(run.sandbox.id)).toBeDefined();
+    expect(provider.destroyed).not.toContain(run.sandbox.id);
+    expect((await hf.runs.get(run.id)).lease).toMatchObject({ state: 'held', owner: 'dead-owner', epoch: dead?.lease.epoch });
+    // The next turn takes the lease over, stops the dead owner's sandbox, removes the stray and rebuilds.
     const next = await hf.runs.turn(run.id, exec('cat kept.txt'));
     expect(next.value.stdout.toString()).toBe('kept\n');
+    const events = await hf.runs.events(run.id);
+    expect(events.find((e) => e.kind === 'lease' && e.step === 'takeover')).toMatchObject({ data: { from: 'dead-owner' } });
+    expect(await provider.get(uncommitted.id)).toBeUndefined();
   });
 
   it('a stray whose destroy fails is reported, recorded and counted, and removed by a later sweep', async () => {

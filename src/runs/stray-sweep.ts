@@ -42,9 +42,9 @@ export interface StraySweepReport {
  * Fenced: the decision is taken under the run's lease (claimed without waiting), against the
  * run as the claim returned it, so the committed sandbox is never touched and a recovery that
  * has created but not yet committed a sandbox (it holds the lease) is never raced; such a run is
- * skipped until a later sweep. A lease whose owner died (expired) is taken over as a turn would
- * take it: the takeover procedure stops the dead owner's sandbox first (DESIGN section 9), so
- * the sweep never hides a takeover from the run's next turn.
+ * skipped until a later sweep. So is a run whose lease is still held by an owner that died (an
+ * expired lease): taking it over would mean stopping the committed sandbox (DESIGN section 9),
+ * which the sweep never does; the run's next turn takes it over and removes the strays itself.
  *
  * Left alone: sandboxes labelled for a run id this store does not know (another installation may
  * share the provider account, and its runs are not ours to judge; a run deleted here would look
@@ -78,6 +78,12 @@ export async function sweepStrays(host: RunHost): Promise<StraySweepReport> {
     // Only the committed one: nothing to decide, so no lease is taken.
     if (sandboxes.every((s) => isSandbox(run.sandbox, s))) continue;
     handled += 1;
+    if (run.lease.state !== 'free') {
+      // Held, by a live owner or an expired one: not claimed (see above).
+      const reason = run.lease.state === 'release_recovery_required' ? 'release_recovery_required' : 'busy';
+      report.skipped.push({ runId: run.id, reason, sandboxes: sandboxes.filter((s) => !isSandbox(run.sandbox, s)).map((s) => s.sandbox) });
+      continue;
+    }
     await sweepRun(host, run, sandboxes, report);
   }
   const durationMs = Math.round(performance.now() - started);
@@ -140,6 +146,9 @@ async function sweepRun(
   try {
     let current = lease.run;
     if (current.lease.takenFrom !== null) {
+      // Claimed and expired in the moment since the run was read: now ours, the takeover must
+      // be completed as a turn's would be (its stop of the dead owner's sandbox recorded), or
+      // releasing would erase that a takeover happened.
       const tenant = await host.meta.tenants.get(current.tenantId);
       const scope = { host, tenant, deployments: new Deployments(host.meta, tenant) };
       current = await stopPrevious(scope, lease, current);
