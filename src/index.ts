@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { Tokens } from './auth/tokens.js';
 import type { BlobStore } from './blob-store/blob-store.js';
 import { openBlobStore } from './blob-store/open-blob-store.js';
-import { type HoldfastConfig, loadConfig } from './config.js';
+import { type HoldfastConfig, loadConfig, parseBlobsUrl, parseMetaUrl } from './config.js';
 import { IntegrityError } from './errors.js';
 import { type MetadataStore, openMetadataStore } from './metadata/metadata-store.js';
 import { ContentWorkers } from './objects/content-workers.js';
@@ -55,12 +55,17 @@ export type { VerifyOptions, VerifyReport } from './snapshot/verify.js';
 
 /** What {@link openHoldfast} takes. Injected instances win over the configuration. */
 export interface OpenHoldfastOptions {
-  /** Defaults to {@link loadConfig} over `process.env`. */
+  /** Defaults to {@link loadConfig} over `process.env` (or over `store`). */
   readonly config?: HoldfastConfig;
-  /** A BlobStore to use instead of the configured one (tests, custom drivers). */
-  readonly blobs?: BlobStore;
-  /** A MetadataStore to use instead of the configured one. */
-  readonly meta?: MetadataStore;
+  /** Like the CLI's `--store DIR`: SQLite and local-disk blobs under DIR, whatever the environment says. */
+  readonly store?: string;
+  /**
+   * The blob store: an instance to use as it is (tests, custom drivers; left open by `close`),
+   * or a URL as in `HOLDFAST_BLOBS` (`file:./.holdfast/blobs`, `s3://bucket/prefix?endpoint=…`).
+   */
+  readonly blobs?: BlobStore | string;
+  /** The metadata store: an instance (left open by `close`), or a URL as in `HOLDFAST_META` (`sqlite:./meta.db`, `postgres://…`). */
+  readonly meta?: MetadataStore | string;
   /** Where stat caches live; default `$HOLDFAST_CACHE_DIR` or `~/.cache/holdfast`. */
   readonly cacheDir?: string;
   /** Tenant the snapshot service works in; default `default`. */
@@ -154,13 +159,15 @@ const PROBE_BYTES = 4096;
  * and opens the blob store. Drivers load lazily, so an embedded setup never loads the AWS SDK.
  */
 export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<Holdfast> {
-  const config = options.config ?? loadConfig();
-  const meta = options.meta ?? (await openMetadataStore(config.meta));
+  const config = resolveConfig(options);
+  const ownsMeta = typeof options.meta !== 'object';
+  const ownsBlobs = typeof options.blobs !== 'object';
+  const meta = ownsMeta ? await openMetadataStore(config.meta) : (options.meta as MetadataStore);
   let blobs: BlobStore;
   try {
-    blobs = options.blobs ?? (await openBlobStore(config.blobs));
+    blobs = ownsBlobs ? await openBlobStore(config.blobs) : (options.blobs as BlobStore);
   } catch (error) {
-    if (options.meta === undefined) await meta.close();
+    if (ownsMeta) await meta.close();
     throw error;
   }
   const workers = new ContentWorkers();
@@ -189,8 +196,8 @@ export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<H
     own = await forTenant(options.tenant ?? DEFAULT_TENANT);
   } catch (error) {
     await workers.close();
-    if (options.blobs === undefined) await blobs.close();
-    if (options.meta === undefined) await meta.close();
+    if (ownsBlobs) await blobs.close();
+    if (ownsMeta) await meta.close();
     throw error;
   }
   return {
@@ -240,13 +247,25 @@ export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<H
       await strays.stop();
       await host.close();
       await workers.close();
-      if (options.blobs === undefined) await blobs.close();
-      if (options.meta === undefined) await meta.close();
+      if (ownsBlobs) await blobs.close();
+      if (ownsMeta) await meta.close();
     },
   };
 }
 
 /** Finds (or creates) tenant `name` and builds its services. */
+/**
+ * The configuration `openHoldfast` starts from: `config` as given, else the environment (or
+ * `store`), with store URLs given as strings taking the place of what they name. Bad URLs
+ * throw `INVALID_INPUT` as the environment variables do.
+ */
+function resolveConfig(options: OpenHoldfastOptions): HoldfastConfig {
+  const base = options.config ?? loadConfig(options.store === undefined ? {} : { store: options.store });
+  const meta = typeof options.meta === 'string' ? parseMetaUrl(options.meta, process.cwd(), 'meta') : base.meta;
+  const blobs = typeof options.blobs === 'string' ? parseBlobsUrl(options.blobs, process.cwd(), process.env, 'blobs') : base.blobs;
+  return Object.freeze({ meta, blobs });
+}
+
 async function openTenant(host: RunHost, name: string): Promise<TenantServices> {
   const snapshots = host.snapshotsFor(name);
   const tenant = await snapshots.tenant(true);
