@@ -77,11 +77,11 @@ export interface SandboxCapabilities {
  */
 export interface SandboxLimits {
   /** Memory of all processes together, in bytes (no swap on top). */
-  readonly memoryBytes?: number;
+  readonly memoryBytes?: number | undefined;
   /** CPU time as a number of CPUs, fractions allowed (`0.5`). */
-  readonly cpus?: number;
+  readonly cpus?: number | undefined;
   /** Most processes and threads alive at once. */
-  readonly pids?: number;
+  readonly pids?: number | undefined;
 }
 
 /** What a new sandbox should look like. Every field is optional. */

@@ -34,8 +34,15 @@ const MAX_PIDS = 1_000_000;
  */
 const KEEP_ALIVE = "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done";
 
+/** Every bound, settled. */
+export interface ResolvedLimits {
+  readonly memoryBytes: number;
+  readonly cpus: number;
+  readonly pids: number;
+}
+
 /** Complete bounds: the spec's over the provider's over the defaults; `INVALID_INPUT` for bad ones. */
-export function resolvedLimits(provider: SandboxLimits | undefined, spec: SandboxLimits | undefined): Required<SandboxLimits> {
+export function resolvedLimits(provider: SandboxLimits | undefined, spec: SandboxLimits | undefined): ResolvedLimits {
   const limits = {
     memoryBytes: spec?.memoryBytes ?? provider?.memoryBytes ?? DEFAULT_MEMORY_BYTES,
     cpus: spec?.cpus ?? provider?.cpus ?? DEFAULT_CPUS,
@@ -57,7 +64,7 @@ export interface ContainerInput {
   readonly env: Readonly<Record<string, string>>;
   readonly labels: Readonly<Record<string, string>>;
   readonly network: string;
-  readonly limits: Required<SandboxLimits>;
+  readonly limits: ResolvedLimits;
 }
 
 /** The body of `POST /containers/create` for one sandbox; see `DockerSandboxProvider` for the reasons. */
