@@ -3,14 +3,48 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Holdfast, openHoldfast, type RunSettings, type TurnContext } from '../src/index.js';
 import { BwrapSandboxProvider } from '../src/sandbox/providers/bwrap.js';
-import { BACKENDS, type OpenedBackends } from './support/backends.js';
+import { DockerSandboxProvider } from '../src/sandbox/providers/docker.js';
+import type { SandboxProvider } from '../src/sandbox/sandbox-provider.js';
+import { BACKENDS, type BackendCase, type OpenedBackends } from './support/backends.js';
+import { nodeImage } from './support/docker-images.js';
 import { FaultInjectingBlobStore } from './support/fault-injecting-blob-store.js';
 import { FaultyProvider } from './support/faulty-provider.js';
 import { expectBwrapInstalled } from './support/sandbox-processes.js';
 
 const sh = (script: string) => ['sh', '-c', script];
 
-describe.each(BACKENDS)('run lifecycle through the library: $name', (backend) => {
+/** A sandbox provider the lifecycle runs on, with what a deployment for it names. */
+interface ProviderCase {
+  readonly name: string;
+  readonly image: () => string | null;
+  readonly open: (dir: string) => SandboxProvider;
+}
+
+const PROVIDERS: readonly ProviderCase[] = [
+  {
+    name: 'bwrap',
+    image: () => null,
+    open: (dir) => {
+      expectBwrapInstalled();
+      return new BwrapSandboxProvider({ root: path.join(dir, 'sandboxes') });
+    },
+  },
+  {
+    name: 'docker',
+    image: nodeImage,
+    // A scope of its own: list() and the stray sweep see only this file's containers.
+    open: (dir) =>
+      new DockerSandboxProvider({ image: nodeImage(), scope: `lifecycle-${path.basename(dir).replace(/[^A-Za-z0-9._-]/g, '')}` }),
+  },
+];
+
+/** Every backend pair on bwrap; docker on the first pair (the provider, not the stores, is what differs). */
+const CASES: ReadonlyArray<{ name: string; backend: BackendCase; sandboxes: ProviderCase }> = [
+  ...BACKENDS.map((backend) => ({ name: `${backend.name} on bwrap`, backend, sandboxes: PROVIDERS[0] as ProviderCase })),
+  { name: `${(BACKENDS[0] as BackendCase).name} on docker`, backend: BACKENDS[0] as BackendCase, sandboxes: PROVIDERS[1] as ProviderCase },
+];
+
+describe.each(CASES)('run lifecycle through the library: $name', ({ backend, sandboxes }) => {
   let opened: OpenedBackends;
   let provider: FaultyProvider;
   const instances: Holdfast[] = [];
@@ -29,7 +63,8 @@ describe.each(BACKENDS)('run lifecycle through the library: $name', (backend) =>
     return hf;
   };
   const newRun = async (hf: Holdfast) => {
-    const deployment = await hf.deployments.create({ provider: 'bwrap' });
+    const image = sandboxes.image();
+    const deployment = await hf.deployments.create({ provider: sandboxes.name, ...(image === null ? {} : { image }) });
     return hf.runs.create({ deploymentId: deployment.id });
   };
   const exec =
@@ -38,9 +73,8 @@ describe.each(BACKENDS)('run lifecycle through the library: $name', (backend) =>
       sandbox.run(sh(script), { cwd: sandbox.workspaceRoot, signal });
 
   beforeAll(async () => {
-    expectBwrapInstalled();
     opened = await backend.open();
-    provider = new FaultyProvider(new BwrapSandboxProvider({ root: path.join(opened.dir, 'sandboxes') }));
+    provider = new FaultyProvider(sandboxes.open(opened.dir));
   });
   afterAll(async () => {
     for (const hf of instances) await hf.close();
@@ -171,5 +205,25 @@ describe.each(BACKENDS)('run lifecycle through the library: $name', (backend) =>
     expect(await provider.get(copy.sandbox.id)).toBeDefined();
     const removed = (await hf.runs.events(run.id)).find((e) => e.step === 'remove_strays');
     expect(removed).toMatchObject({ kind: 'recovery', status: 'ok', data: { sandboxes: [stray.id] } });
+  });
+
+  it('checkpoint, destroy behind our back, restore through the agent: the new sandbox has the same bytes, modes, mtimes and symlinks', async () => {
+    const hf = await server('restore-compare');
+    const run = await newRun(hf);
+    const summary =
+      'find . -mindepth 1 | sort | while read -r f; do stat -c \'%n %A %s\' "$f"; done; find . -type f | sort | while read -r f; do stat -c \'%n %Y\' "$f"; done; find . -type f | sort | xargs sha256sum; find . -type l | sort | while read -r f; do echo "$f -> $(readlink "$f")"; done';
+    const made = await hf.runs.turn(
+      run.id,
+      exec(
+        `mkdir -p d/e && head -c 300000 /dev/urandom > d/e/big && echo hi > a && chmod 751 a && ln -s a link && ln -s ../missing d/dangling && printf x > d/x && touch -d '2020-01-02 03:04:05' d/x && ${summary}`,
+      ),
+    );
+    const before = made.value.stdout.toString();
+    expect(before).toContain('./link -> a');
+    const first = (await hf.runs.get(run.id)).sandbox?.id ?? '';
+    await provider.destroy(first);
+    const after = await hf.runs.turn(run.id, exec(summary));
+    expect((await hf.runs.get(run.id)).sandbox?.id).not.toBe(first);
+    expect(after.value.stdout.toString()).toBe(before);
   });
 });

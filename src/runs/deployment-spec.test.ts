@@ -13,6 +13,7 @@ describe('deployment specs', () => {
       workspaceRoot: null,
       workspaceUpgradePolicy: 'automatic',
       validate: null,
+      limits: null,
     });
     expect(deploymentId(a)).toBe(deploymentId(b));
     expect(deploymentId(a)).toMatch(/^[0-9a-f]{64}$/);
@@ -21,6 +22,22 @@ describe('deployment specs', () => {
     expect(deploymentId(normalizeDeploymentSpec({ provider: 'bwrap', workspaceUpgradePolicy: 'manual' }))).not.toBe(
       deploymentId(normalizeDeploymentSpec({ provider: 'bwrap' })),
     );
+  });
+
+  it('limits: part of the id only when set (older ids stay), checked as positive numbers', () => {
+    const plain = normalizeDeploymentSpec({ provider: 'docker' });
+    expect(deploymentId(plain)).toBe(deploymentId(normalizeDeploymentSpec({ provider: 'docker', limits: null })));
+    const bounded = normalizeDeploymentSpec({ provider: 'docker', limits: { pids: 64, memoryBytes: 1 << 28 } });
+    expect(bounded.limits).toEqual({ pids: 64, memoryBytes: 1 << 28 });
+    expect(deploymentId(bounded)).not.toBe(deploymentId(plain));
+    expect(deploymentId(bounded)).toBe(
+      deploymentId(normalizeDeploymentSpec({ provider: 'docker', limits: { memoryBytes: 1 << 28, pids: 64 } })),
+    );
+    for (const limits of [{ pids: 0 }, { pids: 1.5 }, { cpus: -1 }, { disk: 1 }, [], 'x']) {
+      expect(() => normalizeDeploymentSpec({ provider: 'docker', limits } as never)).toThrow(
+        expect.objectContaining({ code: 'INVALID_INPUT' }),
+      );
+    }
   });
 
   it('refuse bad input with stable codes', () => {

@@ -1,6 +1,7 @@
 import { sha256Hex } from '../core/hash.js';
 import { findSecret } from '../core/secrets.js';
 import { HoldfastError, InputError } from '../errors.js';
+import type { SandboxLimits } from '../sandbox/sandbox-provider.js';
 import { checkedEnv } from '../sandbox/sandbox-spec.js';
 
 /** How a run on an older deployment reaches a newly published one. */
@@ -25,6 +26,11 @@ export interface DeploymentSpec {
   readonly workspaceUpgradePolicy: WorkspaceUpgradePolicy;
   /** Runtime check (argv) run after setup; it must exit 0. `null`: the workspace root must exist and be writable. */
   readonly validate: readonly string[] | null;
+  /**
+   * Memory, CPU and process bounds of the sandbox (see `SandboxLimits`); `null`: the provider's
+   * defaults. Part of the id only when set, so deployments made before limits existed keep theirs.
+   */
+  readonly limits: SandboxLimits | null;
 }
 
 /** What callers pass: every field but `provider` has a default. */
@@ -39,6 +45,7 @@ export const MAX_ARG_CHARS = 8192;
 const MAX_IMAGE_CHARS = 512;
 const MAX_ROOT_CHARS = 1024;
 const PROVIDER_PATTERN = /^[a-z][a-z0-9-]{0,63}$/;
+const LIMIT_FIELDS = ['memoryBytes', 'cpus', 'pids'] as const;
 
 /** Checks and completes a spec; throws `INVALID_INPUT`, `LIMIT_EXCEEDED` or `SECRET_EXCLUDED`. */
 export function normalizeDeploymentSpec(input: DeploymentSpecInput): DeploymentSpec {
@@ -78,6 +85,7 @@ export function normalizeDeploymentSpec(input: DeploymentSpecInput): DeploymentS
     workspaceRoot: workspaceRoot === null ? null : workspaceRoot.replace(/\/+$/, '') || '/',
     workspaceUpgradePolicy: policy,
     validate: input.validate === undefined || input.validate === null ? null : checkedArgv(input.validate, 'validate'),
+    limits: checkedLimits(input.limits),
   };
   refuseCredentials(spec);
   return spec;
@@ -107,10 +115,40 @@ function refuseCredentials(spec: DeploymentSpec): void {
   }
 }
 
-/** Canonical JSON of a normalized spec: fixed key order, sorted env. */
+/** Canonical JSON of a normalized spec: fixed key order, sorted env; `limits` only when set. */
 export function canonicalSpecJson(spec: DeploymentSpec): string {
-  const { provider, image, setup, env, workspaceRoot, workspaceUpgradePolicy, validate } = spec;
-  return JSON.stringify({ provider, image, setup, env, workspaceRoot, workspaceUpgradePolicy, validate });
+  const { provider, image, setup, env, workspaceRoot, workspaceUpgradePolicy, validate, limits } = spec;
+  const bounds =
+    limits === null || limits === undefined
+      ? {}
+      : { limits: Object.fromEntries(LIMIT_FIELDS.filter((f) => limits[f] !== undefined).map((f) => [f, limits[f]])) };
+  return JSON.stringify({ provider, image, setup, env, workspaceRoot, workspaceUpgradePolicy, validate, ...bounds });
+}
+
+/** Checks limits: an object of positive numbers (memoryBytes and pids integers), or null. */
+function checkedLimits(input: unknown): SandboxLimits | null {
+  if (input === undefined || input === null) return null;
+  if (typeof input !== 'object' || Array.isArray(input)) throw invalid('limits must be an object', 'limits');
+  const limits: Record<string, number> = {};
+  for (const [key, value] of Object.entries(input)) {
+    if (value === undefined) continue;
+    const field = LIMIT_FIELDS.find((f) => f === key);
+    const integer = key !== 'cpus';
+    if (
+      field === undefined ||
+      typeof value !== 'number' ||
+      !Number.isFinite(value) ||
+      value <= 0 ||
+      (integer && !Number.isSafeInteger(value))
+    ) {
+      throw invalid(
+        `limits may hold memoryBytes and pids (positive integers) and cpus (a positive number); ${key} is not that`,
+        `limits.${key}`,
+      );
+    }
+    limits[field] = value;
+  }
+  return limits;
 }
 
 /** The deployment id: SHA-256 (hex) of the canonical JSON. */

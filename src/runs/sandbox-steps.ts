@@ -150,6 +150,7 @@ export async function prepareSandbox(input: PrepareInput): Promise<SandboxHandle
     () =>
       provider.create({
         ...(spec.image === null ? {} : { image: spec.image }),
+        ...(spec.limits ? { limits: spec.limits } : {}),
         env: { ...spec.env },
         labels: { [input.purpose === 'run' ? RUN_LABEL : COPY_LABEL]: input.runId, 'holdfast.deployment': input.deploymentId.slice(0, 16) },
       }),

@@ -1,19 +1,20 @@
 import os from 'node:os';
 import path from 'node:path';
-import { InputError, NotFoundError } from '../errors.js';
+import { HoldfastError, InputError, NotFoundError } from '../errors.js';
 import { BwrapSandboxProvider } from './providers/bwrap.js';
+import { DockerSandboxProvider } from './providers/docker.js';
 import { LocalSandboxProvider } from './providers/local.js';
-import type { SandboxHandle, SandboxProvider } from './sandbox-provider.js';
+import type { SandboxHandle, SandboxInfo, SandboxProvider } from './sandbox-provider.js';
 
 /** Names of the providers Holdfast ships. */
-export const SANDBOX_PROVIDER_NAMES = ['bwrap', 'local'] as const;
+export const SANDBOX_PROVIDER_NAMES = ['bwrap', 'local', 'docker'] as const;
 
 /** One of {@link SANDBOX_PROVIDER_NAMES}. */
 export type SandboxProviderName = (typeof SANDBOX_PROVIDER_NAMES)[number];
 
 /** Options of {@link openSandboxProvider}. */
 export interface OpenSandboxProviderOptions {
-  /** Where the provider keeps its sandboxes; default {@link defaultSandboxRoot}. */
+  /** Where the provider keeps its sandboxes; default {@link defaultSandboxRoot}. Docker keeps them in the daemon and ignores it. */
   readonly root?: string;
 }
 
@@ -31,7 +32,9 @@ export function defaultSandboxRoot(name: SandboxProviderName, env: NodeJS.Proces
 
 /**
  * Opens a shipped provider by name. This is the one place the CLI and the engine turn a name
- * into a provider; library users with their own provider pass the instance instead.
+ * into a provider; library users with their own provider pass the instance instead. `docker`
+ * talks to the daemon of `DOCKER_HOST` (or /var/run/docker.sock) and takes its image from each
+ * spec (a deployment's `image`).
  */
 export function openSandboxProvider(name: string, options: OpenSandboxProviderOptions = {}): SandboxProvider {
   if (!isProviderName(name)) {
@@ -41,6 +44,7 @@ export function openSandboxProvider(name: string, options: OpenSandboxProviderOp
       { data: { provider: name, choices: SANDBOX_PROVIDER_NAMES } },
     );
   }
+  if (name === 'docker') return new DockerSandboxProvider();
   const root = options.root ?? defaultSandboxRoot(name);
   return name === 'bwrap' ? new BwrapSandboxProvider({ root }) : new LocalSandboxProvider({ root });
 }
@@ -64,8 +68,33 @@ export async function findSandbox(
   providers: (name: string) => SandboxProvider = openSandboxProvider,
 ): Promise<SandboxHandle> {
   for (const name of providerName === undefined ? SANDBOX_PROVIDER_NAMES : [providerName]) {
-    const handle = await providers(name).get(id);
+    const handle = await providers(name)
+      .get(id)
+      .catch((error: unknown) => skipUnavailable(error, providerName));
     if (handle !== undefined) return handle;
   }
   throw new NotFoundError(`sandbox ${id} not found: list sandboxes with holdfast sandbox ls`, { data: { id } });
+}
+
+/**
+ * The sandboxes of the named provider, or of every shipped provider. Asked for all of them, a
+ * provider whose machinery is absent here (no Docker daemon) has none; asked by name, its
+ * `STORE_UNAVAILABLE` is the answer.
+ */
+export async function listSandboxes(providerName?: string): Promise<SandboxInfo[]> {
+  const infos: SandboxInfo[] = [];
+  for (const name of providerName === undefined ? SANDBOX_PROVIDER_NAMES : [providerName]) {
+    infos.push(
+      ...((await openSandboxProvider(name)
+        .list()
+        .catch((error: unknown) => skipUnavailable(error, providerName))) ?? []),
+    );
+  }
+  return infos;
+}
+
+/** Rethrows `error` unless it is `STORE_UNAVAILABLE` during a search over every provider. */
+function skipUnavailable(error: unknown, providerName: string | undefined): undefined {
+  if (providerName === undefined && error instanceof HoldfastError && error.code === 'STORE_UNAVAILABLE') return undefined;
+  throw error;
 }

@@ -29,7 +29,9 @@ export interface SandboxProvider {
   /**
    * A handle on an existing sandbox, or `undefined` when there is none with this id: never
    * created, destroyed, or gone for any other reason. Never throws `NOT_FOUND`; ids from another
-   * provider or of the wrong shape are simply not found.
+   * provider or of the wrong shape are simply not found. A sandbox that is `stopped` (see
+   * {@link SandboxInfo.state}) is resumed first, so the handle accepts `exec` with the
+   * filesystem as it was.
    */
   get(id: string): Promise<SandboxHandle | undefined>;
 
@@ -50,7 +52,11 @@ export interface SandboxCapabilities {
   exec: boolean;
   /** `exec` accepts stdin (bytes, a stream, or `'pipe'`); without it stdin is always empty. */
   stdin: boolean;
-  /** A sandbox keeps its filesystem between execs and can be found again by id after the creating process is gone. */
+  /**
+   * A sandbox keeps its filesystem between execs and can be found again by id after the
+   * creating process (here: the provider instance) is gone; a stopped one is started again by
+   * `get` with its filesystem intact.
+   */
   resume: boolean;
   /** The workspace is a directory on this host ({@link SandboxHandle.localPath}); the engine may read it directly instead of through exec. */
   localPath: boolean;
@@ -58,6 +64,24 @@ export interface SandboxCapabilities {
   nativeSnapshots: boolean;
   /** The provider promises the filesystem survives crashes of the sandbox and its host; without it Holdfast's checkpoint is the only durable copy. */
   durableFilesystem: boolean;
+  /** `kill()`, `timeoutMs` and `signal` take down every process an exec started, background children included. */
+  killableProcesses: boolean;
+  /** A new sandbox cannot open network connections, not even to the host's own addresses (loopback inside the sandbox is allowed). */
+  networkIsolation: boolean;
+}
+
+/**
+ * Resource bounds of one sandbox. Every field is optional; a provider with resource controls
+ * (docker) applies its defaults for those left out, providers without them (local, bwrap)
+ * ignore the bounds.
+ */
+export interface SandboxLimits {
+  /** Memory of all processes together, in bytes (no swap on top). */
+  readonly memoryBytes?: number | undefined;
+  /** CPU time as a number of CPUs, fractions allowed (`0.5`). */
+  readonly cpus?: number | undefined;
+  /** Most processes and threads alive at once. */
+  readonly pids?: number | undefined;
 }
 
 /** What a new sandbox should look like. Every field is optional. */
@@ -68,6 +92,8 @@ export interface SandboxSpec {
   readonly env?: Readonly<Record<string, string>>;
   /** Free-form metadata kept with the sandbox and returned by `list`; keys `[A-Za-z0-9._/-]`, at most 64 labels. */
   readonly labels?: Readonly<Record<string, string>>;
+  /** Resource bounds; see {@link SandboxLimits}. */
+  readonly limits?: SandboxLimits;
 }
 
 /** One sandbox as reported by {@link SandboxProvider.list}. */
@@ -160,7 +186,9 @@ export interface SandboxHandle {
 
   /**
    * Runs `argv` directly (no shell: arguments are passed as they are). Throws `INVALID_INPUT`
-   * for an empty argv or bad options, `NOT_FOUND` when the sandbox has been destroyed.
+   * for an empty argv or bad options, `NOT_FOUND` when the sandbox has been destroyed. A
+   * provider that can only learn asynchronously that the sandbox is gone (docker: removed by
+   * someone else) rejects `exit` with `NOT_FOUND` instead.
    */
   exec(argv: readonly string[], options?: ExecOptions): ExecProcess;
 

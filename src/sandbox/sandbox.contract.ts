@@ -1,4 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
+import net from 'node:net';
+import os from 'node:os';
 import { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -11,6 +13,10 @@ export interface SandboxProviderContractOptions {
   readonly name: string;
   /** Opens a provider over fresh, empty state; `cleanup` destroys whatever it created. */
   readonly create: () => Promise<{ provider: SandboxProvider; cleanup(): Promise<void> }>;
+  /** A second, independent instance over the same state as the last `create`; required when `resume` is declared. */
+  readonly reopen?: () => SandboxProvider;
+  /** Stops a sandbox behind the provider's back, for providers whose sandboxes can be `stopped` (docker). */
+  readonly stop?: (id: string) => Promise<void>;
 }
 
 const MiB = 1024 * 1024;
@@ -41,9 +47,143 @@ async function expectHeartbeatStopped(sandbox: SandboxHandle, file: string): Pro
   expect(await size()).toBe(before);
 }
 
+/** Every capability key; the contract checks that each is a declared boolean. */
+const CAPABILITY_KEYS = [
+  'exec',
+  'stdin',
+  'resume',
+  'localPath',
+  'nativeSnapshots',
+  'durableFilesystem',
+  'killableProcesses',
+  'networkIsolation',
+] as const;
+/** How long a sandboxed connect may take before it counts as not connected. */
+const CONNECT_TIMEOUT_MS = 1500;
+
+/**
+ * `stdin`, both ways: declared, bytes written reach the command and `'pipe'` streams; not
+ * declared, the command sees empty stdin whatever is passed.
+ */
+export async function checkStdin(provider: SandboxProvider, sandbox: SandboxHandle): Promise<void> {
+  const bytes = randomBytes(64 * 1024);
+  const result = await sandbox.run(['sha256sum'], { stdin: bytes });
+  const empty = sha256(Buffer.alloc(0));
+  expect(result.stdout.toString().split(' ')[0]).toBe(provider.capabilities.stdin ? sha256(bytes) : empty);
+  const proc = sandbox.exec(['cat'], { stdin: 'pipe' });
+  proc.stdin?.end('piped\n');
+  const [out] = await Promise.all([readAll(proc.stdout), proc.exit, proc.stderr.resume()]);
+  expect(out.toString()).toBe(provider.capabilities.stdin ? 'piped\n' : '');
+}
+
+/**
+ * `resume`: a sandbox written through one instance is found with its files by a second
+ * instance over the same state (`reopen`), and, where the provider has stopped sandboxes, after
+ * being stopped behind its back (`stop`): listed as `stopped`, then resumed by `get`.
+ */
+export async function checkResume(
+  provider: SandboxProvider,
+  reopen: (() => SandboxProvider) | undefined,
+  stop: ((id: string) => Promise<void>) | undefined,
+): Promise<void> {
+  if (!provider.capabilities.resume) return;
+  expect(reopen, 'a provider declaring resume must give the contract a reopen()').toBeDefined();
+  const made = await provider.create({ labels: { role: 'resume' } });
+  try {
+    expect((await made.run(['sh', '-c', 'echo resumed > r.txt && echo home > "$HOME/h.txt"'])).code).toBe(0);
+    const other = (reopen as () => SandboxProvider)();
+    const found = await other.get(made.id);
+    expect((await found?.run(['cat', 'r.txt']))?.stdout.toString()).toBe('resumed\n');
+    if (stop !== undefined) {
+      await stop(made.id);
+      expect((await other.list()).find((info) => info.id === made.id)?.state).toBe('stopped');
+      const resumed = await other.get(made.id);
+      expect((await resumed?.run(['sh', '-c', 'cat r.txt "$HOME/h.txt"']))?.stdout.toString()).toBe('resumed\nhome\n');
+      expect((await other.list()).find((info) => info.id === made.id)?.state).toBe('running');
+    }
+  } finally {
+    await provider.destroy(made.id);
+  }
+}
+
+/** `localPath`, both ways: a file written by exec is at that host path; without it there is no path. */
+export async function checkLocalPath(provider: SandboxProvider, sandbox: SandboxHandle): Promise<void> {
+  expect(sandbox.localPath === undefined).toBe(!provider.capabilities.localPath);
+  if (!provider.capabilities.localPath) return;
+  const name = `local-${randomBytes(4).toString('hex')}.txt`;
+  expect((await sandbox.run(['sh', '-c', `echo on-host > ${name}`])).code).toBe(0);
+  const fs = await import('node:fs/promises');
+  expect(await fs.readFile(`${sandbox.localPath}/${name}`, 'utf8')).toBe('on-host\n');
+}
+
+/** `killableProcesses`: `kill()` stops a command's background child too (the heartbeat stops). */
+export async function checkKillableProcesses(provider: SandboxProvider, sandbox: SandboxHandle): Promise<void> {
+  if (!provider.capabilities.killableProcesses) return;
+  const file = `beat-check-${randomBytes(4).toString('hex')}`;
+  const proc = sandbox.exec(heartbeat(file));
+  proc.stdout.resume();
+  proc.stderr.resume();
+  await sleep(300);
+  proc.kill();
+  expect((await proc.exit).code === 0).toBe(false);
+  await expectHeartbeatStopped(sandbox, file);
+}
+
+/** The host's addresses a sandbox might reach it on: loopback and every other IPv4 interface. */
+function hostAddresses(): string[] {
+  const addresses = ['127.0.0.1'];
+  for (const list of Object.values(os.networkInterfaces())) {
+    for (const entry of list ?? []) if (entry.family === 'IPv4' && !entry.internal) addresses.push(entry.address);
+  }
+  return addresses;
+}
+
+/**
+ * `networkIsolation`, both ways: the test listens on every host interface; a fresh sandbox of
+ * an isolating provider connects to none of the host's addresses (and the listener accepts
+ * nothing), one of a non-isolating provider reaches at least one. Uses `node` in the sandbox.
+ */
+export async function checkNetworkIsolation(provider: SandboxProvider): Promise<void> {
+  let accepted = 0;
+  const server = net.createServer((socket) => {
+    accepted += 1;
+    socket.destroy();
+  });
+  await new Promise<void>((resolve) => server.listen(0, '0.0.0.0', resolve));
+  const port = (server.address() as net.AddressInfo).port;
+  const sandbox = await provider.create({ labels: { role: 'network' } });
+  try {
+    const probe = `const net = require('node:net');
+      const hosts = process.argv.slice(1);
+      Promise.all(hosts.map((host) => new Promise((resolve) => {
+        const s = net.connect({ host, port: ${port}, timeout: ${CONNECT_TIMEOUT_MS} });
+        s.once('connect', () => { s.destroy(); resolve(host + ' connected'); });
+        s.once('timeout', () => { s.destroy(); resolve(host + ' timeout'); });
+        s.once('error', (e) => resolve(host + ' ' + e.code));
+      }))).then((lines) => console.log(lines.join('\\n')));`;
+    const result = await sandbox.run(['node', '-e', probe, ...hostAddresses()]);
+    expect(result.code).toBe(0);
+    const connected = result.stdout
+      .toString()
+      .split('\n')
+      .filter((line) => line.endsWith(' connected'));
+    if (provider.capabilities.networkIsolation) {
+      expect(connected).toEqual([]);
+      expect(accepted).toBe(0);
+    } else {
+      expect(connected.length).toBeGreaterThan(0);
+    }
+  } finally {
+    server.close();
+    await provider.destroy(sandbox.id);
+  }
+}
+
 /**
  * The SandboxProvider contract: every provider runs every case against real sandboxes; there is
- * no way to skip one.
+ * no way to skip one. Every declared capability is checked by the `check…` function of the
+ * same name, both ways where the absence is observable; a provider that declares what it
+ * lacks fails.
  */
 export function describeSandboxProviderContract(options: SandboxProviderContractOptions): void {
   describe(`SandboxProvider contract: ${options.name}`, () => {
@@ -62,13 +202,30 @@ export function describeSandboxProviderContract(options: SandboxProviderContract
     });
 
     it('declares its capabilities as booleans, with exec', async () => {
-      for (const key of ['exec', 'stdin', 'resume', 'localPath', 'nativeSnapshots', 'durableFilesystem'] as const) {
-        expect(typeof provider.capabilities[key]).toBe('boolean');
-      }
+      for (const key of CAPABILITY_KEYS) expect(typeof provider.capabilities[key]).toBe('boolean');
       expect(provider.capabilities.exec).toBe(true);
       expect(sandbox.provider).toBe(provider.name);
-      expect(sandbox.localPath === undefined).toBe(!provider.capabilities.localPath);
     });
+
+    it('capability stdin: as declared', async () => {
+      await checkStdin(provider, sandbox);
+    });
+
+    it('capability resume: another instance finds the sandbox (and resumes a stopped one)', async () => {
+      await checkResume(provider, options.reopen, options.stop);
+    });
+
+    it('capability localPath: files written by exec are at the host path', async () => {
+      await checkLocalPath(provider, sandbox);
+    });
+
+    it('capability killableProcesses: kill() takes the background heartbeat down', async () => {
+      await checkKillableProcesses(provider, sandbox);
+    }, 30_000);
+
+    it('capability networkIsolation: as declared, against a listener on every host interface', async () => {
+      await checkNetworkIsolation(provider);
+    }, 30_000);
 
     it('create, get, list and destroy; destroy is idempotent and get is undefined afterwards', async () => {
       const made = await provider.create({ labels: { role: 'lifecycle' } });

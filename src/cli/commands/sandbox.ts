@@ -1,7 +1,7 @@
 import { constants as osConstants } from 'node:os';
 import type { Command } from 'commander';
 import { InputError, NotFoundError } from '../../errors.js';
-import { findSandbox, openSandboxProvider, SANDBOX_PROVIDER_NAMES } from '../../sandbox/open-provider.js';
+import { findSandbox, listSandboxes, openSandboxProvider, SANDBOX_PROVIDER_NAMES } from '../../sandbox/open-provider.js';
 import type { ExecExit, SandboxInfo } from '../../sandbox/sandbox-provider.js';
 import { Output, renderTable, requestExitCode } from '../output.js';
 import { collect, type GlobalOptions, positiveInt } from '../program.js';
@@ -68,9 +68,7 @@ export function registerSandbox(program: Command): void {
     .option('-p, --provider <name>', 'only this provider (default: all)')
     .action(async (flags: { provider?: string }, command: Command) => {
       const output = outputOf(command);
-      const names = flags.provider === undefined ? SANDBOX_PROVIDER_NAMES : [flags.provider];
-      const infos: SandboxInfo[] = [];
-      for (const name of names) infos.push(...(await openSandboxProvider(name).list()));
+      const infos = await listSandboxes(flags.provider);
       output.result(infos, () => renderList(infos));
     });
 

@@ -14,19 +14,21 @@ describe('bwrap prerequisites', () => {
   });
 });
 
+let contractRoot = '';
 describeSandboxProviderContract({
   name: 'bwrap',
   create: async () => {
-    const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hf-sbx-bwrap-'));
-    const provider = new BwrapSandboxProvider({ root });
+    contractRoot = fs.mkdtempSync(path.join(os.tmpdir(), 'hf-sbx-bwrap-'));
+    const provider = new BwrapSandboxProvider({ root: contractRoot });
     return {
       provider,
       cleanup: async () => {
         for (const info of await provider.list()) await provider.destroy(info.id);
-        fs.rmSync(root, { recursive: true, force: true });
+        fs.rmSync(contractRoot, { recursive: true, force: true });
       },
     };
   },
+  reopen: () => new BwrapSandboxProvider({ root: contractRoot }),
 });
 
 describe('BwrapSandboxProvider', () => {

@@ -63,6 +63,8 @@ export class BwrapSandboxProvider implements SandboxProvider {
     localPath: false,
     nativeSnapshots: false,
     durableFilesystem: false,
+    killableProcesses: true,
+    networkIsolation: true,
   });
   private readonly dirs: SandboxDirs;
   private systemMounts: string[] | undefined;

@@ -6,20 +6,22 @@ import { codeOf } from '../../../test/support/error-code.js';
 import { describeSandboxProviderContract } from '../sandbox.contract.js';
 import { LocalSandboxProvider } from './local.js';
 
+let contractRoot = '';
 describeSandboxProviderContract({
   name: 'local',
   create: async () => {
     // realpath: the contract compares `pwd -P` with workspaceRoot, which is a host path here.
-    const root = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'hf-sbx-local-')));
-    const provider = new LocalSandboxProvider({ root });
+    contractRoot = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'hf-sbx-local-')));
+    const provider = new LocalSandboxProvider({ root: contractRoot });
     return {
       provider,
       cleanup: async () => {
         for (const info of await provider.list()) await provider.destroy(info.id);
-        fs.rmSync(root, { recursive: true, force: true });
+        fs.rmSync(contractRoot, { recursive: true, force: true });
       },
     };
   },
+  reopen: () => new LocalSandboxProvider({ root: contractRoot }),
 });
 
 describe('LocalSandboxProvider', () => {

@@ -41,6 +41,8 @@ export class LocalSandboxProvider implements SandboxProvider {
     localPath: true,
     nativeSnapshots: false,
     durableFilesystem: false,
+    killableProcesses: true,
+    networkIsolation: false,
   });
   private readonly dirs: SandboxDirs;
 

@@ -13,6 +13,13 @@ export const DeploymentBody = z.strictObject({
   workspaceRoot: z.string().max(1024).nullish(),
   workspaceUpgradePolicy: z.enum(['automatic', 'manual']).optional(),
   validate: Argv.nullish(),
+  limits: z
+    .strictObject({
+      memoryBytes: z.number().int().positive().optional(),
+      cpus: z.number().positive().optional(),
+      pids: z.number().int().positive().optional(),
+    })
+    .nullish(),
 });
 
 export const Deployment = z.object({
