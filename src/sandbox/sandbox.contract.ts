@@ -270,23 +270,25 @@ export function describeSandboxProviderContract(options: SandboxProviderContract
       const rest = readAll(proc.stdout);
       const err = readAll(proc.stderr);
       proc.stdin?.end('hello\n');
-      expect((await rest).toString()).toBe('got hello\n');
+      // Without stdin the command reads end of file at once (checked both ways by the stdin capability).
+      expect((await rest).toString()).toBe(provider.capabilities.stdin ? 'got hello\n' : 'got \n');
       expect((await err).toString()).toBe('oops\n');
       expect(await proc.exit).toEqual({ code: 0, signal: null, timedOut: false });
     });
 
-    it('moves 50 MB through cat byte-equal, from a buffer and from a stream', async () => {
+    it('moves 50 MB through cat byte-equal, from a buffer and from a stream (nothing, without stdin)', async () => {
       const bytes = randomBytes(BIG_BYTES);
+      const expected = provider.capabilities.stdin ? bytes : Buffer.alloc(0);
       const fromBuffer = sandbox.exec(['cat'], { stdin: bytes });
       const [out, exit] = await Promise.all([readAll(fromBuffer.stdout), fromBuffer.exit, fromBuffer.stderr.resume()]);
       expect(exit.code).toBe(0);
-      expect(out.length).toBe(BIG_BYTES);
-      expect(sha256(out)).toBe(sha256(bytes));
+      expect(out.length).toBe(expected.length);
+      expect(sha256(out)).toBe(sha256(expected));
 
       const chunks = Array.from({ length: BIG_BYTES / MiB }, (_, i) => bytes.subarray(i * MiB, (i + 1) * MiB));
       const fromStream = sandbox.exec(['sha256sum'], { stdin: Readable.from(chunks) });
       const [digest] = await Promise.all([readAll(fromStream.stdout), fromStream.exit]);
-      expect(digest.toString().split(' ')[0]).toBe(sha256(bytes));
+      expect(digest.toString().split(' ')[0]).toBe(sha256(expected));
     }, 120_000);
 
     it('sets env (allowlist + spec + exec), HOME and cwd; host variables do not leak', async () => {
