@@ -196,7 +196,7 @@ describe.each(BACKENDS)('stray sandbox sweep: $name', (backend) => {
     const run = await runWithTurn(hf);
     const sweeps: RunLogEvent[] = [];
     hf.onRunEvent((event) => {
-      if (event.msg === 'stray sweep finished') sweeps.push(event);
+      if (event.event === 'stray_sweep_finished') sweeps.push(event);
     });
     const stray = await provider.create({ labels: { [RUN_LABEL]: run.id } });
     hf.startStraySweeps();

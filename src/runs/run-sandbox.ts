@@ -73,7 +73,14 @@ export async function ensureSandbox(scope: RunScope, lease: HeldLease, options: 
     return await upgradeSandbox(scope, lease, run, sandbox, target);
   } catch (error) {
     if (isHoldfastError(error, 'STALE_LEASE')) throw error;
-    host.log({ level: 'warn', msg: 'upgrade failed; the run stays on its deployment', runId: run.id, deploymentId: target.id, error });
+    host.log({
+      event: 'upgrade_failed',
+      level: 'warn',
+      msg: 'upgrade failed; the run stays on its deployment',
+      runId: run.id,
+      deploymentId: target.id,
+      error,
+    });
     return { run, sandbox, deployment: current };
   }
 }

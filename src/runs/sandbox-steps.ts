@@ -40,10 +40,10 @@ export class StepRecorder {
   /** Records a step measured elsewhere. */
   async record(step: string, status: 'ok' | 'failed', durationMs: number, data?: Record<string, unknown>): Promise<void> {
     this.host.log({
+      event: 'step',
       level: status === 'ok' ? 'info' : 'warn',
       msg: `${this.kind} ${step} ${status}`,
       runId: this.runId,
-      // As fields too, for metrics (holdfast_run_steps_total) that must not parse the message.
       kind: this.kind,
       step,
       status,

@@ -88,6 +88,7 @@ export async function sweepStrays(host: RunHost): Promise<StraySweepReport> {
   }
   const durationMs = Math.round(performance.now() - started);
   host.log({
+    event: 'stray_sweep_finished',
     level: report.failed.length === 0 ? 'info' : 'warn',
     msg: 'stray sweep finished',
     removed: report.removed.length,
@@ -112,7 +113,7 @@ async function listLabelled(host: RunHost, failed: StraySweepReport['failed']): 
       infos = await host.provider(name).list();
     } catch (error) {
       failed.push({ provider: name, error: errorCode(error) });
-      host.log({ level: 'warn', msg: 'stray sweep could not list a provider', provider: name, error });
+      host.log({ event: 'stray_sweep_list_failed', level: 'warn', msg: 'stray sweep could not list a provider', provider: name, error });
       continue;
     }
     for (const info of infos) {
@@ -219,7 +220,7 @@ export class StraySweeper {
   async runOnce(): Promise<StraySweepReport> {
     await this.inFlight?.catch(() => undefined);
     const sweep = sweepStrays(this.host).catch((error: unknown) => {
-      this.host.log({ level: 'warn', msg: 'stray sweep failed', error });
+      this.host.log({ event: 'stray_sweep_failed', level: 'warn', msg: 'stray sweep failed', error });
       throw error;
     });
     this.inFlight = sweep;

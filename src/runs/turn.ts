@@ -64,12 +64,12 @@ export async function executeTurn<T>(
     const { run, sandbox } = await ensureSandbox(scope, lease, { upgrade: true });
     const seq = await host.meta.runs.nextTurn(run.id, lease.epoch);
     let turn = await host.meta.turns.start({ runId: run.id, seq, epoch: lease.epoch, owner: host.owner });
-    host.log({ level: 'info', msg: 'turn started', runId: run.id, turn: turn.id, seq, epoch: lease.epoch });
+    host.log({ event: 'turn_started', level: 'info', msg: 'turn started', runId: run.id, turn: turn.id, seq, epoch: lease.epoch });
     const periodic = new PeriodicCheckpoints(host.settings.checkpointIntervalMs, async () => {
       try {
         await saveSandbox(scope, lease, sandbox, 'periodic', { signal: abort.signal });
       } catch (error) {
-        host.log({ level: 'warn', msg: 'periodic checkpoint failed', runId: run.id, error });
+        host.log({ event: 'periodic_checkpoint_failed', level: 'warn', msg: 'periodic checkpoint failed', runId: run.id, error });
         if (isHoldfastError(error, 'STALE_LEASE')) abort.abort(error);
       }
     });
@@ -99,12 +99,19 @@ export async function executeTurn<T>(
         },
       });
       if (failed) throw bodyError;
-      host.log({ level: 'info', msg: 'turn completed', runId: run.id, turn: turn.id, checkpoint: saved.checkpoint.id });
+      host.log({
+        event: 'turn_completed',
+        level: 'info',
+        msg: 'turn completed',
+        runId: run.id,
+        turn: turn.id,
+        checkpoint: saved.checkpoint.id,
+      });
       return { turn, checkpoint: saved.checkpoint, value: value as T, periodic: { ...periodic.counts } };
     } catch (caught) {
       const error = lease.lost.aborted && !isHoldfastError(caught, 'STALE_LEASE') ? lease.lost.reason : caught;
       await host.meta.turns.finish(turn.id, { status: 'failed', error: errorToJson(error) }).catch(() => undefined);
-      host.log({ level: 'warn', msg: 'turn failed', runId: run.id, turn: turn.id, error });
+      host.log({ event: 'turn_failed', level: 'warn', msg: 'turn failed', runId: run.id, turn: turn.id, error });
       throw error;
     }
   }

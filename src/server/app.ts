@@ -99,12 +99,12 @@ function registerRunMetrics(hf: Holdfast, metrics: Metrics): void {
     [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
   );
   hf.onRunEvent((event) => {
-    if (event.msg === 'turn completed') turns.inc({ outcome: 'completed' });
-    else if (event.msg === 'turn failed') turns.inc({ outcome: 'failed' });
-    else if (typeof event.kind === 'string' && typeof event.step === 'string' && typeof event.status === 'string') {
-      const labels = { kind: String(event.kind), step: String(event.step) };
-      steps.inc({ ...labels, status: String(event.status) });
-      if (typeof event.durationMs === 'number') stepSeconds.observe(labels, event.durationMs / 1000);
+    if (event.event === 'turn_completed') turns.inc({ outcome: 'completed' });
+    else if (event.event === 'turn_failed') turns.inc({ outcome: 'failed' });
+    else if (event.event === 'step') {
+      const labels = { kind: event.kind, step: event.step };
+      steps.inc({ ...labels, status: event.status });
+      stepSeconds.observe(labels, event.durationMs / 1000);
     }
   });
 }
