@@ -1,24 +1,37 @@
 /**
- * Recovery timeline: a run's bwrap sandbox is destroyed behind Holdfast's back, and the next
- * turn rebuilds it (detect, create, restore the head through the agent, setup, validate,
- * commit) before its body starts. Reports the median of `--runs` (default 5) for every step and
- * for "sandbox gone -> turn body running", on local disk + SQLite and on S3 (s3rver) +
- * PostgreSQL, against a reference measured in the same run: a new sandbox plus
- * `zstd -dc | tar -x` of the same workspace onto its disk (no verification, no agent).
- * `--scale small|full` picks the workspace (workload A of the snapshot bench).
+ * Recovery timeline: a run's sandbox is destroyed behind Holdfast's back (by another provider
+ * instance, so nothing Holdfast remembers knows of it), and the next turn rebuilds it (detect,
+ * create, restore the head through the agent, setup, validate, commit) before its body starts.
+ * Reports the median of `--runs` (default 5) for every step and for "sandbox gone -> turn body
+ * running", on local disk + SQLite and on S3 (s3rver) + PostgreSQL, for each provider of
+ * `--provider bwrap|docker|both` (default both; docker runs the Node test image of
+ * test/support/docker-images.ts in a scope of its own), against a reference measured in the
+ * same run: a new sandbox plus `zstd -dc | tar -x` of the same workspace into it (no
+ * verification, no agent): onto its host disk for bwrap, through an exec's stdin for docker,
+ * whose disk the host cannot reach. `--scale small|full` picks the workspace (workload A of the
+ * snapshot bench).
  */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
+import { once } from 'node:events';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { type Holdfast, openHoldfast } from '../src/index.js';
 import { type BwrapSandboxHandle, BwrapSandboxProvider } from '../src/sandbox/providers/bwrap.js';
+import { DockerSandboxProvider } from '../src/sandbox/providers/docker.js';
+import type { SandboxHandle, SandboxProvider } from '../src/sandbox/sandbox-provider.js';
+import { nodeImage } from '../test/support/docker-images.js';
 import { median, printTable, timeMs } from './stats.js';
 import { generateWorkloadA, type WorkspaceManifest } from './workspace-gen.js';
 
 const runs = Number(process.argv[process.argv.indexOf('--runs') + 1]) || 5;
 const json = process.argv.includes('--json');
 const scale = process.argv.includes('--scale') && process.argv[process.argv.indexOf('--scale') + 1] === 'full' ? 'full' : 'small';
+const PROVIDER_CHOICES = ['bwrap', 'docker', 'both'] as const;
+const providerArg = process.argv.includes('--provider') ? process.argv[process.argv.indexOf('--provider') + 1] : 'both';
+if (!(PROVIDER_CHOICES as readonly (string | undefined)[]).includes(providerArg)) {
+  throw new Error(`--provider must be one of ${PROVIDER_CHOICES.join(', ')}, not ${providerArg}`);
+}
 
 /** Pause after deleting a sandbox, so every measurement starts with the disk at rest. */
 const SETTLE_MS = 3000;
@@ -29,9 +42,58 @@ async function settle(): Promise<void> {
   await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
 }
 
+/** A provider the recovery is measured on. */
+interface SandboxCase {
+  readonly name: 'bwrap' | 'docker';
+  /** A provider instance; called twice with the same `dir`, both see the same sandboxes. */
+  open(dir: string): SandboxProvider;
+  /** What the run's deployment names besides its setup. */
+  deployment(): { provider: string; image?: string };
+  /** Fills the (empty) workspace of `sandbox` with the benchmark tree: `source` as a directory, `tarball` as tar.zst. */
+  fill(sandbox: SandboxHandle, source: string, tarball: string): Promise<void>;
+  /** The reference's extraction: `zstd -dc tarball | tar -x` into the workspace of `sandbox`. */
+  untar(sandbox: SandboxHandle, tarball: string): Promise<void>;
+}
+
+/** Streams `zstd -dc tarball` into `tar -x` run in the sandbox's workspace, through the exec's stdin. */
+async function untarThroughExec(sandbox: SandboxHandle, tarball: string): Promise<void> {
+  const zstd = spawn('zstd', ['-q', '-dc', tarball], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const closed = once(zstd, 'close') as Promise<[number | null]>;
+  const result = await sandbox.run(['tar', '-xf', '-', '-C', sandbox.workspaceRoot], { stdin: zstd.stdout });
+  const [zstdCode] = await closed;
+  if (result.code !== 0 || zstdCode !== 0) {
+    throw new Error(`zstd -dc | tar -x into ${sandbox.id} failed (tar ${result.code}, zstd ${zstdCode}): ${result.stderr.toString()}`);
+  }
+}
+
+const SANDBOXES: SandboxCase[] = [
+  {
+    name: 'bwrap',
+    open: (dir) => new BwrapSandboxProvider({ root: path.join(dir, 'sandboxes') }),
+    deployment: () => ({ provider: 'bwrap' }),
+    async fill(sandbox, source) {
+      const disk = (sandbox as BwrapSandboxHandle).hostDiskPath;
+      fs.rmSync(path.join(disk, 'workspace'), { recursive: true, force: true });
+      fs.cpSync(source, path.join(disk, 'workspace'), { recursive: true, preserveTimestamps: true, verbatimSymlinks: true });
+    },
+    async untar(sandbox, tarball) {
+      const disk = (sandbox as BwrapSandboxHandle).hostDiskPath;
+      execFileSync('sh', ['-c', `zstd -q -dc "${tarball}" | tar -C "${path.join(disk, 'workspace')}" -xf -`]);
+    },
+  },
+  {
+    name: 'docker',
+    // One scope per bench process: list() and the cleanup see only this run's containers.
+    open: () => new DockerSandboxProvider({ image: nodeImage(), scope: `bench-recovery-${process.pid}` }),
+    deployment: () => ({ provider: 'docker', image: nodeImage() }),
+    fill: (sandbox, _source, tarball) => untarThroughExec(sandbox, tarball),
+    untar: untarThroughExec,
+  },
+];
+
 interface Backend {
   readonly name: string;
-  open(dir: string, provider: BwrapSandboxProvider): Promise<{ hf: Holdfast; close(): Promise<void> }>;
+  open(dir: string, provider: SandboxProvider): Promise<{ hf: Holdfast; close(): Promise<void> }>;
 }
 
 const BACKENDS: Backend[] = [
@@ -87,26 +149,23 @@ interface Measured {
   readonly reference: number[];
 }
 
-async function measure(backend: Backend, tmp: string, source: string, tarball: string): Promise<Measured> {
+async function measure(backend: Backend, sandboxes: SandboxCase, tmp: string, source: string, tarball: string): Promise<Measured> {
   const dir = fs.mkdtempSync(path.join(tmp, 'backend-'));
-  const provider = new BwrapSandboxProvider({ root: path.join(dir, 'sandboxes') });
+  const provider = sandboxes.open(dir);
+  const outside = sandboxes.open(dir);
   const { hf, close } = await backend.open(dir, provider);
   const steps = new Map<string, number[]>();
   const total: number[] = [];
   const reference: number[] = [];
   try {
-    const deployment = await hf.deployments.create({ provider: 'bwrap', setup: [['sh', '-c', 'echo ready > /home/agent/ready']] });
+    const deployment = await hf.deployments.create({ ...sandboxes.deployment(), setup: [['sh', '-c', 'echo ready > /home/agent/ready']] });
     const run = await hf.runs.create({ deploymentId: deployment.id });
     // Put the workspace into the run's sandbox, then let a turn checkpoint it.
-    await hf.runs.turn(run.id, async ({ sandbox }) => {
-      const disk = (sandbox as BwrapSandboxHandle).hostDiskPath;
-      fs.rmSync(path.join(disk, 'workspace'), { recursive: true, force: true });
-      fs.cpSync(source, path.join(disk, 'workspace'), { recursive: true, preserveTimestamps: true, verbatimSymlinks: true });
-    });
+    await hf.runs.turn(run.id, ({ sandbox }) => sandboxes.fill(sandbox, source, tarball));
     const add = (step: string, ms: number) => steps.set(step, [...(steps.get(step) ?? []), ms]);
     for (let i = 0; i < runs; i += 1) {
       const before = (await hf.runs.events(run.id, 1000)).length;
-      await provider.destroy((await hf.runs.get(run.id)).sandbox?.id ?? '');
+      await outside.destroy((await hf.runs.get(run.id)).sandbox?.id ?? '');
       // The sandbox vanished elsewhere: its deletion's disk work (TRIM on this VM's disk slowed
       // file creation 2x for seconds) must not be billed to the recovery.
       await settle();
@@ -120,20 +179,20 @@ async function measure(backend: Backend, tmp: string, source: string, tarball: s
       for (const e of recovery) add(e.step, e.durationMs ?? 0);
       add(OTHER, bodyAt - recovery.reduce((sum, e) => sum + (e.durationMs ?? 0), 0));
 
-      let fresh: BwrapSandboxHandle | undefined;
+      let fresh: SandboxHandle | undefined;
       reference.push(
         await timeMs(async () => {
-          fresh = (await provider.create()) as BwrapSandboxHandle;
-          execFileSync('sh', ['-c', `zstd -q -dc "${tarball}" | tar -C "${path.join(fresh.hostDiskPath, 'workspace')}" -xf -`]);
+          fresh = await outside.create();
+          await sandboxes.untar(fresh, tarball);
         }),
       );
-      await provider.destroy(fresh?.id ?? '');
+      await outside.destroy(fresh?.id ?? '');
       await settle();
-      process.stderr.write(`[recovery] ${backend.name}: run ${i + 1}/${runs} done\n`);
+      process.stderr.write(`[recovery] ${backend.name}, ${sandboxes.name}: run ${i + 1}/${runs} done\n`);
     }
   } finally {
     await close();
-    for (const s of await provider.list()) await provider.destroy(s.id);
+    for (const s of await outside.list()) await outside.destroy(s.id);
   }
   return { steps, total, reference };
 }
@@ -148,7 +207,7 @@ function report(manifest: WorkspaceManifest, results: ReadonlyMap<string, Measur
   rows.push(['reference: new sandbox + zstd -dc | tar -x', ...all.map((m) => cell(m.reference))]);
   rows.push(['ratio holdfast / reference', ...all.map((m) => (median(m.total) / median(m.reference)).toFixed(2))]);
   printTable(
-    `Recovery timeline, ms (${manifest.files} files, ${(manifest.bytes / 1e6).toFixed(0)} MB, bwrap sandboxes; medians of ${runs})`,
+    `Recovery timeline, ms (${manifest.files} files, ${(manifest.bytes / 1e6).toFixed(0)} MB; medians of ${runs})`,
     ['step', ...names],
     rows,
   );
@@ -162,7 +221,11 @@ async function main(): Promise<void> {
     const tarball = path.join(tmp, 'ws.tar.zst');
     execFileSync('sh', ['-c', `tar -C "${source}" -cf - . | zstd -q -3 -o "${tarball}"`]);
     const results = new Map<string, Measured>();
-    for (const backend of BACKENDS) results.set(backend.name, await measure(backend, tmp, source, tarball));
+    const chosen = SANDBOXES.filter((c) => providerArg === 'both' || c.name === providerArg);
+    for (const sandboxes of chosen) {
+      for (const backend of BACKENDS)
+        results.set(`${backend.name}, ${sandboxes.name}`, await measure(backend, sandboxes, tmp, source, tarball));
+    }
     if (json) {
       const out = Object.fromEntries(
         [...results].map(([name, m]) => [name, { steps: Object.fromEntries(m.steps), total: m.total, reference: m.reference }]),

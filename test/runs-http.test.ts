@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BACKENDS } from './support/backends.js';
-import { expectBwrapInstalled } from './support/sandbox-processes.js';
-import { openTestService, type TestService } from './support/service.js';
+import { BACKENDS, type BackendCase } from './support/backends.js';
+import { openTestService, type TestProviderName, type TestService } from './support/service.js';
 
 /** Writes a small tree: text, an executable, random binary, a symlink, an empty directory. */
 const WRITE = [
@@ -12,39 +11,69 @@ const WRITE = [
    printf '#!/bin/sh\\necho run\\n' > run.sh && chmod 755 run.sh &&
    head -c 300000 /dev/urandom > data/big.bin && ln -s src/hello.txt link`,
 ];
-/** Every entry with type and mode, then every file's SHA-256: equal manifests mean equal workspaces. */
+/**
+ * Every entry with type and mode, every symlink's target, then every file's SHA-256: equal
+ * manifests mean equal workspaces. POSIX sh, find, stat and sort only (no `find -printf`),
+ * so busybox images answer it as GNU userlands do.
+ */
 const MANIFEST = [
   'sh',
   '-c',
-  "find . -mindepth 1 -printf '%y %m %p %l\\n' | LC_ALL=C sort && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum",
+  `find . -mindepth 1 | LC_ALL=C sort | while read -r f; do stat -c '%A %n' "$f"; done &&
+   find . -type l | LC_ALL=C sort | while read -r f; do echo "$f -> $(readlink "$f")"; done &&
+   find . -type f | LC_ALL=C sort | while read -r f; do sha256sum "$f"; done`,
 ];
 
-describe.each(BACKENDS)('runs over HTTP with bwrap sandboxes: $name', (backend) => {
-  let svc: TestService;
+/** One service under test with the request helpers every case uses. */
+interface Fixture {
+  readonly svc: TestService;
+  deploy(spec: Record<string, unknown>): Promise<string>;
+  // biome-ignore lint/suspicious/noExplicitAny: test code reads arbitrary JSON answers
+  turn(runId: string, argv: string[]): Promise<any>;
+  // biome-ignore lint/suspicious/noExplicitAny: test code reads arbitrary JSON answers
+  getRun(runId: string): Promise<any>;
+  stepsOf(runId: string, kind: string): Promise<{ kind: string; step: string; status: string; id: number }[]>;
+}
+
+/** Opens a service on `backend` and `provider` for the enclosing describe; closes it after. */
+function useService(backend: BackendCase, provider: TestProviderName): () => Fixture {
+  let fixture: Fixture | undefined;
   beforeAll(async () => {
-    expectBwrapInstalled();
-    svc = await openTestService(backend);
+    const svc = await openTestService(backend, { provider, scopePrefix: 'runs-http' });
+    fixture = {
+      svc,
+      async deploy(spec) {
+        const answer = await svc.api('POST', '/v1/deployments', { ...svc.deploymentBase, ...spec });
+        expect(answer.status, JSON.stringify(answer.body)).toBeLessThan(300);
+        return answer.body.id as string;
+      },
+      async turn(runId, argv) {
+        const answer = await svc.api('POST', `/v1/runs/${runId}/turns`, { argv });
+        expect(answer.status, JSON.stringify(answer.body)).toBe(200);
+        expect(answer.body.exit.code, answer.body.stderr).toBe(0);
+        return answer.body;
+      },
+      getRun: async (runId) => (await svc.api('GET', `/v1/runs/${runId}`)).body,
+      stepsOf: async (runId, kind) =>
+        (
+          (await svc.api('GET', `/v1/runs/${runId}/events`)).body.events as { kind: string; step: string; status: string; id: number }[]
+        ).filter((e) => e.kind === kind),
+    };
   });
-  afterAll(() => svc?.close());
-
-  const deploy = async (spec: Record<string, unknown>): Promise<string> => {
-    const answer = await svc.api('POST', '/v1/deployments', { provider: 'bwrap', ...spec });
-    expect(answer.status, JSON.stringify(answer.body)).toBeLessThan(300);
-    return answer.body.id as string;
+  afterAll(() => fixture?.svc.close());
+  return () => {
+    if (fixture === undefined) throw new Error('the test service did not open (see beforeAll)');
+    return fixture;
   };
-  const turn = async (runId: string, argv: string[]) => {
-    const answer = await svc.api('POST', `/v1/runs/${runId}/turns`, { argv });
-    expect(answer.status, JSON.stringify(answer.body)).toBe(200);
-    expect(answer.body.exit.code, answer.body.stderr).toBe(0);
-    return answer.body;
-  };
-  const getRun = async (runId: string) => (await svc.api('GET', `/v1/runs/${runId}`)).body;
-  const stepsOf = async (runId: string, kind: string) =>
-    ((await svc.api('GET', `/v1/runs/${runId}/events`)).body.events as { kind: string; step: string; status: string; id: number }[]).filter(
-      (e) => e.kind === kind,
-    );
+}
 
+/**
+ * The cases issue 11 requires on every provider: a turn, a sandbox destroyed behind Holdfast's
+ * back and recovered by the next turn, and upgrades through a channel.
+ */
+function lifecycleCases(fixture: () => Fixture): void {
   it('a turn completes with a ready head checkpoint; a sandbox destroyed behind our back is rebuilt byte-equal by the next turn', async () => {
+    const { svc, deploy, turn, getRun, stepsOf } = fixture();
     const deploymentId = await deploy({ setup: [['sh', '-c', 'echo setup-ran > /home/agent/setup.txt']] });
     const created = await svc.api('POST', '/v1/runs', { deploymentId });
     expect(created.status).toBe(201);
@@ -59,7 +88,7 @@ describe.each(BACKENDS)('runs over HTTP with bwrap sandboxes: $name', (backend) 
     const before = (await turn(runId, MANIFEST)).stdout as string;
     expect(before).toContain('data/big.bin');
     const lost = (await getRun(runId)).sandbox.id as string;
-    await svc.provider.destroy(lost);
+    await svc.outside.destroy(lost);
 
     const recovered = await turn(runId, ['sh', '-c', `${MANIFEST[2]} && cat /home/agent/setup.txt >&2`]);
     expect(recovered.stdout).toBe(before);
@@ -78,6 +107,7 @@ describe.each(BACKENDS)('runs over HTTP with bwrap sandboxes: $name', (backend) 
   });
 
   it('a new deployment on the channel moves the run before its next turn; a failing one leaves it on the old sandbox until a retry works', async () => {
+    const { svc, deploy, turn, getRun, stepsOf } = fixture();
     const setupWriting = (name: string) => ['sh', '-c', `echo ${name} > /home/agent/deployment`];
     const v1 = await deploy({ setup: [setupWriting('v1')] });
     expect((await svc.api('PUT', '/v1/channels/main', { deploymentId: v1 })).body.version).toBe(1);
@@ -93,7 +123,7 @@ describe.each(BACKENDS)('runs over HTTP with bwrap sandboxes: $name', (backend) 
     const onV2 = await getRun(runId);
     expect(onV2).toMatchObject({ deploymentId: v2 });
     expect(onV2.sandbox.id).not.toBe(s1);
-    expect(await svc.provider.get(s1)).toBeUndefined();
+    expect(await svc.outside.get(s1)).toBeUndefined();
     const upgrade = await stepsOf(runId, 'upgrade');
     expect(upgrade.map((s) => s.step)).toEqual(['save', 'create_sandbox', 'restore', 'setup', 'validate', 'commit', 'destroy_old_sandbox']);
     expect(upgrade.every((s) => s.status === 'ok')).toBe(true);
@@ -113,7 +143,7 @@ describe.each(BACKENDS)('runs over HTTP with bwrap sandboxes: $name', (backend) 
       'setup:failed',
       'discard_sandbox:ok',
     ]);
-    expect((await svc.provider.list()).filter((s) => s.labels['holdfast.run'] === runId).map((s) => s.id)).toEqual([onV2.sandbox.id]);
+    expect((await svc.outside.list()).filter((s) => s.labels['holdfast.run'] === runId).map((s) => s.id)).toEqual([onV2.sandbox.id]);
 
     const retried = await turn(runId, ['cat', '/home/agent/deployment']);
     expect(retried.stdout).toBe('v3\n');
@@ -128,8 +158,14 @@ describe.each(BACKENDS)('runs over HTTP with bwrap sandboxes: $name', (backend) 
     expect(asked.body.deploymentId).toBe(v4);
     expect((await turn(runId, ['cat', '/home/agent/deployment'])).stdout).toBe('v4\n');
   });
+}
+
+describe.each(BACKENDS)('runs over HTTP with bwrap sandboxes: $name', (backend) => {
+  const fixture = useService(backend, 'bwrap');
+  lifecycleCases(fixture);
 
   it('blob-store faults during the turn checkpoint fail the turn with the store error, keep the head, and the next turn works', async () => {
+    const { svc, deploy, turn } = fixture();
     const deploymentId = await deploy({});
     const run = (await svc.api('POST', '/v1/runs', { deploymentId })).body;
     const good = await turn(run.id, WRITE);
@@ -161,6 +197,7 @@ describe.each(BACKENDS)('runs over HTTP with bwrap sandboxes: $name', (backend) 
   });
 
   it('tokens: none or a wrong one is 401; another tenant sees 404 for our run; only admins create tokens', async () => {
+    const { svc, deploy } = fixture();
     const deploymentId = await deploy({});
     const run = (await svc.api('POST', '/v1/runs', { deploymentId })).body;
     const missing = await svc.api('GET', `/v1/runs/${run.id}`, undefined, null);
@@ -186,6 +223,7 @@ describe.each(BACKENDS)('runs over HTTP with bwrap sandboxes: $name', (backend) 
   });
 
   it('bad input is a 400 with INVALID_INPUT; credentials in a deployment are refused', async () => {
+    const { svc } = fixture();
     const bad = await svc.api('POST', '/v1/deployments', { provider: 'bwrap', setup: 'npm ci' });
     expect(bad.status).toBe(400);
     expect(bad.body.error.code).toBe('INVALID_INPUT');
@@ -199,6 +237,7 @@ describe.each(BACKENDS)('runs over HTTP with bwrap sandboxes: $name', (backend) 
   });
 
   it('Idempotency-Key: a retried turn is answered from its receipt, not run twice; the same key for another request is refused', async () => {
+    const { svc, deploy, turn } = fixture();
     const deploymentId = await deploy({});
     const run = (await svc.api('POST', '/v1/runs', { deploymentId })).body;
     const send = (argv: string[], key: string) =>
@@ -225,4 +264,9 @@ describe.each(BACKENDS)('runs over HTTP with bwrap sandboxes: $name', (backend) 
     const count = await turn(run.id, ['cat', 'count.txt']);
     expect(count.stdout).toBe('x\n');
   });
+});
+
+/** Docker on the first backend pair: the provider, not the stores, is what differs. */
+describe(`runs over HTTP with docker sandboxes (Node image): ${(BACKENDS[0] as BackendCase).name}`, () => {
+  lifecycleCases(useService(BACKENDS[0] as BackendCase, 'docker'));
 });

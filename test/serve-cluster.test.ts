@@ -7,6 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateToken, hashToken } from '../src/auth/tokens.js';
 import { openMetadataStore } from '../src/metadata/metadata-store.js';
 import { BwrapSandboxProvider } from '../src/sandbox/providers/bwrap.js';
+import { DockerSandboxProvider } from '../src/sandbox/providers/docker.js';
+import { nodeImage } from './support/docker-images.js';
 import { createTestDatabase, type TestDatabase } from './support/postgres.js';
 import { type S3TestTarget, startS3Target } from './support/s3-server.js';
 import { expectBwrapInstalled } from './support/sandbox-processes.js';
@@ -24,7 +26,8 @@ interface Server {
 
 /**
  * Two (and a third) `holdfast serve` processes on one PostgreSQL database, one S3 endpoint and
- * one bwrap sandbox directory, as several platform servers share a Holdfast deployment.
+ * one bwrap sandbox directory, as several platform servers share a Holdfast deployment; and a
+ * pair on docker, whose containers outlive a killed server.
  */
 describe('holdfast serve: several processes on one PostgreSQL + S3', () => {
   let dir: string;
@@ -33,6 +36,12 @@ describe('holdfast serve: several processes on one PostgreSQL + S3', () => {
   let env: NodeJS.ProcessEnv;
   let token: string;
   const servers: Server[] = [];
+  /**
+   * Runs whose sandboxes are docker containers. `holdfast serve` uses the provider's default
+   * scope, which other users of this daemon share: cleanup removes only these runs' containers.
+   */
+  const dockerRuns: string[] = [];
+  const docker = new DockerSandboxProvider();
 
   const start = async (name: string): Promise<Server> => {
     const child = spawn(process.execPath, [MAIN, 'serve', '--port', '0', '--lease-ttl-ms', String(LEASE_TTL_MS)], {
@@ -106,6 +115,9 @@ describe('holdfast serve: several processes on one PostgreSQL + S3', () => {
     for (const server of servers) server.child.kill('SIGKILL');
     const provider = new BwrapSandboxProvider({ root: path.join(dir, 'sandboxes', 'bwrap') });
     for (const sandbox of await provider.list().catch(() => [])) await provider.destroy(sandbox.id);
+    for (const sandbox of dockerRuns.length === 0 ? [] : await docker.list()) {
+      if (dockerRuns.includes(sandbox.labels['holdfast.run'] ?? '')) await docker.destroy(sandbox.id);
+    }
     await s3?.close();
     await db?.drop();
     await fs.rm(dir, { recursive: true, force: true });
@@ -265,5 +277,59 @@ describe('holdfast serve: several processes on one PostgreSQL + S3', () => {
     } finally {
       await meta.close();
     }
+  });
+
+  it('docker sandboxes through holdfast serve: a SIGKILLed owner leaves its container running; the other server takes over, removes it and recovers the run onto a new one', async () => {
+    const image = nodeImage();
+    const [a, b] = [await start('docker-a'), await start('docker-b')];
+    const deployment = await api(a, 'POST', '/v1/deployments', {
+      provider: 'docker',
+      image,
+      setup: [['sh', '-c', 'echo set-up > /home/agent/setup.txt']],
+    });
+    expect(deployment.status, JSON.stringify(deployment.body)).toBe(201);
+    const run = (await api(b, 'POST', '/v1/runs', { deploymentId: deployment.body.id })).body;
+    dockerRuns.push(run.id);
+    const containersOf = async () => (await docker.list()).filter((s) => s.labels['holdfast.run'] === run.id).map((s) => s.id);
+
+    const first = await api(a, 'POST', `/v1/runs/${run.id}/turns`, {
+      argv: ['sh', '-c', 'echo one >> turns.log && cat /home/agent/setup.txt'],
+    });
+    expect(first.status, JSON.stringify(first.body)).toBe(200);
+    expect(first.body.stdout).toBe('set-up\n');
+    const lastGood = (await api(a, 'GET', `/v1/runs/${run.id}`)).body;
+    expect(await containersOf()).toEqual([lastGood.sandbox.id]);
+
+    const doomed = api(a, 'POST', `/v1/runs/${run.id}/turns`, { argv: ['sh', '-c', 'echo lost >> turns.log; sleep 30'] }).catch(
+      (e: unknown) => e,
+    );
+    await waitFor(
+      'the turn on a to start',
+      async () => (await api(b, 'GET', `/v1/runs/${run.id}/turns?limit=1`)).body.turns[0]?.status === 'running',
+    );
+    a.child.kill('SIGKILL');
+    await doomed;
+    expect(await containersOf()).toEqual([lastGood.sandbox.id]);
+    const recovered = await api(b, 'POST', `/v1/runs/${run.id}/turns`, {
+      argv: ['sh', '-c', 'cat turns.log /home/agent/setup.txt'],
+      waitMs: 30_000,
+    });
+    expect(recovered.status, JSON.stringify(recovered.body)).toBe(200);
+    expect(recovered.body.stdout).toBe('one\nset-up\n');
+    const after = (await api(b, 'GET', `/v1/runs/${run.id}`)).body;
+    expect(after.sandbox.id).not.toBe(lastGood.sandbox.id);
+    expect(await containersOf()).toEqual([after.sandbox.id]);
+    const events = (await api(b, 'GET', `/v1/runs/${run.id}/events`)).body.events as { kind: string; step: string; status: string }[];
+    expect(events.filter((e) => e.kind === 'recovery').map((e) => `${e.step}:${e.status}`)).toEqual([
+      'create_sandbox:ok',
+      'restore:ok',
+      'setup:ok',
+      'validate:ok',
+      'commit:ok',
+    ]);
+    const [killedTurn] = (
+      (await api(b, 'GET', `/v1/runs/${run.id}/turns?limit=2`)).body.turns as { status: string; error: { code: string } }[]
+    ).slice(1);
+    expect(killedTurn).toMatchObject({ status: 'failed', error: { code: 'STALE_LEASE' } });
   });
 });
