@@ -32,10 +32,10 @@ export function registerRestore(program: Command): void {
     .command('restore')
     .description('restore a checkpoint (default: the workspace head) into a directory or a sandbox, verified and published atomically')
     .argument('[dir]', 'target directory (must be absent or empty unless --replace), or use --sandbox')
-    .option('-s, --sandbox <id>', 'restore into the workspace of this sandbox')
+    .option('-s, --sandbox <id>', 'restore into the workspace of this sandbox (id, unique prefix or latest)')
     .option('-p, --provider <name>', 'provider of the sandbox (default: look in each)')
     .requiredOption('-w, --workspace <name>', 'workspace name')
-    .option('-c, --checkpoint <id>', 'checkpoint to restore (default: the head)')
+    .option('-c, --checkpoint <id>', 'checkpoint to restore: id, unique prefix (8+ characters) or latest (the head, also the default)')
     .option('--replace', 'replace a non-empty target; unchanged files are reused')
     .action(
       async (
