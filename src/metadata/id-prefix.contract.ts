@@ -60,7 +60,7 @@ export function describeIdPrefixCases(ctx: ContractContext): void {
       expect((await store.checkpoints.latestReady(tenantId))?.id).toBe(newest);
     });
 
-    it("runs: prefix matches within a tenant (or every tenant with null); latest is the newest run", async () => {
+    it('runs: prefix matches within a tenant (or every tenant with null); latest is the newest run', async () => {
       const store = await fixture();
       const salt = uniqueName('r').replace(/[^a-z0-9]/g, '');
       const { tenantId } = await makeWorkspace(store);

@@ -82,9 +82,15 @@ export async function findSandbox(
     return undefined;
   };
   const listed = async (): Promise<SandboxInfo[]> =>
-    (await Promise.all(names.map((name) => providers(name).list().catch((error: unknown) => skipUnavailable(error, providerName))))).flatMap(
-      (infos) => infos ?? [],
-    );
+    (
+      await Promise.all(
+        names.map((name) =>
+          providers(name)
+            .list()
+            .catch((error: unknown) => skipUnavailable(error, providerName)),
+        ),
+      )
+    ).flatMap((infos) => infos ?? []);
   const found = await resolveIdOrPrefix<SandboxHandle | SandboxInfo>(id, {
     kind: 'sandbox',
     idOf: (s) => s.id,
@@ -94,7 +100,8 @@ export async function findSandbox(
   });
   if ('exec' in found) return found;
   const handle = await providers(found.provider).get(found.id);
-  if (handle === undefined) throw new NotFoundError(`sandbox ${found.id} not found: list sandboxes with holdfast sandbox ls`, { data: { id } });
+  if (handle === undefined)
+    throw new NotFoundError(`sandbox ${found.id} not found: list sandboxes with holdfast sandbox ls`, { data: { id } });
   return handle;
 }
 

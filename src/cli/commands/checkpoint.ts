@@ -25,7 +25,10 @@ export function registerCheckpoint(program: Command): void {
     .command('checkpoint')
     .description('capture a directory, or a sandbox\u2019s workspace, as a new checkpoint of a workspace')
     .argument('[dir]', 'directory to capture (or use --sandbox)')
-    .option('-s, --sandbox <id>', 'capture the workspace of this sandbox (id, unique prefix or latest; through its agent unless the provider exposes a host path)')
+    .option(
+      '-s, --sandbox <id>',
+      'capture the workspace of this sandbox (id, unique prefix or latest; through its agent unless the provider exposes a host path)',
+    )
     .option('-p, --provider <name>', 'provider of the sandbox (default: look in each)')
     .requiredOption('-w, --workspace <name>', 'workspace name (created on first checkpoint)')
     .option('--reason <reason>', CHECKPOINT_REASONS.join(' | '), oneOf('--reason', CHECKPOINT_REASONS), 'manual')

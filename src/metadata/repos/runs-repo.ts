@@ -144,7 +144,10 @@ export function createRunsRepo({ db, dialect, now }: RepoContext): RunsRepo {
     },
     get,
     async findByPrefix(tenantId, prefix, limit) {
-      let query = db.selectFrom('runs').selectAll().where(startsWith(dialect, 'id', requireText(prefix, 'prefix')));
+      let query = db
+        .selectFrom('runs')
+        .selectAll()
+        .where(startsWith(dialect, 'id', requireText(prefix, 'prefix')));
       if (tenantId !== null) query = query.where('tenant_id', '=', requireText(tenantId, 'tenantId'));
       const rows = await query.orderBy('id').limit(requireCount(limit, 'limit')).execute();
       return rows.map(toRun);
