@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { InputError } from '../../errors.js';
 import type { CheckpointProgress, CheckpointResult } from '../../index.js';
 import { CHECKPOINT_REASONS } from '../../metadata/schema.js';
+import { plural } from '../output.js';
 import { collect, oneOf, positiveInt, withHoldfast } from '../program.js';
 import { formatBytes, startProgress } from '../progress.js';
 
@@ -80,8 +81,8 @@ export function registerCheckpoint(program: Command): void {
         output.result({ id: checkpoint.id, workspace: flags.workspace, rootTree: checkpoint.rootTree, stats, excluded, allowed }, () =>
           [
             `checkpoint ${checkpoint.id} of ${flags.workspace} is ready`,
-            `  files ${stats.files} (${formatBytes(stats.bytes)}), dirs ${stats.dirs}, symlinks ${stats.symlinks}; read ${stats.filesHashed} files (${formatBytes(stats.bytesHashed)})`,
-            `  new: ${stats.objectsWritten} objects, ${formatBytes(stats.rawBytesWritten)} (${formatBytes(stats.storedBytesWritten)} stored) in ${stats.packsWritten} packs, ${stats.blobWrites} blob writes`,
+            `  ${plural(stats.files, 'file')} (${formatBytes(stats.bytes)}), ${plural(stats.dirs, 'dir')}, ${plural(stats.symlinks, 'symlink')}; read ${plural(stats.filesHashed, 'file')} (${formatBytes(stats.bytesHashed)}), the rest unchanged`,
+            `  new: ${plural(stats.objectsWritten, 'object')}, ${formatBytes(stats.rawBytesWritten)} (${formatBytes(stats.storedBytesWritten)} stored) in ${plural(stats.packsWritten, 'pack')}, ${plural(stats.blobWrites, 'blob write')}`,
             ...allowed.map((a) => `  allowed by --allow-secret-path: ${a.path} (${a.rule})`),
             `  excluded: ${excluded.length}`,
             ...excluded.slice(0, 50).map((e) => `    ${e.path}  ${e.reason} (${e.rule})`),

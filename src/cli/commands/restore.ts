@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { InputError } from '../../errors.js';
 import type { RestoreProgress, RestoreReceipt } from '../../index.js';
+import { plural } from '../output.js';
 import { withHoldfast } from '../program.js';
 import { formatBytes, startProgress } from '../progress.js';
 
@@ -72,8 +73,8 @@ export function registerRestore(program: Command): void {
           output.result(receipt, () =>
             [
               `restored checkpoint ${receipt.checkpointId} into ${receipt.target}`,
-              `  files ${receipt.files} (${formatBytes(receipt.bytes)}), dirs ${receipt.dirs}, symlinks ${receipt.symlinks}`,
-              `  fetched ${formatBytes(receipt.bytesFetched)}; reused ${receipt.filesReused} unchanged files; copied ${formatBytes(receipt.bytesCopiedLocally)} from the old copy; hard links ${receipt.hardlinks}`,
+              `  ${plural(receipt.files, 'file')} (${formatBytes(receipt.bytes)}), ${plural(receipt.dirs, 'dir')}, ${plural(receipt.symlinks, 'symlink')}`,
+              `  fetched ${formatBytes(receipt.bytesFetched)}; reused ${plural(receipt.filesReused, 'unchanged file')}; copied ${formatBytes(receipt.bytesCopiedLocally)} from the old copy; ${plural(receipt.hardlinks, 'hard link')}`,
               '  verified as written: every object; every file (bytes, mode, mtime), directory, symlink and hard link',
               ...exclusionLines(receipt),
               `  took ${(receipt.durationMs / 1000).toFixed(2)} s`,
