@@ -4,7 +4,7 @@ import type { CheckpointProgress, CheckpointResult } from '../../index.js';
 import { CHECKPOINT_REASONS } from '../../metadata/schema.js';
 import { plural } from '../output.js';
 import { collect, oneOf, positiveInt, withHoldfast } from '../program.js';
-import { formatBytes, startProgress } from '../progress.js';
+import { formatBytes, type ProgressState, startProgress } from '../progress.js';
 
 interface CheckpointFlags {
   workspace: string;
@@ -18,6 +18,28 @@ interface CheckpointFlags {
   allowSecretPath?: string[];
   maxEntries?: number;
   maxFileBytes?: number;
+}
+
+/**
+ * What a checkpoint is doing, in its true figures. While reading, the engine counts every file
+ * it walks, unchanged ones (known by their stat cache, not read) included: hence "examined".
+ * Its later events carry the scan's totals, not upload progress, so they are shown as steps only.
+ */
+export function checkpointState(p: CheckpointProgress): ProgressState {
+  switch (p.phase) {
+    case 'scan':
+      return { step: 'scanning the workspace' };
+    case 'read':
+      return {
+        step: 'reading changed files',
+        items: { done: p.files, total: p.filesTotal, noun: 'file' },
+        bytes: { done: p.bytes, total: p.bytesTotal, verb: 'examined' },
+      };
+    case 'upload':
+      return { step: 'writing trees and finishing pack uploads' };
+    default:
+      return { step: 'committing' };
+  }
 }
 
 /** `holdfast checkpoint <dir> --workspace <name>`. */
@@ -47,7 +69,7 @@ export function registerCheckpoint(program: Command): void {
         });
       }
       await withHoldfast(command, async (hf, { output }) => {
-        const progress = await startProgress(output, 'checkpoint');
+        const progress = startProgress(output, 'checkpoint');
         let result: CheckpointResult;
         try {
           const input = {
@@ -64,7 +86,7 @@ export function registerCheckpoint(program: Command): void {
               ...(flags.maxEntries === undefined ? {} : { maxEntries: flags.maxEntries }),
               ...(flags.maxFileBytes === undefined ? {} : { maxFileBytes: flags.maxFileBytes }),
             },
-            onProgress: (p: CheckpointProgress) => progress.update(p.bytes, p.bytesTotal, p.phase),
+            onProgress: (p: CheckpointProgress) => progress.report(checkpointState(p)),
           };
           result =
             flags.sandbox === undefined

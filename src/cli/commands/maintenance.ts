@@ -2,7 +2,7 @@ import { Argument, type Command, InvalidArgumentError } from 'commander';
 import { IntegrityError } from '../../errors.js';
 import type { RebuildReport } from '../../objects/index-rebuild.js';
 import type { GcPackEntry, GcPhase, GcReport } from '../../snapshot/gc.js';
-import type { VerifyReport } from '../../snapshot/verify.js';
+import type { VerifyProgress, VerifyReport } from '../../snapshot/verify.js';
 import { listFirst, plural } from '../output.js';
 import { withHoldfast } from '../program.js';
 import { formatBytes, startProgress } from '../progress.js';
@@ -11,6 +11,8 @@ const UNIT_MS: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h
 const GC_PHASES: readonly GcPhase[] = ['resume', 'retention', 'mark', 'repack', 'condemn', 'sweep', 'orphans'];
 /** Problems printed in text mode; `--json` lists them all. */
 const SHOWN_PROBLEMS = 50;
+/** What verify counts in each of its phases. */
+const VERIFY_NOUNS: Readonly<Record<VerifyProgress['phase'], string>> = { trees: 'checkpoint', index: 'object', packs: 'pack' };
 /** Items of each GC listing printed in text mode; `--json` lists them all. */
 const SHOWN_GC_ITEMS = 20;
 
@@ -37,12 +39,13 @@ export function registerMaintenance(program: Command): void {
     .option('--read-data', 'also read every reachable pack and check every byte (reads all stored data)')
     .action(async (flags: { readData?: boolean }, command: Command) => {
       await withHoldfast(command, async (hf, { output }) => {
-        const progress = await startProgress(output, 'verify', 'items');
+        const progress = startProgress(output, 'verify');
         let report: VerifyReport;
         try {
           report = await hf.snapshots.verify({
             readData: flags.readData === true,
-            onProgress: (p) => progress.update(p.done, p.total, p.phase),
+            onProgress: (p) =>
+              progress.report({ step: `checking ${p.phase}`, items: { done: p.done, total: p.total, noun: VERIFY_NOUNS[p.phase] } }),
           });
         } finally {
           progress.stop();
@@ -74,7 +77,7 @@ export function registerMaintenance(program: Command): void {
     .action(async (flags: { dryRun?: boolean; grace?: number; keepLast?: number; keepDaily?: number }, command: Command) => {
       await withHoldfast(command, async (hf, { output }) => {
         const { DEFAULT_RETENTION } = await import('../../snapshot/retention.js');
-        const progress = await startProgress(output, 'gc', 'items');
+        const progress = startProgress(output, 'gc');
         let report: GcReport;
         try {
           report = await hf.snapshots.gc({
@@ -84,7 +87,8 @@ export function registerMaintenance(program: Command): void {
               keepDaily: flags.keepDaily ?? DEFAULT_RETENTION.keepDaily,
             },
             ...(flags.grace === undefined ? {} : { graceMs: flags.grace }),
-            onProgress: (phase) => progress.update(GC_PHASES.indexOf(phase), GC_PHASES.length, phase),
+            onProgress: (phase) =>
+              progress.report({ step: phase, items: { done: GC_PHASES.indexOf(phase), total: GC_PHASES.length, noun: 'step' } }),
           });
         } finally {
           progress.stop();
@@ -101,12 +105,12 @@ export function registerMaintenance(program: Command): void {
     .option('--verify-packs', 'read each pack whole and check every object before registering it')
     .action(async (_action: 'rebuild', flags: { verifyPacks?: boolean }, command: Command) => {
       await withHoldfast(command, async (hf, { output }) => {
-        const progress = await startProgress(output, 'index rebuild', 'items');
+        const progress = startProgress(output, 'index rebuild');
         let report: RebuildReport;
         try {
           report = await hf.snapshots.rebuildIndex({
             verifyPacks: flags.verifyPacks === true,
-            onProgress: (done, total) => progress.update(done, total),
+            onProgress: (done, total) => progress.report({ step: 'registering packs', items: { done, total, noun: 'pack' } }),
           });
         } finally {
           progress.stop();

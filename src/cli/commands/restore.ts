@@ -50,14 +50,19 @@ export function registerRestore(program: Command): void {
           });
         }
         await withHoldfast(command, async (hf, { output }) => {
-          const progress = await startProgress(output, 'restore');
+          const progress = startProgress(output, 'restore');
           let receipt: RestoreReceipt;
           try {
             const input = {
               workspace: flags.workspace,
               replace: flags.replace === true,
               ...(flags.checkpoint === undefined ? {} : { checkpoint: flags.checkpoint }),
-              onProgress: (p: RestoreProgress) => progress.update(p.bytes, p.bytesTotal),
+              onProgress: (p: RestoreProgress) =>
+                progress.report({
+                  step: 'writing files',
+                  items: { done: p.files, total: p.filesTotal, noun: 'file' },
+                  bytes: { done: p.bytes, total: p.bytesTotal, verb: 'written' },
+                }),
             };
             receipt =
               flags.sandbox === undefined
