@@ -130,7 +130,9 @@ describe('holdfast snapshot commands (compiled bin, --json)', () => {
     const lines = human.stdout.split('\n').map((l) => l.trim());
     expect(lines).toContain('left out: 2 cache, 1 secret-path; setup must rebuild them');
     expect(lines).toContain('kept changed: 1 symlink-made-relative');
-    expect(lines.some((l) => l.endsWith('hard links 1'))).toBe(true);
+    // Counts agree with their nouns: one hard link, not "1 hard links".
+    expect(lines.some((l) => l.endsWith('; 1 hard link'))).toBe(true);
+    expect(human.stdout).not.toMatch(/\b1 (files|dirs|symlinks|hard links)\b/);
   }, 60_000);
 
   it('errors carry stable codes and exit 1 (or 2 for bad input)', async () => {

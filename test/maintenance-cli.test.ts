@@ -47,11 +47,34 @@ describe('holdfast verify / gc / index rebuild (CLI)', () => {
   });
 
   it('gc --dry-run reports and changes nothing; gc then forgets by --keep-last and deletes with --grace 0s', async () => {
+    type Listed = { listing: { checkpointsForgotten: string[]; packsDeleted: Array<{ id: string; size: number; objects: number }> } };
+    // The local-disk driver stores key packs/ab/abc… as a file whose name starts with the pack id.
+    const packFile = (id: string): string | undefined => {
+      const fan = path.join(dir, 'store', 'blobs', 'packs', id.slice(0, 2));
+      const name = fs.existsSync(fan) ? fs.readdirSync(fan).find((n) => n.startsWith(id)) : undefined;
+      return name === undefined ? undefined : path.join(fan, name);
+    };
     const dry = await holdfast('gc', '--dry-run', '--keep-last', '1', '--keep-daily', '0', '--grace', '0s', '--json');
     expect(dry.code).toBe(0);
     expect(json(dry)).toMatchObject({ dryRun: true, forgotten: 2, packsCondemned: 4 });
+    const planned = json<Listed>(dry).listing;
+    expect(planned.checkpointsForgotten).toHaveLength(2);
+    expect(planned.packsDeleted).toHaveLength(4);
+    for (const pack of planned.packsDeleted) {
+      expect(fs.statSync(packFile(pack.id) ?? 'missing').size).toBe(pack.size);
+      expect(pack.objects).toBeGreaterThan(0);
+    }
+    const text = await holdfast('gc', '--dry-run', '--keep-last', '1', '--keep-daily', '0', '--grace', '0s');
+    expect(text.stdout).toContain('would delete 4 packs');
+    for (const pack of planned.packsDeleted) expect(text.stdout).toContain(pack.id);
+    for (const id of planned.checkpointsForgotten) expect(text.stdout).toContain(id);
     const real = await holdfast('gc', '--keep-last', '1', '--keep-daily', '0', '--grace', '0s', '--json');
     expect(json(real)).toMatchObject({ dryRun: false, forgotten: 2, packsCondemned: 4, packsDeleted: 4 });
+    // What the dry run listed is exactly what the real run deleted, and those blobs are gone.
+    const done = json<Listed>(real).listing;
+    expect(done.packsDeleted.map((p) => p.id).sort()).toEqual(planned.packsDeleted.map((p) => p.id).sort());
+    expect(done.checkpointsForgotten).toEqual(planned.checkpointsForgotten);
+    for (const pack of planned.packsDeleted) expect(packFile(pack.id)).toBeUndefined();
     expect(json<{ ok: boolean }>(await holdfast('verify', '--read-data', '--json')).ok).toBe(true);
     expect((await holdfast('gc', '--grace', 'soon')).code).toBe(2);
   }, 60_000);

@@ -74,6 +74,45 @@ describe('holdfast sandbox (compiled bin)', () => {
     expect((JSON.parse(gone.stderr) as { error: { code: string } }).error.code).toBe('NOT_FOUND');
   }, 60_000);
 
+  it('takes a unique id prefix (8+ characters) or latest wherever a sandbox id is taken', async () => {
+    const make = async () => (JSON.parse((await holdfast(['--json', 'sandbox', 'create'])).stdout) as { id: string }).id;
+    const older = await make();
+    const newer = await make();
+    const echo = (id: string) => holdfast(['--json', 'sandbox', 'exec', '--provider', 'bwrap', id, '--', 'sh', '-c', 'echo ok']);
+    const unique = (id: string, other: string): string => {
+      let n = 8;
+      while (other.startsWith(id.slice(0, n))) n += 1;
+      return id.slice(0, n);
+    };
+    expect(await echo(unique(older, newer))).toMatchObject({ code: 0, stdout: 'ok\n' });
+    const errorOf = (r: Run) => (JSON.parse(r.stderr) as { error: { code: string; data: Record<string, unknown> } }).error;
+    // Too short: a usage error; no match: NOT_FOUND.
+    const short = await echo(older.slice(0, 7));
+    expect(short.code).toBe(2);
+    expect(errorOf(short).code).toBe('INVALID_INPUT');
+    expect(errorOf(await echo('sbx-zzzzzzzz')).code).toBe('NOT_FOUND');
+    // latest is the newest sandbox; destroy by prefix reports the full id it destroyed.
+    const latest = await holdfast([
+      '--json',
+      'sandbox',
+      'exec',
+      '--provider',
+      'bwrap',
+      'latest',
+      '--',
+      'sh',
+      '-c',
+      'touch /workspace/mark',
+    ]);
+    expect(latest.code).toBe(0);
+    expect(fs.existsSync(path.join(dir, 'bwrap', newer, 'workspace', 'mark'))).toBe(true);
+    const destroyed = await holdfast(['--json', 'sandbox', 'destroy', '--provider', 'bwrap', unique(newer, older), unique(older, newer)]);
+    expect(JSON.parse(destroyed.stdout)).toEqual([
+      { id: newer, destroyed: true },
+      { id: older, destroyed: true },
+    ]);
+  }, 60_000);
+
   it('creates local sandboxes too, and rejects bad flags with exit 2', async () => {
     const created = await holdfast(['sandbox', 'create', '--provider', 'local']);
     expect(created.code).toBe(0);

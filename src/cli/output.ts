@@ -81,3 +81,21 @@ export function renderTable(header: readonly string[], rows: readonly (readonly 
 export function isoTime(ms: number | null): string {
   return ms === null ? '-' : new Date(ms).toISOString();
 }
+
+/**
+ * `count` with its noun in the right number: `plural(1, 'checkpoint')` is "1 checkpoint",
+ * `plural(2, 'checkpoint')` "2 checkpoints"; irregular nouns name their plural.
+ */
+export function plural(count: number, noun: string, nounPlural = `${noun}s`): string {
+  return `${count} ${count === 1 ? noun : nounPlural}`;
+}
+
+/**
+ * At most `shown` of `items` rendered one per line with `indent`, then "… and M more" naming
+ * where the rest is (`--json`), so long listings stay readable.
+ */
+export function listFirst<T>(items: readonly T[], shown: number, indent: string, render: (item: T) => string): string[] {
+  const lines = items.slice(0, shown).map((item) => `${indent}${render(item)}`);
+  if (items.length > shown) lines.push(`${indent}… and ${items.length - shown} more (--json lists all)`);
+  return lines;
+}

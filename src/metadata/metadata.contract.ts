@@ -2,6 +2,7 @@ import { sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import { describeSnapshotCases } from './checkpoints.contract.js';
 import { describeGcCases } from './gc.contract.js';
+import { describeIdPrefixCases } from './id-prefix.contract.js';
 import {
   type ContractContext,
   createContractContext,
@@ -31,6 +32,7 @@ export function describeMetadataContract(options: MetadataContractOptions): void
     describeObjectIndexCases(ctx);
     describeGcCases(ctx);
     describeRunsCases(ctx);
+    describeIdPrefixCases(ctx);
   });
 }
 

@@ -1,4 +1,5 @@
-import { HoldfastError, InputError, NotFoundError } from '../errors.js';
+import { resolveIdOrPrefix } from '../core/id-prefix.js';
+import { HoldfastError, InputError } from '../errors.js';
 import type { Checkpoint, CheckpointReason, Run, RunEvent, Turn } from '../metadata/metadata-store.js';
 import type { RunResult, SandboxHandle } from '../sandbox/sandbox-provider.js';
 import type { RestoreReceipt } from '../snapshot/restore.js';
@@ -70,11 +71,21 @@ export class Runs {
     });
   }
 
-  /** The run `id` of this tenant; `NOT_FOUND` otherwise. */
-  async get(id: string): Promise<Run> {
-    const run = typeof id === 'string' ? await this.host.meta.runs.find(this.tenant.id, id) : undefined;
-    if (run === undefined) throw new NotFoundError(`run ${id} not found`, { data: { runId: id } });
-    return run;
+  /**
+   * A run of this tenant by exact id, by a unique prefix of at least 8 characters, or `latest`
+   * (the tenant's most recently created run). Every method taking a run id resolves it here.
+   * Another tenant's runs answer `NOT_FOUND` and are never listed among the candidates of an
+   * ambiguous prefix (`CONFLICT`); a shorter prefix is `INVALID_INPUT`.
+   */
+  get(id: string): Promise<Run> {
+    const { runs } = this.host.meta;
+    return resolveIdOrPrefix(id, {
+      kind: 'run',
+      idOf: (r) => r.id,
+      exact: (exact) => runs.find(this.tenant.id, exact),
+      byPrefix: (prefix, limit) => runs.findByPrefix(this.tenant.id, prefix, limit),
+      latest: () => runs.latest(this.tenant.id),
+    });
   }
 
   /** The tenant's runs, newest first. */

@@ -1,5 +1,6 @@
 import os from 'node:os';
 import path from 'node:path';
+import { matchPrefix, resolveIdOrPrefix } from '../core/id-prefix.js';
 import { HoldfastError, InputError, NotFoundError } from '../errors.js';
 import { BwrapSandboxProvider } from './providers/bwrap.js';
 import { DockerSandboxProvider } from './providers/docker.js';
@@ -60,20 +61,48 @@ function nonEmpty(value: string | undefined): string | undefined {
 /**
  * The sandbox `id` of the named provider, or of whichever shipped provider name has it, as
  * `providers` resolves names (default: the shipped providers; a library user's injected
- * lookup otherwise). `NOT_FOUND` when no provider knows it (destroyed, or never created).
+ * lookup otherwise). Not found by exact id, `id` may be `latest` (the newest sandbox) or a
+ * unique prefix of at least 8 characters, matched over the providers' `list()`: `CONFLICT`
+ * with the candidates when ambiguous, `INVALID_INPUT` when shorter. `NOT_FOUND` when no
+ * provider knows it (destroyed, or never created).
  */
 export async function findSandbox(
   id: string,
   providerName?: string,
   providers: (name: string) => SandboxProvider = openSandboxProvider,
 ): Promise<SandboxHandle> {
-  for (const name of providerName === undefined ? SANDBOX_PROVIDER_NAMES : [providerName]) {
-    const handle = await providers(name)
-      .get(id)
-      .catch((error: unknown) => skipUnavailable(error, providerName));
-    if (handle !== undefined) return handle;
-  }
-  throw new NotFoundError(`sandbox ${id} not found: list sandboxes with holdfast sandbox ls`, { data: { id } });
+  const names = providerName === undefined ? SANDBOX_PROVIDER_NAMES : [providerName];
+  const exact = async (wanted: string): Promise<SandboxHandle | undefined> => {
+    for (const name of names) {
+      const handle = await providers(name)
+        .get(wanted)
+        .catch((error: unknown) => skipUnavailable(error, providerName));
+      if (handle !== undefined) return handle;
+    }
+    return undefined;
+  };
+  const listed = async (): Promise<SandboxInfo[]> =>
+    (
+      await Promise.all(
+        names.map((name) =>
+          providers(name)
+            .list()
+            .catch((error: unknown) => skipUnavailable(error, providerName)),
+        ),
+      )
+    ).flatMap((infos) => infos ?? []);
+  const found = await resolveIdOrPrefix<SandboxHandle | SandboxInfo>(id, {
+    kind: 'sandbox',
+    idOf: (s) => s.id,
+    exact,
+    byPrefix: async (prefix, limit) => matchPrefix(await listed(), prefix, (s) => s.id, limit),
+    latest: async () => (await listed()).sort((a, b) => b.createdAt - a.createdAt || a.id.localeCompare(b.id))[0],
+  });
+  if ('exec' in found) return found;
+  const handle = await providers(found.provider).get(found.id);
+  if (handle === undefined)
+    throw new NotFoundError(`sandbox ${found.id} not found: list sandboxes with holdfast sandbox ls`, { data: { id } });
+  return handle;
 }
 
 /**

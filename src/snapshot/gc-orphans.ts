@@ -1,6 +1,6 @@
 import type { Sha256Hex } from '../core/hash.js';
 import { packIdFromKey } from '../objects/pack-format.js';
-import { deletePackJournaled, intentCutoff, type SweepDeps } from './gc-sweep.js';
+import { deletePackJournaled, intentCutoff, type SweepDeps, type SweptPack } from './gc-sweep.js';
 
 /** What the orphan step found and did. */
 export interface OrphanResult {
@@ -9,6 +9,10 @@ export interface OrphanResult {
   /** Unindexed packs deleted (with `dryRun`: that would be deleted). */
   readonly deleted: number;
   readonly bytes: number;
+  /** The packs deleted (with `dryRun`: that would be deleted), with their blob sizes. */
+  readonly deletedPacks: readonly SweptPack[];
+  /** The packs still waiting out their grace. */
+  readonly queuedPacks: readonly SweptPack[];
 }
 
 /**
@@ -37,7 +41,11 @@ export async function collectOrphans(deps: SweepDeps, options: { now: number; cu
   const queue = new Map((await deps.meta.gc.listQueue()).map((q) => [q.packId, q.firstSeenAt]));
   const due = orphans.filter((id) => (queue.get(id) ?? options.now) <= options.cutoff);
   const bytesOf = (ids: readonly Sha256Hex[]): number => ids.reduce((n, id) => n + (stored.get(id) ?? 0), 0);
-  if (options.dryRun) return { queued: orphans.length - due.length, deleted: due.length, bytes: bytesOf(due) };
+  const sized = (ids: readonly Sha256Hex[]): SweptPack[] => ids.map((id) => ({ id, size: stored.get(id) ?? 0 }));
+  const dueSet = new Set(due);
+  const queuedPacks = sized(orphans.filter((id) => !dueSet.has(id)));
+  if (options.dryRun)
+    return { queued: queuedPacks.length, deleted: due.length, bytes: bytesOf(due), deletedPacks: sized(due), queuedPacks };
 
   const orphanSet = new Set(orphans);
   // Entries that were indexed meanwhile or whose blob is gone are no longer orphans: forget them.
@@ -52,5 +60,5 @@ export async function collectOrphans(deps: SweepDeps, options: { now: number; cu
     if (recheck.has(id)) continue;
     if (await deletePackJournaled(deps, id, options.now)) deleted.push(id);
   }
-  return { queued: orphans.length - due.length, deleted: deleted.length, bytes: bytesOf(deleted) };
+  return { queued: queuedPacks.length, deleted: deleted.length, bytes: bytesOf(deleted), deletedPacks: sized(deleted), queuedPacks };
 }

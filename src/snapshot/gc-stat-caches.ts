@@ -18,17 +18,23 @@ export const STAT_CACHE_TEMP_KEEP_MS = 60 * 60 * 1000;
  * damaged or older-format files at once, left-over temp files after an hour, and caches whose
  * header names a checkpoint this store does not hold once unwritten for
  * {@link STAT_CACHE_FOREIGN_KEEP_MS}. A cache of one of this store's checkpoints is kept.
- * Resolves with the number of files removed; files that vanish meanwhile are not counted.
+ * Resolves with the paths of the files removed (files that vanish meanwhile are not listed);
+ * with `dryRun`, of the files that would be removed, removing none.
  */
-export async function sweepStatCaches(meta: Pick<MetadataStore, 'checkpoints'>, cacheDir: string, now: number): Promise<number> {
+export async function sweepStatCaches(
+  meta: Pick<MetadataStore, 'checkpoints'>,
+  cacheDir: string,
+  now: number,
+  dryRun = false,
+): Promise<string[]> {
   const dir = statCacheDir(cacheDir);
   let names: string[];
   try {
     names = fs.readdirSync(dir);
   } catch {
-    return 0;
+    return [];
   }
-  let removed = 0;
+  const removed: string[] = [];
   for (const name of names) {
     const file = path.join(dir, name);
     let stat: fs.Stats;
@@ -46,7 +52,7 @@ export async function sweepStatCaches(meta: Pick<MetadataStore, 'checkpoints'>, 
       const base = readStatCacheBase(file);
       doomed = base === undefined || (age > STAT_CACHE_FOREIGN_KEEP_MS && (await meta.checkpoints.find(base)) === undefined);
     }
-    if (doomed && removeFile(file)) removed += 1;
+    if (doomed && (dryRun || removeFile(file))) removed.push(file);
   }
   return removed;
 }

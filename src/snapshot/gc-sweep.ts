@@ -13,10 +13,19 @@ export interface SweepDeps {
 /** Finished journal entries are kept this long for inspection, then pruned. */
 export const JOURNAL_KEEP_MS = 30 * 24 * 60 * 60 * 1000;
 
+/** One pack blob a sweep step removed (or, planning, would remove). */
+export interface SweptPack {
+  readonly id: Sha256Hex;
+  /** Bytes of its blob; 0 when the blob was already gone. */
+  readonly size: number;
+}
+
 /** What a sweep step removed. */
 export interface SweepResult {
   packs: number;
   bytes: number;
+  /** The packs themselves, in the order they were removed. */
+  readonly removed: SweptPack[];
 }
 
 /**
@@ -69,22 +78,36 @@ async function completeDeletion(deps: SweepDeps, packId: Sha256Hex, at: number):
  * else is finished. Resolves with what was removed (bytes counted only for blobs still there).
  */
 export async function finishInterruptedDeletions(deps: SweepDeps, at: number): Promise<SweepResult> {
-  const result: SweepResult = { packs: 0, bytes: 0 };
-  const pending = await deps.meta.gc.unfinishedDeletions();
-  if (pending.length === 0) return result;
-  const rows = new Map((await deps.meta.objects.listPacks()).map((p) => [p.id, p]));
-  for (const entry of pending) {
-    const row = rows.get(entry.packId);
-    if (row !== undefined && row.condemnedAt === null) {
+  const result: SweepResult = { packs: 0, bytes: 0, removed: [] };
+  for (const entry of await interruptedDeletions(deps)) {
+    if (!entry.finish) {
       await deps.meta.gc.finishDeletion(entry.packId, at);
       continue;
     }
-    const stat = await deps.blobs.stat(entry.key);
     await completeDeletion(deps, entry.packId, at);
     result.packs += 1;
-    result.bytes += stat?.size ?? 0;
+    result.bytes += entry.size;
+    result.removed.push({ id: entry.packId, size: entry.size });
   }
   return result;
+}
+
+/**
+ * The deletions a killed GC run left unfinished, read-only: `finish` is false for a pack that
+ * was re-registered since (its deletion is called off), and `size` is its blob's size now (0
+ * when already gone). {@link finishInterruptedDeletions} acts on this; a dry run lists it.
+ */
+export async function interruptedDeletions(deps: SweepDeps): Promise<Array<{ packId: Sha256Hex; finish: boolean; size: number }>> {
+  const pending = await deps.meta.gc.unfinishedDeletions();
+  if (pending.length === 0) return [];
+  const rows = new Map((await deps.meta.objects.listPacks()).map((p) => [p.id, p]));
+  const out: Array<{ packId: Sha256Hex; finish: boolean; size: number }> = [];
+  for (const entry of pending) {
+    const row = rows.get(entry.packId);
+    const finish = row === undefined || row.condemnedAt !== null;
+    out.push({ packId: entry.packId, finish, size: finish ? ((await deps.blobs.stat(entry.key))?.size ?? 0) : 0 });
+  }
+  return out;
 }
 
 /**

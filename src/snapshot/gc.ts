@@ -4,9 +4,9 @@ import type { PackInfo } from '../metadata/metadata-store.js';
 import { ObjectReader } from '../objects/object-reader.js';
 import type { SnapshotDeps } from './checkpoint.js';
 import { type LiveRootSource, liveUsage, markLive, markNewCheckpoints } from './gc-mark.js';
-import { collectOrphans } from './gc-orphans.js';
+import { collectOrphans, type OrphanResult } from './gc-orphans.js';
 import { sweepStatCaches } from './gc-stat-caches.js';
-import { deletePackJournaled, finishInterruptedDeletions, pruneJournal } from './gc-sweep.js';
+import { deletePackJournaled, finishInterruptedDeletions, interruptedDeletions, pruneJournal } from './gc-sweep.js';
 import { repackPacks } from './repack.js';
 import { sweepStaleStaging } from './restore-staging.js';
 import { applyRetention, DEFAULT_RETENTION, type RetentionPolicy } from './retention.js';
@@ -65,6 +65,49 @@ export interface GcReport {
   /** Stat caches no checkpoint of this store needs, removed (see `sweepStatCaches`). */
   readonly statCachesRemoved: number;
   readonly dryRun: boolean;
+  /** What the counts above count, item by item (with `dryRun`: what would be done). */
+  readonly listing: GcListing;
+}
+
+/** Why GC removes or rewrites a pack. */
+export type GcPackReason =
+  /** Condemned by an earlier run, past the grace, and still without a live object. */
+  | 'condemned'
+  /** No live object: condemned by this run (and, with no grace, deleted by it). */
+  | 'empty'
+  /** Live bytes below the repack ratio: its live objects are moved, then it is condemned. */
+  | 'sparse'
+  /** A blob no index row names (an upload whose checkpoint failed or was killed). */
+  | 'unindexed'
+  /** A deletion a killed GC run journaled and did not finish. */
+  | 'interrupted';
+
+/** One pack in a {@link GcListing}. */
+export interface GcPackEntry {
+  readonly id: Sha256Hex;
+  /** Bytes of its blob. */
+  readonly size: number;
+  /** Objects the index lists in it; `null` for an unindexed or interrupted pack (its rows are gone or never were). */
+  readonly objects: number | null;
+  /** Of those, objects still live (what a repack moves); `null` where `objects` is. */
+  readonly liveObjects: number | null;
+  readonly reason: GcPackReason;
+}
+
+/** The items behind a {@link GcReport}'s counts. */
+export interface GcListing {
+  /** Ids of the checkpoints retention forgot. */
+  readonly checkpointsForgotten: readonly string[];
+  /** Packs condemned by this run for having no live object. */
+  readonly packsCondemned: readonly GcPackEntry[];
+  /** Sparse packs repacked (their live objects moved), then condemned. */
+  readonly packsRepacked: readonly GcPackEntry[];
+  /** Every pack blob deleted: condemned past grace, interrupted deletions, unindexed past grace. */
+  readonly packsDeleted: readonly GcPackEntry[];
+  /** Unindexed pack blobs still waiting out their grace. */
+  readonly orphanPacksQueued: readonly GcPackEntry[];
+  /** Paths of the stat caches removed. */
+  readonly statCachesRemoved: readonly string[];
 }
 
 /** The services GC uses; with `cacheDir`, staging left there by killed restores and stale stat caches are removed too. */
@@ -98,7 +141,7 @@ export async function collectGarbage(deps: GcDeps, options: GcOptions = {}): Pro
   const phase = options.onProgress ?? (() => {});
 
   phase('resume');
-  const resumed = dryRun ? { packs: 0, bytes: 0 } : await finishInterruptedDeletions(deps, now);
+  const resumed = dryRun ? { packs: 0, bytes: 0, removed: [] } : await finishInterruptedDeletions(deps, now);
   // Listed before the checkpoints: a pack registered after this line belongs to a checkpoint this run may not see.
   const packs = await meta.objects.listPacks();
   phase('retention');
@@ -114,30 +157,57 @@ export async function collectGarbage(deps: GcDeps, options: GcOptions = {}): Pro
   // A pack with no dead object is never sparse, however small: rewriting it would give the same bytes.
   const sparse = open.filter((p) => liveRows(p) > 0 && liveRows(p) < p.objectCount && (usage.get(p.id)?.liveBytes ?? 0) < ratio * p.size);
 
+  const entry = (p: PackInfo, reason: GcPackReason): GcPackEntry => ({
+    id: p.id,
+    size: p.size,
+    objects: p.objectCount,
+    liveObjects: liveRows(p),
+    reason,
+  });
+  const unindexed =
+    (reason: GcPackReason) =>
+    (p: { id: Sha256Hex; size: number }): GcPackEntry => ({
+      ...p,
+      objects: null,
+      liveObjects: null,
+      reason,
+    });
+
   const stagingRemoved = dryRun || deps.cacheDir === undefined ? 0 : sweepStaleStaging(deps.cacheDir);
-  const statCachesRemoved = dryRun || deps.cacheDir === undefined ? 0 : await sweepStatCaches(meta, deps.cacheDir, now);
+  const statCaches = deps.cacheDir === undefined ? [] : await sweepStatCaches(meta, deps.cacheDir, now, dryRun);
   const base = {
     forgotten: retention.forgotten.size,
     liveObjects: live.trees.size + live.data.size,
     stagingRemoved,
-    statCachesRemoved,
+    statCachesRemoved: statCaches.length,
     dryRun,
   };
+  const listed = (deleted: GcPackEntry[], orphans: OrphanResult): GcListing => ({
+    checkpointsForgotten: [...retention.forgotten].sort(),
+    packsCondemned: empty.map((p) => entry(p, 'empty')),
+    packsRepacked: sparse.map((p) => entry(p, 'sparse')),
+    packsDeleted: [...deleted, ...orphans.deletedPacks.map(unindexed('unindexed'))],
+    orphanPacksQueued: orphans.queuedPacks.map(unindexed('unindexed')),
+    statCachesRemoved: statCaches,
+  });
   if (dryRun) {
-    const condemned = packs.filter((p) => p.condemnedAt !== null);
+    const interrupted = (await interruptedDeletions(deps)).filter((d) => d.finish).map((d) => ({ id: d.packId, size: d.size }));
+    const condemned = packs.filter((p) => p.condemnedAt !== null && !interrupted.some((d) => d.id === p.id));
     const doomed = condemned.filter((p) => (p.condemnedAt as number) <= cutoff && liveRows(p) === 0);
     // With no grace, what this run would condemn or repack it would also delete.
-    const soon = graceMs === 0 ? [...empty, ...sparse] : [];
+    const soon = graceMs === 0 ? [...empty.map((p) => entry(p, 'empty')), ...sparse.map((p) => entry(p, 'sparse'))] : [];
     const orphans = await collectOrphans(deps, { now, cutoff, dryRun });
+    const deleted = [...interrupted.map(unindexed('interrupted')), ...doomed.map((p) => entry(p, 'condemned')), ...soon];
     return {
       ...base,
       packsCondemned: empty.length,
       packsRepacked: sparse.length,
-      packsDeleted: doomed.length + soon.length,
+      packsDeleted: deleted.length,
       packsRevived: condemned.filter((p) => liveRows(p) > 0).length,
-      bytesFreed: [...doomed, ...soon].reduce((n, p) => n + p.size, 0) + orphans.bytes,
+      bytesFreed: deleted.reduce((n, p) => n + p.size, 0) + orphans.bytes,
       orphanPacksQueued: orphans.queued,
       orphanPacksDeleted: orphans.deleted,
+      listing: listed(deleted, orphans),
     };
   }
 
@@ -155,15 +225,25 @@ export async function collectGarbage(deps: GcDeps, options: GcOptions = {}): Pro
   phase('orphans');
   const orphans = await collectOrphans(deps, { now, cutoff, dryRun });
   await pruneJournal(meta, now);
+  // Packs this run condemned keep the reason they were condemned for.
+  const origin = new Map<string, GcPackReason>([
+    ...empty.map((p) => [p.id, 'empty'] as const),
+    ...sparse.map((p) => [p.id, 'sparse'] as const),
+  ]);
+  const deleted = [
+    ...resumed.removed.map(unindexed('interrupted')),
+    ...swept.deleted.map((p) => entry(p, origin.get(p.id) ?? 'condemned')),
+  ];
   return {
     ...base,
     packsCondemned,
     packsRepacked: repack.repacked.length,
-    packsDeleted: resumed.packs + swept.deleted,
+    packsDeleted: resumed.packs + swept.deleted.length,
     packsRevived: swept.revived,
     bytesFreed: resumed.bytes + swept.bytes + orphans.bytes,
     orphanPacksQueued: orphans.queued,
     orphanPacksDeleted: orphans.deleted,
+    listing: listed(deleted, orphans),
   };
 }
 
@@ -177,18 +257,18 @@ async function sweepCondemned(
   isLive: (id: Sha256Hex) => boolean,
   cutoff: number,
   now: number,
-): Promise<{ deleted: number; revived: number; bytes: number }> {
+): Promise<{ deleted: PackInfo[]; revived: number; bytes: number }> {
   const condemned = (await deps.meta.objects.listPacks()).filter((p) => p.condemnedAt !== null);
   const needed = new Set(
     (await deps.meta.objects.objectsInPacks(condemned.map((p) => p.id))).filter((r) => isLive(r.id)).map((r) => r.packId),
   );
   const revived = await deps.meta.objects.revivePacks([...needed]);
-  let deleted = 0;
+  const deleted: PackInfo[] = [];
   let bytes = 0;
   for (const pack of condemned) {
     if (needed.has(pack.id) || (pack.condemnedAt as number) > cutoff) continue;
     if (!(await deletePackJournaled(deps, pack.id, now))) continue;
-    deleted += 1;
+    deleted.push(pack);
     bytes += pack.size;
   }
   return { deleted, revived, bytes };

@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import type { ExcludeOptions } from '../core/excludes.js';
+import { MIN_ID_PREFIX_LENGTH, resolveIdOrPrefix } from '../core/id-prefix.js';
 import type { TreeEntry } from '../core/tree.js';
 import { InputError, isHoldfastError, NotFoundError } from '../errors.js';
 import type { Checkpoint, CheckpointReason, Tenant, Workspace } from '../metadata/metadata-store.js';
@@ -193,32 +194,54 @@ export class Snapshots {
     });
   }
 
+  /**
+   * A ready checkpoint of `workspace`: the head when `id` is absent or `latest`, else an id or
+   * unique prefix resolved as {@link Snapshots.getCheckpoint} does.
+   */
   private async resolveCheckpoint(workspace: Workspace, id: string | undefined): Promise<Checkpoint> {
-    if (id === undefined) {
+    const head = async (): Promise<Checkpoint> => {
       if (workspace.headCheckpointId === null)
         throw new NotFoundError(`workspace ${workspace.name} has no ready checkpoint yet`, { data: { workspace: workspace.name } });
       return this.deps.meta.checkpoints.get(workspace.headCheckpointId);
-    }
-    const checkpoint = await this.readyCheckpoint(id);
+    };
+    if (id === undefined) return head();
+    const checkpoint = await this.readyCheckpoint(id, head);
     if (checkpoint.workspaceId !== workspace.id)
       throw new NotFoundError(`checkpoint ${id} is not in workspace ${workspace.name}`, { data: { checkpoint: id } });
     return checkpoint;
   }
 
-  /** A checkpoint of this tenant in any status; another tenant's ids answer `NOT_FOUND`, as if absent. */
-  async getCheckpoint(id: string): Promise<Checkpoint> {
+  /**
+   * A checkpoint of this tenant in any status, by exact id, by a unique prefix of at least
+   * {@link MIN_ID_PREFIX_LENGTH} characters, or `latest` (the tenant's newest ready checkpoint,
+   * in any workspace). Another tenant's checkpoints are never matched, nor listed among the
+   * candidates of an ambiguous prefix (`CONFLICT`); they answer `NOT_FOUND`, as if absent. A
+   * shorter prefix is `INVALID_INPUT`.
+   */
+  getCheckpoint(id: string): Promise<Checkpoint> {
+    return this.findCheckpoint(id);
+  }
+
+  /** {@link Snapshots.getCheckpoint}, with `latest` meaning what `latest` returns (a workspace's head). */
+  private async findCheckpoint(id: string, latest?: () => Promise<Checkpoint | undefined>): Promise<Checkpoint> {
     const { meta } = this.deps;
-    const checkpoint = await meta.checkpoints.find(id);
-    const workspace = checkpoint === undefined ? undefined : await meta.workspaces.find(checkpoint.workspaceId);
-    const tenant = workspace === undefined ? undefined : await meta.tenants.find(workspace.tenantId);
-    if (checkpoint === undefined || tenant?.name !== this.tenantName)
-      throw new NotFoundError(`no checkpoint ${id}`, { data: { checkpoint: id } });
-    return checkpoint;
+    const tenant = await this.tenant(false);
+    return resolveIdOrPrefix(id, {
+      kind: 'checkpoint',
+      idOf: (c) => c.id,
+      exact: async (exact) => {
+        const checkpoint = tenant === undefined ? undefined : await meta.checkpoints.find(exact);
+        const workspace = checkpoint === undefined ? undefined : await meta.workspaces.find(checkpoint.workspaceId);
+        return workspace?.tenantId === tenant?.id ? checkpoint : undefined;
+      },
+      byPrefix: async (prefix, limit) => (tenant === undefined ? [] : meta.checkpoints.findByPrefix(tenant.id, prefix, limit)),
+      latest: latest ?? (async () => (tenant === undefined ? undefined : meta.checkpoints.latestReady(tenant.id))),
+    });
   }
 
   /** A ready checkpoint of this tenant; another tenant's ids answer `NOT_FOUND`, as if absent. */
-  private async readyCheckpoint(id: string): Promise<Checkpoint> {
-    const checkpoint = await this.getCheckpoint(id);
+  private async readyCheckpoint(id: string, latest?: () => Promise<Checkpoint | undefined>): Promise<Checkpoint> {
+    const checkpoint = await this.findCheckpoint(id, latest);
     if (checkpoint.status !== 'ready' || checkpoint.rootTree === null) {
       throw new InputError('INVALID_INPUT', `checkpoint ${id} is ${checkpoint.status}, not ready`, {
         data: { checkpoint: id, status: checkpoint.status },

@@ -3,6 +3,9 @@ import type { TreeEntry } from '../../core/tree.js';
 import { positiveInt, withHoldfast } from '../program.js';
 import { formatBytes } from '../progress.js';
 
+/** How a checkpoint argument is given where no workspace is named. */
+const CHECKPOINT_ID_HELP = "checkpoint id, a unique prefix of it (8+ characters), or latest (this tenant's newest ready checkpoint)";
+
 function describeEntry(e: TreeEntry): string {
   if (e.type === 'dir') return `d ${e.mode.toString(8).padStart(4, '0')}            ${e.name}/`;
   if (e.type === 'symlink') return `l                  ${e.name} -> ${e.target}`;
@@ -58,7 +61,7 @@ export function registerBrowse(program: Command): void {
   program
     .command('ls')
     .description('list a directory (default: the root) inside a checkpoint')
-    .argument('<checkpoint>', 'checkpoint id')
+    .argument('<checkpoint>', CHECKPOINT_ID_HELP)
     .argument('[path]', 'path inside the checkpoint', '')
     .action(async (checkpoint: string, relPath: string, _flags: unknown, command: Command) => {
       await withHoldfast(command, async (hf, { output }) => {
@@ -73,7 +76,7 @@ export function registerBrowse(program: Command): void {
   program
     .command('cat')
     .description("write a file's bytes from a checkpoint to stdout (verified)")
-    .argument('<checkpoint>', 'checkpoint id')
+    .argument('<checkpoint>', CHECKPOINT_ID_HELP)
     .argument('<path>', 'file path inside the checkpoint')
     .action(async (checkpoint: string, relPath: string, _flags: unknown, command: Command) => {
       await withHoldfast(command, async (hf, { output }) => {
@@ -93,8 +96,8 @@ export function registerBrowse(program: Command): void {
   program
     .command('diff')
     .description('show what changed between two checkpoints')
-    .argument('<a>', 'older checkpoint id')
-    .argument('<b>', 'newer checkpoint id')
+    .argument('<a>', `older checkpoint: ${CHECKPOINT_ID_HELP}`)
+    .argument('<b>', `newer checkpoint: ${CHECKPOINT_ID_HELP}`)
     .action(async (a: string, b: string, _flags: unknown, command: Command) => {
       await withHoldfast(command, async (hf, { output }) => {
         const changes = await hf.snapshots.diff(a, b);

@@ -2,8 +2,9 @@ import type { Command } from 'commander';
 import { InputError } from '../../errors.js';
 import type { CheckpointProgress, CheckpointResult } from '../../index.js';
 import { CHECKPOINT_REASONS } from '../../metadata/schema.js';
+import { plural } from '../output.js';
 import { collect, oneOf, positiveInt, withHoldfast } from '../program.js';
-import { formatBytes, startProgress } from '../progress.js';
+import { formatBytes, type ProgressState, startProgress } from '../progress.js';
 
 interface CheckpointFlags {
   workspace: string;
@@ -19,13 +20,38 @@ interface CheckpointFlags {
   maxFileBytes?: number;
 }
 
+/**
+ * What a checkpoint is doing, in its true figures. While reading, the engine counts every file
+ * it walks, unchanged ones (known by their stat cache, not read) included: hence "examined".
+ * Its later events carry the scan's totals, not upload progress, so they are shown as steps only.
+ */
+export function checkpointState(p: CheckpointProgress): ProgressState {
+  switch (p.phase) {
+    case 'scan':
+      return { step: 'scanning the workspace' };
+    case 'read':
+      return {
+        step: 'reading changed files',
+        items: { done: p.files, total: p.filesTotal, noun: 'file' },
+        bytes: { done: p.bytes, total: p.bytesTotal, verb: 'examined' },
+      };
+    case 'upload':
+      return { step: 'writing trees and finishing pack uploads' };
+    default:
+      return { step: 'committing' };
+  }
+}
+
 /** `holdfast checkpoint <dir> --workspace <name>`. */
 export function registerCheckpoint(program: Command): void {
   program
     .command('checkpoint')
     .description('capture a directory, or a sandbox\u2019s workspace, as a new checkpoint of a workspace')
     .argument('[dir]', 'directory to capture (or use --sandbox)')
-    .option('-s, --sandbox <id>', 'capture the workspace of this sandbox (through its agent unless the provider exposes a host path)')
+    .option(
+      '-s, --sandbox <id>',
+      'capture the workspace of this sandbox (id, unique prefix or latest; through its agent unless the provider exposes a host path)',
+    )
     .option('-p, --provider <name>', 'provider of the sandbox (default: look in each)')
     .requiredOption('-w, --workspace <name>', 'workspace name (created on first checkpoint)')
     .option('--reason <reason>', CHECKPOINT_REASONS.join(' | '), oneOf('--reason', CHECKPOINT_REASONS), 'manual')
@@ -43,7 +69,7 @@ export function registerCheckpoint(program: Command): void {
         });
       }
       await withHoldfast(command, async (hf, { output }) => {
-        const progress = await startProgress(output, 'checkpoint');
+        const progress = startProgress(output, 'checkpoint');
         let result: CheckpointResult;
         try {
           const input = {
@@ -60,7 +86,7 @@ export function registerCheckpoint(program: Command): void {
               ...(flags.maxEntries === undefined ? {} : { maxEntries: flags.maxEntries }),
               ...(flags.maxFileBytes === undefined ? {} : { maxFileBytes: flags.maxFileBytes }),
             },
-            onProgress: (p: CheckpointProgress) => progress.update(p.bytes, p.bytesTotal, p.phase),
+            onProgress: (p: CheckpointProgress) => progress.report(checkpointState(p)),
           };
           result =
             flags.sandbox === undefined
@@ -77,8 +103,8 @@ export function registerCheckpoint(program: Command): void {
         output.result({ id: checkpoint.id, workspace: flags.workspace, rootTree: checkpoint.rootTree, stats, excluded, allowed }, () =>
           [
             `checkpoint ${checkpoint.id} of ${flags.workspace} is ready`,
-            `  files ${stats.files} (${formatBytes(stats.bytes)}), dirs ${stats.dirs}, symlinks ${stats.symlinks}; read ${stats.filesHashed} files (${formatBytes(stats.bytesHashed)})`,
-            `  new: ${stats.objectsWritten} objects, ${formatBytes(stats.rawBytesWritten)} (${formatBytes(stats.storedBytesWritten)} stored) in ${stats.packsWritten} packs, ${stats.blobWrites} blob writes`,
+            `  ${plural(stats.files, 'file')} (${formatBytes(stats.bytes)}), ${plural(stats.dirs, 'dir')}, ${plural(stats.symlinks, 'symlink')}; read ${plural(stats.filesHashed, 'file')} (${formatBytes(stats.bytesHashed)}), the rest unchanged`,
+            `  new: ${plural(stats.objectsWritten, 'object')}, ${formatBytes(stats.rawBytesWritten)} (${formatBytes(stats.storedBytesWritten)} stored) in ${plural(stats.packsWritten, 'pack')}, ${plural(stats.blobWrites, 'blob write')}`,
             ...allowed.map((a) => `  allowed by --allow-secret-path: ${a.path} (${a.rule})`),
             `  excluded: ${excluded.length}`,
             ...excluded.slice(0, 50).map((e) => `    ${e.path}  ${e.reason} (${e.rule})`),

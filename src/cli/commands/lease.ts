@@ -19,11 +19,12 @@ export function registerLease(program: Command): void {
       'clear release_recovery_required on a run of any tenant: destroys its old sandbox if the provider still has it, ' +
         'then frees the lease at a new epoch (the next turn rebuilds the sandbox from the head checkpoint)',
     )
-    .argument('<runId>', 'run id')
-    .action(async (runId: string, _flags: unknown, command: Command) => {
+    .argument('<runId>', 'run id, a unique prefix of it (8+ characters), or latest')
+    .option('-t, --tenant <name>', 'look only in this tenant')
+    .action(async (runId: string, flags: { tenant?: string }, command: Command) => {
       await withHoldfast(command, async (hf, { output }) => {
-        const { services } = await locateRun(hf, runId);
-        const run = await services.runs.resolveLease(runId);
+        const { run: located, services } = await locateRun(hf, runId, flags.tenant);
+        const run = await services.runs.resolveLease(located.id);
         output.result(leaseView(run, services.tenant.name), () => renderLease(run));
       });
     });

@@ -1,8 +1,9 @@
 import { Argument, type Command, InvalidArgumentError } from 'commander';
 import { IntegrityError } from '../../errors.js';
 import type { RebuildReport } from '../../objects/index-rebuild.js';
-import type { GcPhase, GcReport } from '../../snapshot/gc.js';
-import type { VerifyReport } from '../../snapshot/verify.js';
+import type { GcPackEntry, GcPhase, GcReport } from '../../snapshot/gc.js';
+import type { VerifyProgress, VerifyReport } from '../../snapshot/verify.js';
+import { listFirst, plural } from '../output.js';
 import { withHoldfast } from '../program.js';
 import { formatBytes, startProgress } from '../progress.js';
 
@@ -10,6 +11,10 @@ const UNIT_MS: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h
 const GC_PHASES: readonly GcPhase[] = ['resume', 'retention', 'mark', 'repack', 'condemn', 'sweep', 'orphans'];
 /** Problems printed in text mode; `--json` lists them all. */
 const SHOWN_PROBLEMS = 50;
+/** What verify counts in each of its phases. */
+const VERIFY_NOUNS: Readonly<Record<VerifyProgress['phase'], string>> = { trees: 'checkpoint', index: 'object', packs: 'pack' };
+/** Items of each GC listing printed in text mode; `--json` lists them all. */
+const SHOWN_GC_ITEMS = 20;
 
 /** Parses a duration such as `24h`, `90m`, `0s` or `1.5d` into milliseconds (commander option parser). */
 export function parseDuration(value: string): number {
@@ -34,12 +39,13 @@ export function registerMaintenance(program: Command): void {
     .option('--read-data', 'also read every reachable pack and check every byte (reads all stored data)')
     .action(async (flags: { readData?: boolean }, command: Command) => {
       await withHoldfast(command, async (hf, { output }) => {
-        const progress = await startProgress(output, 'verify', 'items');
+        const progress = startProgress(output, 'verify');
         let report: VerifyReport;
         try {
           report = await hf.snapshots.verify({
             readData: flags.readData === true,
-            onProgress: (p) => progress.update(p.done, p.total, p.phase),
+            onProgress: (p) =>
+              progress.report({ step: `checking ${p.phase}`, items: { done: p.done, total: p.total, noun: VERIFY_NOUNS[p.phase] } }),
           });
         } finally {
           progress.stop();
@@ -48,7 +54,7 @@ export function registerMaintenance(program: Command): void {
         if (!report.ok) {
           throw new IntegrityError(
             'INTEGRITY',
-            `verify found ${report.problems.filter((p) => p.kind !== 'unindexed-pack').length} problem(s); see the report above`,
+            `verify found ${plural(report.problems.filter((p) => p.kind !== 'unindexed-pack').length, 'problem')}; see the report above`,
             {
               data: { problemCounts: report.problemCounts },
             },
@@ -71,7 +77,7 @@ export function registerMaintenance(program: Command): void {
     .action(async (flags: { dryRun?: boolean; grace?: number; keepLast?: number; keepDaily?: number }, command: Command) => {
       await withHoldfast(command, async (hf, { output }) => {
         const { DEFAULT_RETENTION } = await import('../../snapshot/retention.js');
-        const progress = await startProgress(output, 'gc', 'items');
+        const progress = startProgress(output, 'gc');
         let report: GcReport;
         try {
           report = await hf.snapshots.gc({
@@ -81,7 +87,8 @@ export function registerMaintenance(program: Command): void {
               keepDaily: flags.keepDaily ?? DEFAULT_RETENTION.keepDaily,
             },
             ...(flags.grace === undefined ? {} : { graceMs: flags.grace }),
-            onProgress: (phase) => progress.update(GC_PHASES.indexOf(phase), GC_PHASES.length, phase),
+            onProgress: (phase) =>
+              progress.report({ step: phase, items: { done: GC_PHASES.indexOf(phase), total: GC_PHASES.length, noun: 'step' } }),
           });
         } finally {
           progress.stop();
@@ -98,27 +105,31 @@ export function registerMaintenance(program: Command): void {
     .option('--verify-packs', 'read each pack whole and check every object before registering it')
     .action(async (_action: 'rebuild', flags: { verifyPacks?: boolean }, command: Command) => {
       await withHoldfast(command, async (hf, { output }) => {
-        const progress = await startProgress(output, 'index rebuild', 'items');
+        const progress = startProgress(output, 'index rebuild');
         let report: RebuildReport;
         try {
           report = await hf.snapshots.rebuildIndex({
             verifyPacks: flags.verifyPacks === true,
-            onProgress: (done, total) => progress.update(done, total),
+            onProgress: (done, total) => progress.report({ step: 'registering packs', items: { done, total, noun: 'pack' } }),
           });
         } finally {
           progress.stop();
         }
         output.result(report, () =>
           [
-            `scanned ${report.packsScanned} packs: ${report.packsRegistered} newly registered, ${report.objectsRegistered} objects offered to the index`,
-            `  skipped ${report.packsSkippedCondemned} condemned packs; ${report.damaged.length} damaged`,
+            `scanned ${plural(report.packsScanned, 'pack')}: ${report.packsRegistered} newly registered, ${plural(report.objectsRegistered, 'object')} offered to the index`,
+            `  skipped ${plural(report.packsSkippedCondemned, 'condemned pack')}; ${report.damaged.length} damaged`,
             ...report.damaged.slice(0, SHOWN_PROBLEMS).map((d) => `    ${d.packId}  ${d.detail}`),
           ].join('\n'),
         );
         if (report.damaged.length > 0) {
-          throw new IntegrityError('INTEGRITY', `${report.damaged.length} pack(s) could not be read; their objects were not registered`, {
-            data: { damaged: report.damaged.length },
-          });
+          throw new IntegrityError(
+            'INTEGRITY',
+            `${plural(report.damaged.length, 'pack')} could not be read; their objects were not registered`,
+            {
+              data: { damaged: report.damaged.length },
+            },
+          );
         }
       });
     });
@@ -126,7 +137,7 @@ export function registerMaintenance(program: Command): void {
 
 function renderVerify(r: VerifyReport): string {
   const lines = [
-    `${r.ok ? 'ok' : 'PROBLEMS FOUND'}: ${r.checkpoints} checkpoints, ${r.trees} trees, ${r.objects} objects, ${r.packs} packs; read ${formatBytes(r.bytesRead)}`,
+    `${r.ok ? 'ok' : 'PROBLEMS FOUND'}: ${plural(r.checkpoints, 'checkpoint')}, ${plural(r.trees, 'tree')}, ${plural(r.objects, 'object')}, ${plural(r.packs, 'pack')}; read ${formatBytes(r.bytesRead)}`,
     ...Object.entries(r.problemCounts)
       .filter(([, n]) => n > 0)
       .map(([kind, n]) => `  ${kind}: ${n}`),
@@ -137,12 +148,24 @@ function renderVerify(r: VerifyReport): string {
 }
 
 function renderGc(r: GcReport): string {
+  const would = r.dryRun ? 'would ' : '';
+  const { listing } = r;
+  const pack = (p: GcPackEntry): string =>
+    `${p.id}  ${formatBytes(p.size).padStart(10)}  ${p.objects === null ? 'unindexed' : `${plural(p.objects, 'object')}, ${p.liveObjects ?? 0} live`}  (${p.reason})`;
+  const deletedBytes = listing.packsDeleted.reduce((n, p) => n + p.size, 0);
   return [
-    `${r.dryRun ? 'dry run, nothing changed: would have ' : ''}forgotten ${r.forgotten} checkpoints; ${r.liveObjects} live objects`,
-    `  packs: ${r.packsCondemned} condemned, ${r.packsRepacked} repacked, ${r.packsDeleted} deleted, ${r.packsRevived} revived`,
-    `  unindexed packs: ${r.orphanPacksDeleted} deleted, ${r.orphanPacksQueued} waiting out the grace period`,
-    `  staging of killed restores: ${r.stagingRemoved} removed`,
-    `  stat caches no checkpoint here needs: ${r.statCachesRemoved} removed`,
-    `  freed ${formatBytes(r.bytesFreed)}`,
+    ...(r.dryRun ? ['dry run: nothing was changed; a run with the same options now would do this'] : []),
+    `${r.dryRun ? 'would forget' : 'forgot'} ${plural(r.forgotten, 'checkpoint')}; ${plural(r.liveObjects, 'live object')}`,
+    ...listFirst(listing.checkpointsForgotten, SHOWN_GC_ITEMS, '    ', (id) => id),
+    `  ${would}condemn ${plural(listing.packsCondemned.length, 'empty pack')}, ${would}repack ${plural(listing.packsRepacked.length, 'sparse pack')}${r.dryRun ? '' : `, revived ${plural(r.packsRevived, 'pack')}`}`,
+    ...listFirst(listing.packsRepacked, SHOWN_GC_ITEMS, '    ', pack),
+    `  ${r.dryRun ? 'would delete' : 'deleted'} ${plural(listing.packsDeleted.length, 'pack')} (${formatBytes(deletedBytes)})`,
+    ...listFirst(listing.packsDeleted, SHOWN_GC_ITEMS, '    ', pack),
+    `  ${plural(r.orphanPacksQueued, 'unindexed pack')} waiting out the grace period`,
+    ...listFirst(listing.orphanPacksQueued, SHOWN_GC_ITEMS, '    ', pack),
+    ...(r.dryRun ? [] : [`  staging of killed restores: ${r.stagingRemoved} removed`]),
+    `  stat caches no checkpoint here needs: ${r.statCachesRemoved} ${r.dryRun ? 'to remove' : 'removed'}`,
+    ...listFirst(listing.statCachesRemoved, SHOWN_GC_ITEMS, '    ', (file) => file),
+    `  ${r.dryRun ? 'would free' : 'freed'} ${formatBytes(r.bytesFreed)}`,
   ].join('\n');
 }

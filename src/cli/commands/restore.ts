@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { InputError } from '../../errors.js';
 import type { RestoreProgress, RestoreReceipt } from '../../index.js';
+import { plural } from '../output.js';
 import { withHoldfast } from '../program.js';
 import { formatBytes, startProgress } from '../progress.js';
 
@@ -32,10 +33,10 @@ export function registerRestore(program: Command): void {
     .command('restore')
     .description('restore a checkpoint (default: the workspace head) into a directory or a sandbox, verified and published atomically')
     .argument('[dir]', 'target directory (must be absent or empty unless --replace), or use --sandbox')
-    .option('-s, --sandbox <id>', 'restore into the workspace of this sandbox')
+    .option('-s, --sandbox <id>', 'restore into the workspace of this sandbox (id, unique prefix or latest)')
     .option('-p, --provider <name>', 'provider of the sandbox (default: look in each)')
     .requiredOption('-w, --workspace <name>', 'workspace name')
-    .option('-c, --checkpoint <id>', 'checkpoint to restore (default: the head)')
+    .option('-c, --checkpoint <id>', 'checkpoint to restore: id, unique prefix (8+ characters) or latest (the head, also the default)')
     .option('--replace', 'replace a non-empty target; unchanged files are reused')
     .action(
       async (
@@ -49,14 +50,19 @@ export function registerRestore(program: Command): void {
           });
         }
         await withHoldfast(command, async (hf, { output }) => {
-          const progress = await startProgress(output, 'restore');
+          const progress = startProgress(output, 'restore');
           let receipt: RestoreReceipt;
           try {
             const input = {
               workspace: flags.workspace,
               replace: flags.replace === true,
               ...(flags.checkpoint === undefined ? {} : { checkpoint: flags.checkpoint }),
-              onProgress: (p: RestoreProgress) => progress.update(p.bytes, p.bytesTotal),
+              onProgress: (p: RestoreProgress) =>
+                progress.report({
+                  step: 'writing files',
+                  items: { done: p.files, total: p.filesTotal, noun: 'file' },
+                  bytes: { done: p.bytes, total: p.bytesTotal, verb: 'written' },
+                }),
             };
             receipt =
               flags.sandbox === undefined
@@ -72,8 +78,8 @@ export function registerRestore(program: Command): void {
           output.result(receipt, () =>
             [
               `restored checkpoint ${receipt.checkpointId} into ${receipt.target}`,
-              `  files ${receipt.files} (${formatBytes(receipt.bytes)}), dirs ${receipt.dirs}, symlinks ${receipt.symlinks}`,
-              `  fetched ${formatBytes(receipt.bytesFetched)}; reused ${receipt.filesReused} unchanged files; copied ${formatBytes(receipt.bytesCopiedLocally)} from the old copy; hard links ${receipt.hardlinks}`,
+              `  ${plural(receipt.files, 'file')} (${formatBytes(receipt.bytes)}), ${plural(receipt.dirs, 'dir')}, ${plural(receipt.symlinks, 'symlink')}`,
+              `  fetched ${formatBytes(receipt.bytesFetched)}; reused ${plural(receipt.filesReused, 'unchanged file')}; copied ${formatBytes(receipt.bytesCopiedLocally)} from the old copy; ${plural(receipt.hardlinks, 'hard link')}`,
               '  verified as written: every object; every file (bytes, mode, mtime), directory, symlink and hard link',
               ...exclusionLines(receipt),
               `  took ${(receipt.durationMs / 1000).toFixed(2)} s`,

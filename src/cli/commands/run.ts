@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
-import { NotFoundError } from '../../errors.js';
+import { resolveIdOrPrefix } from '../../core/id-prefix.js';
+import { isHoldfastError, NotFoundError } from '../../errors.js';
 import type { Holdfast, Run, RunEvent, TenantServices, Turn } from '../../index.js';
 import { isoTime, renderTable } from '../output.js';
 import { positiveInt, withHoldfast } from '../program.js';
@@ -18,11 +19,27 @@ export interface LocatedRun {
 }
 
 /**
- * Finds run `runId` in whichever tenant holds it: an operator with direct store access names
- * runs by id. `NOT_FOUND` when no tenant has it.
+ * Finds run `runId` in whichever tenant holds it (only in tenant `tenantName` when given): an
+ * operator with direct store access names runs by id, by a unique prefix of at least 8
+ * characters, or `latest` (the most recently created run). `NOT_FOUND` when no tenant has it,
+ * `CONFLICT` with the candidates for an ambiguous prefix, `INVALID_INPUT` for a shorter one.
  */
-export async function locateRun(hf: Holdfast, runId: string): Promise<LocatedRun> {
-  const run = await hf.meta.runs.get(runId);
+export async function locateRun(hf: Holdfast, runId: string, tenantName?: string): Promise<LocatedRun> {
+  const scope = tenantName === undefined ? null : (await tenantNamed(hf, tenantName)).id;
+  const { runs } = hf.meta;
+  const run = await resolveIdOrPrefix(runId, {
+    kind: 'run',
+    idOf: (r) => r.id,
+    exact: async (id) => {
+      const found = await runs.get(id).catch((error: unknown) => {
+        if (isHoldfastError(error, 'NOT_FOUND')) return undefined;
+        throw error;
+      });
+      return scope === null || found?.tenantId === scope ? found : undefined;
+    },
+    byPrefix: (prefix, limit) => runs.findByPrefix(scope, prefix, limit),
+    latest: () => runs.latest(scope),
+  });
   const tenant = await hf.meta.tenants.get(run.tenantId);
   return { run, services: await hf.forTenant(tenant.name) };
 }
@@ -70,13 +87,14 @@ export function registerRun(program: Command): void {
   run
     .command('show')
     .description('show a run of any tenant: deployment, sandbox, lease, its last turns and its recorded steps')
-    .argument('<runId>', 'run id')
-    .action(async (runId: string, _flags: unknown, command: Command) => {
+    .argument('<runId>', 'run id, a unique prefix of it (8+ characters), or latest')
+    .option('-t, --tenant <name>', 'look only in this tenant')
+    .action(async (runId: string, flags: { tenant?: string }, command: Command) => {
       await withHoldfast(command, async (hf, { output }) => {
-        const { services } = await locateRun(hf, runId);
-        const current = await services.runs.get(runId);
-        const turns = await services.runs.turns(runId, SHOWN_TURNS);
-        const events = await services.runs.events(runId, SHOWN_EVENTS);
+        const { run: located, services } = await locateRun(hf, runId, flags.tenant);
+        const current = await services.runs.get(located.id);
+        const turns = await services.runs.turns(located.id, SHOWN_TURNS);
+        const events = await services.runs.events(located.id, SHOWN_EVENTS);
         output.result({ run: current, tenant: services.tenant.name, turns, events }, () =>
           renderShow(current, services.tenant.name, turns, events),
         );
@@ -85,7 +103,7 @@ export function registerRun(program: Command): void {
 }
 
 /** The tenant named `name`; `NOT_FOUND` rather than creating it, since listing must not write. */
-async function tenantNamed(hf: Holdfast, name: string): Promise<{ id: string; name: string }> {
+export async function tenantNamed(hf: Holdfast, name: string): Promise<{ id: string; name: string }> {
   const tenant = await hf.meta.tenants.findByName(name);
   if (tenant === undefined) throw new NotFoundError(`tenant ${name} not found: holdfast run ls without --tenant lists every tenant's runs`);
   return tenant;

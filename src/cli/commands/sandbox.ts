@@ -35,7 +35,7 @@ export function registerSandbox(program: Command): void {
   sandbox
     .command('exec')
     .description('run a command in a sandbox, streaming its output; exits with its exit code (124 on timeout, 128+N on signal N)')
-    .argument('<id>', 'sandbox id')
+    .argument('<id>', 'sandbox id, a unique prefix of it (8+ characters), or latest')
     .argument('<command...>', 'the command and its arguments, after --')
     .option('-p, --provider <name>', 'provider of the sandbox (default: look in each)')
     .option('-i, --stdin', 'forward this process\u2019s stdin to the command (default: empty stdin)')
@@ -75,7 +75,7 @@ export function registerSandbox(program: Command): void {
   sandbox
     .command('destroy')
     .description('destroy sandboxes: kill their processes and delete their files (a missing id is not an error)')
-    .argument('<id...>', 'sandbox ids')
+    .argument('<id...>', 'sandbox ids (or unique prefixes of 8+ characters, or latest)')
     .option('-p, --provider <name>', 'provider of the sandboxes (default: look in each)')
     .action(async (ids: string[], flags: { provider?: string }, command: Command) => {
       const output = outputOf(command);
@@ -85,8 +85,8 @@ export function registerSandbox(program: Command): void {
           if (error instanceof NotFoundError) return undefined;
           throw error;
         });
-        if (handle !== undefined) await openSandboxProvider(handle.provider).destroy(id);
-        results.push({ id, destroyed: handle !== undefined });
+        if (handle !== undefined) await openSandboxProvider(handle.provider).destroy(handle.id);
+        results.push({ id: handle?.id ?? id, destroyed: handle !== undefined });
       }
       output.result(results, () => results.map((r) => `${r.id}: ${r.destroyed ? 'destroyed' : 'not found (nothing to do)'}`).join('\n'));
     });
@@ -104,7 +104,6 @@ function outputOf(command: Command): Output {
   return new Output(command.optsWithGlobals<GlobalOptions>().json === true);
 }
 
-/** The sandbox with `id` in `providerName`, or in whichever shipped provider holds it. */
 /** Parses repeated `key=value` flags. */
 function pairs(values: readonly string[], flag: string): Record<string, string> {
   const out: Record<string, string> = {};

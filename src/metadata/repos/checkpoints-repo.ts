@@ -9,6 +9,7 @@ import {
   type RepoContext,
   requireCount,
   requireText,
+  startsWith,
   toJsonText,
 } from './repo-context.js';
 
@@ -75,6 +76,13 @@ export interface CheckpointsRepo {
   find(id: string): Promise<Checkpoint | undefined>;
   /** The workspace's checkpoints, newest first (ties broken by id, descending). */
   listByWorkspace(workspaceId: string, options?: ListCheckpointsOptions): Promise<Checkpoint[]>;
+  /**
+   * Up to `limit` checkpoints of tenant `tenantId` (any status) whose id starts with `prefix`,
+   * compared exactly; another tenant's checkpoints are never among them. Ordered by id.
+   */
+  findByPrefix(tenantId: string, prefix: string, limit: number): Promise<Checkpoint[]>;
+  /** The tenant's newest ready checkpoint (by creation, ties by id), in any workspace, or `undefined`. */
+  latestReady(tenantId: string): Promise<Checkpoint | undefined>;
   /** Every checkpoint of every workspace (optionally only one status), ordered by workspace, then newest first. */
   listAll(options?: Pick<ListCheckpointsOptions, 'status'>): Promise<Checkpoint[]>;
   /**
@@ -87,7 +95,7 @@ export interface CheckpointsRepo {
 }
 
 /** Builds the checkpoints repository over `context.db` (a store or a transaction). */
-export function createCheckpointsRepo({ db, now }: RepoContext): CheckpointsRepo {
+export function createCheckpointsRepo({ db, dialect, now }: RepoContext): CheckpointsRepo {
   const find = async (id: string): Promise<Checkpoint | undefined> => {
     const row = await db.selectFrom('checkpoints').selectAll().where('id', '=', id).executeTakeFirst();
     return row === undefined ? undefined : toCheckpoint(row);
@@ -150,6 +158,31 @@ export function createCheckpointsRepo({ db, now }: RepoContext): CheckpointsRepo
       if (options.limit !== undefined) query = query.limit(requireCount(options.limit, 'limit'));
       const rows = await query.orderBy('created_at', 'desc').orderBy('id', 'desc').execute();
       return rows.map(toCheckpoint);
+    },
+    async findByPrefix(tenantId, prefix, limit) {
+      const rows = await db
+        .selectFrom('checkpoints')
+        .innerJoin('workspaces', 'workspaces.id', 'checkpoints.workspace_id')
+        .selectAll('checkpoints')
+        .where('workspaces.tenant_id', '=', requireText(tenantId, 'tenantId'))
+        .where(startsWith(dialect, 'checkpoints.id', requireText(prefix, 'prefix')))
+        .orderBy('checkpoints.id')
+        .limit(requireCount(limit, 'limit'))
+        .execute();
+      return rows.map(toCheckpoint);
+    },
+    async latestReady(tenantId) {
+      const row = await db
+        .selectFrom('checkpoints')
+        .innerJoin('workspaces', 'workspaces.id', 'checkpoints.workspace_id')
+        .selectAll('checkpoints')
+        .where('workspaces.tenant_id', '=', requireText(tenantId, 'tenantId'))
+        .where('checkpoints.status', '=', 'ready')
+        .orderBy('checkpoints.created_at', 'desc')
+        .orderBy('checkpoints.id', 'desc')
+        .limit(1)
+        .executeTakeFirst();
+      return row === undefined ? undefined : toCheckpoint(row);
     },
     async listAll(options = {}) {
       let query = db.selectFrom('checkpoints').selectAll();

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Kysely } from 'kysely';
+import { type Kysely, type RawBuilder, type SqlBool, sql } from 'kysely';
 import { InputError, isHoldfastError } from '../../errors.js';
 import type { Database } from '../schema.js';
 
@@ -68,4 +68,20 @@ export function toJsonText(value: JsonObject, field: string): string {
 /** The object stored by {@link toJsonText}, or `null`. */
 export function fromJsonText(text: string | null): JsonObject | null {
   return text === null ? null : (JSON.parse(text) as JsonObject);
+}
+
+/**
+ * A WHERE condition: `column` starts with `prefix`, compared exactly (case and all) on both
+ * engines. The `substr` equality is the test itself; LIKE is not used, since SQLite's is
+ * case-insensitive and `%`/`_` in a prefix would need escaping. On SQLite (BINARY collation,
+ * bytewise) a range on the column is added so its index narrows the scan; on PostgreSQL id
+ * columns use the database's collation, where a range is not a prefix test, so callers scope
+ * the query by an indexed column (the tenant) instead.
+ */
+export function startsWith(dialect: RepoContext['dialect'], column: string, prefix: string): RawBuilder<SqlBool> {
+  const ref = sql.ref(column);
+  const exact = sql<SqlBool>`substr(${ref}, 1, length(${prefix})) = ${prefix}`;
+  if (dialect !== 'sqlite') return exact;
+  // Every string starting with `prefix` sorts at or after it and before it followed by the largest code point.
+  return sql<SqlBool>`(${ref} >= ${prefix} AND ${ref} < ${`${prefix}\u{10FFFF}`} AND ${exact})`;
 }

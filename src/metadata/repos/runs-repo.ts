@@ -1,7 +1,16 @@
 import { type Selectable, sql } from 'kysely';
 import { ConflictError, HoldfastError, NotFoundError } from '../../errors.js';
 import type { LeaseState, RunsTable } from '../schema.js';
-import { fromJsonText, isForeignKeyViolation, newId, type RepoContext, requireCount, requireText, toJsonText } from './repo-context.js';
+import {
+  fromJsonText,
+  isForeignKeyViolation,
+  newId,
+  type RepoContext,
+  requireCount,
+  requireText,
+  startsWith,
+  toJsonText,
+} from './repo-context.js';
 
 /** A durable run: its workspace, the deployment and sandbox it runs in, and its lease. */
 export interface Run {
@@ -53,6 +62,14 @@ export interface RunsRepo {
   find(tenantId: string, id: string): Promise<Run | undefined>;
   /** The run `id` of any tenant; `NOT_FOUND` when there is none. */
   get(id: string): Promise<Run>;
+  /**
+   * Up to `limit` runs of tenant `tenantId` whose id starts with `prefix`, compared exactly,
+   * ordered by id; another tenant's runs are never among them. `null` searches every tenant:
+   * only for operator tools that act on the whole store (`holdfast run show`).
+   */
+  findByPrefix(tenantId: string | null, prefix: string, limit: number): Promise<Run[]>;
+  /** The most recently created run of tenant `tenantId` (of every tenant with `null`), or `undefined`. */
+  latest(tenantId: string | null): Promise<Run | undefined>;
   /** The tenant's runs, newest first, at most `limit`. */
   list(tenantId: string, limit?: number): Promise<Run[]>;
   /**
@@ -82,7 +99,7 @@ export interface RunsRepo {
 }
 
 /** Builds the runs repository over `context.db` (a store or a transaction). */
-export function createRunsRepo({ db, now }: RepoContext): RunsRepo {
+export function createRunsRepo({ db, dialect, now }: RepoContext): RunsRepo {
   const get = async (id: string): Promise<Run> => {
     const row = await db.selectFrom('runs').selectAll().where('id', '=', id).executeTakeFirst();
     if (row === undefined) throw new NotFoundError(`run ${id} not found`, { data: { runId: id } });
@@ -126,6 +143,21 @@ export function createRunsRepo({ db, now }: RepoContext): RunsRepo {
       return row === undefined ? undefined : toRun(row);
     },
     get,
+    async findByPrefix(tenantId, prefix, limit) {
+      let query = db
+        .selectFrom('runs')
+        .selectAll()
+        .where(startsWith(dialect, 'id', requireText(prefix, 'prefix')));
+      if (tenantId !== null) query = query.where('tenant_id', '=', requireText(tenantId, 'tenantId'));
+      const rows = await query.orderBy('id').limit(requireCount(limit, 'limit')).execute();
+      return rows.map(toRun);
+    },
+    async latest(tenantId) {
+      let query = db.selectFrom('runs').selectAll();
+      if (tenantId !== null) query = query.where('tenant_id', '=', requireText(tenantId, 'tenantId'));
+      const row = await query.orderBy('created_at', 'desc').orderBy('id').limit(1).executeTakeFirst();
+      return row === undefined ? undefined : toRun(row);
+    },
     async list(tenantId, limit = 100) {
       const rows = await db
         .selectFrom('runs')
