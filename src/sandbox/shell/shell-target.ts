@@ -1,0 +1,286 @@
+import { randomBytes } from 'node:crypto';
+import path from 'node:path';
+import { symlinkStaysInside } from '../../core/paths.js';
+import { ConflictError, InputError, IntegrityError } from '../../errors.js';
+import type { PathedFile } from '../../snapshot/restore-files.js';
+import { StatCacheBuilder } from '../../snapshot/stat-cache.js';
+import {
+  type FlatDir,
+  type FlatSymlink,
+  NOTHING_REUSED,
+  type RestorePlan,
+  type TargetReuse,
+  type TargetSession,
+  type WorkspaceTarget,
+} from '../../snapshot/workspace-target.js';
+import type { SandboxHandle } from '../sandbox-provider.js';
+import { SHELL_MAX_ARGV_BYTES, type ShellMode } from './shell-exec.js';
+import { linkInSandbox, mkdirsInSandbox, symlinkInSandbox } from './shell-links.js';
+import { abortInSandbox, applyDirs, beginInSandbox, type DirToApply, type StagingLayout, swapInSandbox } from './shell-publish.js';
+import { shellCacheFile } from './shell-source.js';
+import {
+  ARGS_EXEC_RAW_BYTES,
+  argCost,
+  checkWritten,
+  STDIN_EXEC_BYTES,
+  WRITE_EXEC_FILES,
+  WRITE_FIXED_ARG_BYTES,
+  type WriteItem,
+  type WrittenFile,
+  writeInSandbox,
+} from './shell-writes.js';
+
+/** How precisely the sandbox's `touch` sets times: `ms` (GNU `touch -d @s.fff`) or whole seconds (busybox). */
+export type MtimePrecision = 'ms' | 's';
+
+/** What {@link ShellWorkspaceTarget} needs. */
+export interface ShellTargetConfig {
+  readonly handle: SandboxHandle;
+  /** The workspace root inside the sandbox (absolute). */
+  readonly root: string;
+  /** `stdin` streams file bytes; `args` passes every byte in bounded exec arguments (providers without stdin). */
+  readonly mode: ShellMode;
+  /** What the sandbox's `touch` can set (from `probeSandbox`). */
+  readonly mtimePrecision: MtimePrecision;
+  /**
+   * With whole-second tools only: accept mtimes kept to the second (a documented loss) instead
+   * of failing the restore with `INTEGRITY` (`field: 'mtime'`) at the first file whose recorded
+   * mtime has milliseconds. Default false: nothing is lost silently.
+   */
+  readonly acceptSecondMtimes?: boolean;
+  /** Where the host keeps stat caches (the restore records what it wrote, for the next checkpoint). */
+  readonly cacheDir: string;
+}
+
+/**
+ * Restores into a sandbox with nothing but a POSIX shell and coreutils or busybox (see
+ * `ShellWorkspaceSource` for reading). Files are written into staging (beside the target, or
+ * inside it when the target is a mount point), then each one's SHA-256, mode and mtime are read
+ * back with `sha256sum` and `stat` and checked here; hard links come from `ln`, symlinks from
+ * `ln -s` (confinement checked again), and `publish` swaps staging in by rename. In `args` mode
+ * nothing is sent on stdin: file bytes travel as base64 arguments of bounded size.
+ */
+export class ShellWorkspaceTarget implements WorkspaceTarget {
+  readonly label: string;
+
+  constructor(private readonly config: ShellTargetConfig) {
+    if (!path.posix.isAbsolute(config.root))
+      throw new InputError('INVALID_INPUT', `[shell] the sandbox root ${config.root} is not absolute`);
+    this.label = `sandbox ${config.handle.id}:${config.root}`;
+  }
+
+  async begin(plan: RestorePlan): Promise<TargetSession> {
+    const id = randomBytes(8).toString('hex');
+    const stagingName = `.holdfast-stage-${id}`;
+    const found = await beginInSandbox(this.config.handle, this.config.root, stagingName);
+    if (found.previous === 'not-dir') {
+      throw new InputError('INVALID_INPUT', `${this.label} is not a directory`, { data: { path: this.config.root } });
+    }
+    if (found.previous === 'non-empty' && !plan.replace) {
+      await abortInSandbox(this.config.handle, this.config.root, stagingName, found.layout);
+      throw new ConflictError('CONFLICT', `${this.label} is not empty; pass replace to overwrite it`, {
+        data: { reason: 'target-not-empty', path: this.config.root },
+      });
+    }
+    return new ShellSession(this.config, plan, found.previous, found.layout, stagingName, `.holdfast-stage-old-${id}`);
+  }
+}
+
+/** Formats a recorded mtime for `touch -d`. */
+function touchTime(ms: number, precision: MtimePrecision): string {
+  return precision === 'ms' ? `@${(ms / 1000).toFixed(3)}` : `@${Math.floor(ms / 1000)}`;
+}
+
+class ShellSession implements TargetSession {
+  readonly complete = false;
+  private pending: WriteItem[] = [];
+  private pendingBytes = 0;
+  private pendingArgBytes = 0;
+  private readonly cache: StatCacheBuilder;
+  private published = false;
+  private readonly want = new Map<string, PathedFile>();
+  /** Where staging is, as the scripts see it. */
+  private readonly staging: string;
+
+  constructor(
+    private readonly config: ShellTargetConfig,
+    private readonly plan: RestorePlan,
+    readonly previous: 'absent' | 'empty' | 'non-empty',
+    private readonly layout: StagingLayout,
+    private readonly stagingName: string,
+    private readonly oldName: string,
+  ) {
+    this.staging =
+      layout === 'beside' ? path.posix.join(path.posix.dirname(config.root), stagingName) : path.posix.join(config.root, stagingName);
+    this.cache = new StatCacheBuilder(Date.now());
+  }
+
+  private readonly mtimeKept = (wantMs: number, gotMs: number): boolean =>
+    this.config.mtimePrecision === 's' && this.config.acceptSecondMtimes === true
+      ? Math.floor(gotMs / 1000) === Math.floor(wantMs / 1000)
+      : Math.floor(gotMs) === wantMs;
+
+  private time(ms: number): string {
+    return touchTime(ms, this.config.mtimePrecision);
+  }
+
+  async directories(dirs: readonly FlatDir[]): Promise<void> {
+    // Created owner-only by the write script's umask; `publish` gives them their modes.
+    const items = dirs.filter((d) => d.path !== '');
+    if (items.length === 0) return;
+    await mkdirsInSandbox(
+      this.config.handle,
+      this.staging,
+      items.map((d) => d.path),
+    );
+  }
+
+  async reuse(_files: readonly PathedFile[]): Promise<TargetReuse> {
+    return NOTHING_REUSED;
+  }
+
+  async file(file: PathedFile, content: readonly Uint8Array[] | AsyncIterable<Uint8Array>): Promise<void> {
+    this.want.set(file.path, file);
+    const base = { path: file.path, mode: file.mode, time: this.time(file.mtimeMs), size: file.size };
+    if (Symbol.asyncIterator in content) {
+      await this.flush();
+      await this.writeStream(base, content as AsyncIterable<Uint8Array>);
+      return;
+    }
+    const bytes = content as readonly Uint8Array[];
+    const cost = argCost(file, this.config.mode);
+    const limit = this.config.mode === 'stdin' ? STDIN_EXEC_BYTES : ARGS_EXEC_RAW_BYTES;
+    if (this.config.mode === 'args' && file.size > ARGS_EXEC_RAW_BYTES) {
+      await this.flush();
+      await this.writeStream(
+        base,
+        (async function* () {
+          yield* bytes;
+        })(),
+      );
+      return;
+    }
+    if (
+      this.pending.length > 0 &&
+      (this.pendingBytes + file.size > limit ||
+        this.pending.length >= WRITE_EXEC_FILES ||
+        this.pendingArgBytes + cost > SHELL_MAX_ARGV_BYTES - WRITE_FIXED_ARG_BYTES)
+    )
+      await this.flush();
+    this.pending.push({ ...base, bytes, complete: true });
+    this.pendingBytes += file.size;
+    this.pendingArgBytes += cost;
+  }
+
+  /** Writes the pending small files in one exec, ordered by mode (one `chmod` per mode), and checks each. */
+  private async flush(): Promise<void> {
+    if (this.pending.length === 0) return;
+    const items = [...this.pending].sort((a, b) => a.mode - b.mode);
+    this.pending = [];
+    this.pendingBytes = 0;
+    this.pendingArgBytes = 0;
+    this.check(await writeInSandbox(this.config.handle, this.staging, items, this.config.mode));
+  }
+
+  /** A file too large for one exec: streamed on stdin, or appended in argument-sized execs. */
+  private async writeStream(base: Omit<WriteItem, 'bytes' | 'complete'>, content: AsyncIterable<Uint8Array>): Promise<void> {
+    if (this.config.mode === 'stdin') {
+      this.check(await writeInSandbox(this.config.handle, this.staging, [{ ...base, bytes: [], complete: true }], 'stdin', content));
+      return;
+    }
+    let parts: Uint8Array[] = [];
+    let held = 0;
+    let started = false;
+    const send = async (complete: boolean): Promise<void> => {
+      const item: WriteItem = { ...base, bytes: parts, size: held, complete, ...(started ? { append: true } : {}) };
+      parts = [];
+      held = 0;
+      started = true;
+      this.check(await writeInSandbox(this.config.handle, this.staging, [item], 'args'));
+    };
+    for await (const piece of content) {
+      for (let at = 0; at < piece.byteLength; ) {
+        const take = Math.min(piece.byteLength - at, ARGS_EXEC_RAW_BYTES - held);
+        parts.push(piece.subarray(at, at + take));
+        held += take;
+        at += take;
+        if (held === ARGS_EXEC_RAW_BYTES) await send(false);
+      }
+    }
+    await send(true);
+  }
+
+  /** Checks what the sandbox read back and records it for the next checkpoint's stat cache. */
+  private check(written: readonly WrittenFile[]): void {
+    for (const w of written) {
+      const file = this.want.get(w.path) as PathedFile;
+      checkWritten(w, file, this.mtimeKept);
+      this.cache.add(w.path, {
+        size: w.stat.size,
+        mtimeMs: w.stat.mtimeMs,
+        ctimeMs: w.stat.ctimeMs,
+        ino: w.stat.ino,
+        mode: file.mode,
+        sha256: file.sha256,
+        chunks: file.chunks,
+      });
+    }
+  }
+
+  async links(members: readonly PathedFile[]): Promise<void> {
+    await this.flush();
+    if (members.length === 0) return;
+    await linkInSandbox(
+      this.config.handle,
+      this.staging,
+      members.map((m) => ({ path: m.path, leader: m.hardlink as string })),
+    );
+  }
+
+  async symlinks(links: readonly FlatSymlink[]): Promise<void> {
+    await this.flush();
+    for (const l of links) {
+      if (!symlinkStaysInside(l.path, l.target)) {
+        throw new IntegrityError('INTEGRITY', `symlink ${l.path} would point outside the workspace; nothing was published`, {
+          data: { path: l.path, field: 'target' },
+        });
+      }
+    }
+    if (links.length === 0) return;
+    await symlinkInSandbox(
+      this.config.handle,
+      this.staging,
+      links.map((l) => ({ path: l.path, target: l.target, mtimeMs: l.mtimeMs, time: this.time(l.mtimeMs) })),
+      this.mtimeKept,
+    );
+  }
+
+  async publish(): Promise<void> {
+    if (this.published) return;
+    await this.flush();
+    const { flat, rootRecorded } = this.plan;
+    const toApply = (d: FlatDir): DirToApply => ({ path: d.path, mode: d.mode, mtimeMs: d.mtimeMs, time: this.time(d.mtimeMs) });
+    // Children before parents, so setting one directory's time is not undone by work inside it.
+    const children = flat.dirs.filter((d) => d.path !== '').reverse();
+    // Inside a mount point, top-level directories move to a new parent, which rewrites their `..`: their modes come after the move.
+    const early = this.layout === 'inside' ? children.filter((d) => d.path.includes('/')) : children;
+    const late = this.layout === 'inside' ? children.filter((d) => !d.path.includes('/')) : [];
+    await applyDirs(this.config.handle, this.staging, early.map(toApply), this.mtimeKept);
+    await swapInSandbox(this.config.handle, this.layout, this.config.root, this.stagingName, this.oldName);
+    this.published = true;
+    const root = flat.dirs[0];
+    const last = late.map(toApply);
+    // A checkpoint older than its root record leaves the root 0755 with its mtime untouched.
+    if (root !== undefined) last.push(rootRecorded ? toApply(root) : { path: '', mode: 0o755 });
+    await applyDirs(this.config.handle, this.config.root, last, this.mtimeKept);
+    this.cache.save(
+      shellCacheFile(this.config.cacheDir, this.plan.workspace.id, this.config.handle, this.config.root),
+      this.plan.checkpoint.id,
+    );
+  }
+
+  async abort(): Promise<void> {
+    if (this.published) return;
+    await abortInSandbox(this.config.handle, this.config.root, this.stagingName, this.layout);
+  }
+}
