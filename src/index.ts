@@ -11,7 +11,11 @@ import type { Deployments, TenantScope } from './runs/deployments.js';
 import { type ShutdownReport, shutdownRuns } from './runs/drain.js';
 import { RunHost, type RunLogEvent, type RunSettings } from './runs/run-host.js';
 import { Runs } from './runs/runs.js';
+import { StraySweeper, type StraySweepReport } from './runs/stray-sweep.js';
 import type { SandboxProvider } from './sandbox/sandbox-provider.js';
+import { checkpointSandbox, restoreSandbox } from './sandbox/transport/sandbox-snapshots.js';
+import type { CheckpointResult } from './snapshot/checkpoint.js';
+import type { RestoreReceipt } from './snapshot/restore.js';
 import { DEFAULT_TENANT, type Snapshots } from './snapshot/snapshots.js';
 import { defaultCacheDir } from './snapshot/stat-cache.js';
 
@@ -28,7 +32,7 @@ export { Checkpoints } from './runs/checkpoints.js';
 export type { DeploymentSpec, DeploymentSpecInput, WorkspaceUpgradePolicy } from './runs/deployment-spec.js';
 export type { Deployment, Deployments, TenantScope } from './runs/deployments.js';
 export type { ShutdownReport } from './runs/drain.js';
-export { DEFAULT_RUN_SETTINGS, type RunLogEvent, type RunSettings } from './runs/run-host.js';
+export { DEFAULT_RUN_SETTINGS, type RunLogEvent, type RunSettings, STRAY_SWEEP_INTERVAL_MS } from './runs/run-host.js';
 export {
   type CreateRunInput,
   MAX_TURN_OUTPUT_BYTES,
@@ -39,6 +43,7 @@ export {
   type TurnOptions,
   type TurnOutcome,
 } from './runs/runs.js';
+export type { StraySandbox, StraySweepReport } from './runs/stray-sweep.js';
 export type { SandboxHandle, SandboxProvider } from './sandbox/sandbox-provider.js';
 export type { CheckpointProgress, CheckpointResult, CheckpointStats } from './snapshot/checkpoint.js';
 export type { DiffEntry } from './snapshot/diff.js';
@@ -101,6 +106,16 @@ export interface Holdfast {
   readonly runs: Runs;
   /** Checkpoints by run, and browsing inside them. */
   readonly checkpoints: Checkpoints;
+  /**
+   * Checkpoints and restores of a sandbox's workspace by sandbox id, reaching the sandbox
+   * through this instance's providers (the injected `providers` included), as runs do.
+   */
+  readonly sandboxes: {
+    checkpoint(options: Parameters<typeof checkpointSandbox>[1]): Promise<CheckpointResult>;
+    restore(options: Parameters<typeof restoreSandbox>[1]): Promise<RestoreReceipt>;
+  };
+  /** The sandbox provider named `name`: an injected one, or a shipped one. `INVALID_INPUT` for an unknown name. */
+  provider(name: string): SandboxProvider;
   /** API tokens of every tenant (created hashed; the CLI and the HTTP API both use this). */
   readonly tokens: Tokens;
   /** The services of another tenant (created on first use), sharing this instance's stores and leases. */
@@ -110,6 +125,18 @@ export interface Holdfast {
    * with bounded concurrency inside the deadline (default 30 s); what did not finish is reported.
    */
   shutdown(options?: { deadlineMs?: number; concurrency?: number }): Promise<ShutdownReport>;
+  /**
+   * One sweep for stray sandboxes now (after the one in flight, if any): sandboxes labelled for a
+   * run that are not its committed sandbox are destroyed under the run's lease; runs another
+   * owner holds, other installations' sandboxes and restored copies are left (see `sweepStrays`
+   * in `runs/stray-sweep.ts`). Rejects only when the metadata store fails.
+   */
+  sweepStrays(): Promise<StraySweepReport>;
+  /**
+   * Starts the periodic stray sweep every `runSettings.straySweepIntervalMs` (default 10 min;
+   * 0: never). Idempotent. `shutdown` and `close` stop it; `holdfast serve` starts it.
+   */
+  startStraySweeps(): void;
   /** Subscribes to what the runs layer does; returns the unsubscribe function. */
   onRunEvent(listener: (event: RunLogEvent) => void): () => void;
   /** Turns running in this process now. */
@@ -146,6 +173,7 @@ export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<H
     ...(options.owner === undefined ? {} : { owner: options.owner }),
     ...(options.onRunEvent === undefined ? {} : { onEvent: options.onRunEvent }),
   });
+  const strays = new StraySweeper(host);
   const tenants = new Map<string, Promise<TenantServices>>();
   const forTenant = (name: string): Promise<TenantServices> => {
     let services = tenants.get(name);
@@ -174,9 +202,20 @@ export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<H
     deployments: own.deployments,
     runs: own.runs,
     checkpoints: own.checkpoints,
+    sandboxes: {
+      checkpoint: (input) => checkpointSandbox(own.snapshots, input, (name) => host.provider(name)),
+      restore: (input) => restoreSandbox(own.snapshots, input, (name) => host.provider(name)),
+    },
+    provider: (name) => host.provider(name),
     tokens: new Tokens(meta, async (name) => (await forTenant(name)).tenant),
     forTenant,
-    shutdown: (shutdownOptions) => shutdownRuns(host, shutdownOptions),
+    async shutdown(shutdownOptions) {
+      // The sweep in flight stops at its next run once shutdownRuns marks the host draining.
+      const [report] = await Promise.all([shutdownRuns(host, shutdownOptions), strays.stop()]);
+      return report;
+    },
+    sweepStrays: () => strays.runOnce(),
+    startStraySweeps: () => strays.start(),
     onRunEvent: (listener) => host.subscribe(listener),
     activeTurns: () => host.active.size,
     async selfCheck() {
@@ -198,6 +237,7 @@ export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<H
       return { schemaVersion, probeBytes: PROBE_BYTES, durationMs: Math.round(performance.now() - started) };
     },
     async close() {
+      await strays.stop();
       await host.close();
       await workers.close();
       if (options.blobs === undefined) await blobs.close();

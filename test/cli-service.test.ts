@@ -167,6 +167,45 @@ describe('holdfast serve, token, run and lease (compiled bin)', () => {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     }
   });
+
+  it('serve runs the stray sweep on its timer and stops it before the shutdown report', async () => {
+    const store = fs.mkdtempSync(path.join(dir, 'serve-sweep-'));
+    const child = spawn(process.execPath, [bin, 'serve', '--port', '0', '--init', '--stray-sweep-interval-ms', '50'], {
+      env: {
+        ...env,
+        HOLDFAST_META: `sqlite:${path.join(store, 'meta.db')}`,
+        HOLDFAST_BLOBS: `file:${path.join(store, 'blobs')}`,
+        HOLDFAST_SANDBOX_DIR: path.join(store, 'sandboxes'),
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    child.stdout?.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString('utf8');
+    });
+    const messages = () =>
+      stdout
+        .split('\n')
+        .filter((line) => line !== '')
+        .map((line) => JSON.parse(line) as { msg: string; straySweepIntervalMs?: number });
+    try {
+      await listening(child);
+      for (let waited = 0; !messages().some((m) => m.msg === 'stray sweep finished'); waited += 50) {
+        if (waited > SERVE_START_TIMEOUT_MS) throw new Error(`no sweep logged: ${stdout}`);
+        await sleep(50);
+      }
+      expect(messages().find((m) => m.msg === 'listening')?.straySweepIntervalMs).toBe(50);
+      const exited = exitOf(child);
+      child.kill('SIGTERM');
+      expect(await Promise.race([exited, sleep(SERVE_STOP_TIMEOUT_MS).then(() => 'timeout')])).toBe(0);
+      const order = messages().map((m) => m.msg);
+      const report = order.indexOf('shutdown report');
+      expect(report).toBeGreaterThan(0);
+      expect(order.slice(report)).not.toContain('stray sweep finished');
+    } finally {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    }
+  });
 });
 
 /**

@@ -2,11 +2,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BlobStore } from '../src/blob-store/blob-store.js';
-import type { Workspace } from '../src/metadata/metadata-store.js';
 import { decompress } from '../src/objects/content-workers.js';
 import { decodeFooter, decodeTrailer, PACK_FOOTER_BYTES, packIdFromKey } from '../src/objects/pack-format.js';
 import { readLargeFile, WHOLE_READ_BYTES } from '../src/snapshot/file-reader.js';
-import { LocalWorkspaceSource, type WorkspaceSource } from '../src/snapshot/workspace-source.js';
+import { type EndpointContext, LocalWorkspaceSource, type WorkspaceSource } from '../src/snapshot/workspace-source.js';
 import { BACKENDS, type OpenedBackends } from './support/backends.js';
 import { codeOf } from './support/error-code.js';
 import { ALNUM, credentialSamples, generator, serviceAccountJwt } from './support/secret-samples.js';
@@ -47,7 +46,7 @@ async function expectNoneStored(blobs: BlobStore, needles: readonly string[]): P
  * ahead of each read.
  */
 function racingSource(dir: string, b: OpenedBackends, before: (abs: string) => void, between: (abs: string) => void) {
-  return (workspace: Workspace): WorkspaceSource => {
+  return ({ workspace }: EndpointContext): WorkspaceSource => {
     const local = new LocalWorkspaceSource(dir, workspace.id, path.join(b.dir, 'cache'), b.workers);
     return Object.assign(Object.create(local) as LocalWorkspaceSource, {
       readLarge: (file: { path: string }, onChunk: Parameters<WorkspaceSource['readLarge']>[1]) => {

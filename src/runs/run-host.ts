@@ -27,7 +27,18 @@ export interface RunSettings {
   readonly shutdownDeadlineMs: number;
   /** Idle sandboxes checkpointed at once during shutdown. */
   readonly shutdownConcurrency: number;
+  /** Interval of the service's sweep for stray sandboxes (0 disables); see {@link STRAY_SWEEP_INTERVAL_MS}. */
+  readonly straySweepIntervalMs: number;
 }
+
+/**
+ * Default interval of the stray sweep. Strays come only from failures (a failed
+ * `destroy_old_sandbox`, a crash between create and commit), so they are rare, but each one
+ * holds provider resources (a cloud sandbox is billed while it lives) until it is removed; ten
+ * minutes bounds that cost while a sweep costs one `list` per provider and one lease claim per
+ * run that has strays.
+ */
+export const STRAY_SWEEP_INTERVAL_MS = 10 * 60_000;
 
 /** Defaults of {@link RunSettings} (DESIGN section 9). */
 export const DEFAULT_RUN_SETTINGS: RunSettings = Object.freeze({
@@ -39,6 +50,7 @@ export const DEFAULT_RUN_SETTINGS: RunSettings = Object.freeze({
   stopTimeoutMs: 30_000,
   shutdownDeadlineMs: 30_000,
   shutdownConcurrency: 4,
+  straySweepIntervalMs: STRAY_SWEEP_INTERVAL_MS,
 });
 
 /** Something the runs layer did, for logs and metrics (structured; no message parsing). */

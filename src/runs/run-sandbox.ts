@@ -93,8 +93,12 @@ async function upgradeTarget(scope: RunScope, run: Run, current: Deployment): Pr
   return next.spec.workspaceUpgradePolicy === 'automatic' ? next : current;
 }
 
-/** Stops the sandbox a dead owner left; marks the run for lease recovery when that is uncertain. */
-async function stopPrevious(scope: RunScope, lease: HeldLease, run: Run): Promise<Run> {
+/**
+ * After a takeover (`lease.run.lease.takenFrom` set): fails the dead owner's running turns, stops
+ * the sandbox it left and forgets it (the next turn rebuilds from the head); an uncertain stop
+ * marks the run `release_recovery_required` and rejects with its `CONFLICT`.
+ */
+export async function stopPrevious(scope: RunScope, lease: HeldLease, run: Run): Promise<Run> {
   const { host } = scope;
   const recorder = new StepRecorder(host, run.id, 'lease');
   await recorder.record('takeover', 'ok', 0, { from: run.lease.takenFrom, epoch: lease.epoch });

@@ -43,6 +43,10 @@ export class StepRecorder {
       level: status === 'ok' ? 'info' : 'warn',
       msg: `${this.kind} ${step} ${status}`,
       runId: this.runId,
+      // As fields too, for metrics (holdfast_run_steps_total) that must not parse the message.
+      kind: this.kind,
+      step,
+      status,
       durationMs: Math.round(durationMs),
     });
     await this.host.meta.turns

@@ -54,12 +54,17 @@ function nonEmpty(value: string | undefined): string | undefined {
 }
 
 /**
- * The sandbox `id` of the named provider, or of whichever provider has it. `NOT_FOUND` when
- * no provider knows it (destroyed, or never created on this machine).
+ * The sandbox `id` of the named provider, or of whichever shipped provider name has it, as
+ * `providers` resolves names (default: the shipped providers; a library user's injected
+ * lookup otherwise). `NOT_FOUND` when no provider knows it (destroyed, or never created).
  */
-export async function findSandbox(id: string, providerName?: string): Promise<SandboxHandle> {
+export async function findSandbox(
+  id: string,
+  providerName?: string,
+  providers: (name: string) => SandboxProvider = openSandboxProvider,
+): Promise<SandboxHandle> {
   for (const name of providerName === undefined ? SANDBOX_PROVIDER_NAMES : [providerName]) {
-    const handle = await openSandboxProvider(name).get(id);
+    const handle = await providers(name).get(id);
     if (handle !== undefined) return handle;
   }
   throw new NotFoundError(`sandbox ${id} not found: list sandboxes with holdfast sandbox ls`, { data: { id } });

@@ -91,7 +91,7 @@ function registerRunMetrics(hf: Holdfast, metrics: Metrics): void {
   const turns = metrics.counter('holdfast_turns_total', 'Turns finished in this process, by outcome.');
   const steps = metrics.counter(
     'holdfast_run_steps_total',
-    'Recorded run steps (recovery, upgrade, create, lease), by kind, step and status.',
+    'Recorded run steps (recovery, upgrade, create, lease, sweep), by kind, step and status.',
   );
   const stepSeconds = metrics.histogram(
     'holdfast_run_step_duration_seconds',
@@ -101,7 +101,7 @@ function registerRunMetrics(hf: Holdfast, metrics: Metrics): void {
   hf.onRunEvent((event) => {
     if (event.msg === 'turn completed') turns.inc({ outcome: 'completed' });
     else if (event.msg === 'turn failed') turns.inc({ outcome: 'failed' });
-    else if (event.msg === 'run step') {
+    else if (typeof event.kind === 'string' && typeof event.step === 'string' && typeof event.status === 'string') {
       const labels = { kind: String(event.kind), step: String(event.step) };
       steps.inc({ ...labels, status: String(event.status) });
       if (typeof event.durationMs === 'number') stepSeconds.observe(labels, event.durationMs / 1000);

@@ -1,28 +1,21 @@
-import { randomBytes } from 'node:crypto';
-import fs from 'node:fs';
-import path from 'node:path';
-import { checkKept, utimeOf } from '../core/fs-exact.js';
 import type { Sha256Hex } from '../core/hash.js';
-import { LongPaths } from '../core/long-paths.js';
-import { permissionBits } from '../core/modes.js';
-import { fsPath } from '../core/name-bytes.js';
-import { symlinkStaysInside } from '../core/paths.js';
-import { ConflictError, InputError, IntegrityError } from '../errors.js';
+import { InputError } from '../errors.js';
 import type { Checkpoint, Workspace } from '../metadata/metadata-store.js';
-import { ObjectReader } from '../objects/object-reader.js';
-import type { SnapshotDeps } from './checkpoint.js';
+import type { ObjectReader } from '../objects/object-reader.js';
 import { type ExcludedSummary, excludedSummary, recordedRoot } from './checkpoint-record.js';
-import { removeTree } from './remove-tree.js';
-import { finishFile, openNew, type PathedFile, type StagedPath, writeFiles } from './restore-files.js';
-import type { FileWriter } from './restore-reuse.js';
-import { beginStaging, endStaging, sweepStaleStaging } from './restore-staging.js';
-import { refuseStoreOverlap } from './restore-target.js';
+import type { PathedFile } from './restore-files.js';
 import type { ScanLimits } from './scan.js';
-import { StatCacheBuilder, statCacheFile } from './stat-cache.js';
 import { checkpointLimits, type FlatTree, flattenTree } from './tree-walk.js';
-import { WarmTarget } from './warm-target.js';
+import { NOTHING_REUSED, type TargetReuse, type TargetSession, type WorkspaceTarget } from './workspace-target.js';
 
 export type { ExcludedSummary } from './checkpoint-record.js';
+
+/** Chunk bytes fetched from the store per round, at most; files larger than this are streamed. */
+const FETCH_BATCH_BYTES = 32 * 1024 * 1024;
+/** The first round fetches this much, and each next one twice as much: the target starts writing early. */
+const FIRST_FETCH_BYTES = 2 * 1024 * 1024;
+/** Chunks of one streamed (large) file fetched per read. */
+const LARGE_FILE_CHUNKS_PER_READ = 8;
 
 /** Progress reported while a restore runs. */
 export interface RestoreProgress {
@@ -34,7 +27,8 @@ export interface RestoreProgress {
 
 /** Options of one restore. */
 export interface RestoreOptions {
-  readonly dir: string;
+  /** Where the checkpoint goes: a host directory (`LocalWorkspaceTarget`) or a sandbox. */
+  readonly target: WorkspaceTarget;
   readonly workspace: Workspace;
   readonly checkpoint: Checkpoint;
   /** Allow replacing a non-empty target (warm restore: unchanged files are reused). */
@@ -49,6 +43,7 @@ export interface RestoreOptions {
 export interface RestoreReceipt {
   readonly checkpointId: string;
   readonly rootTree: Sha256Hex;
+  /** The target's label: its directory, or `sandbox <id>:<root>`. */
   readonly target: string;
   readonly files: number;
   readonly dirs: number;
@@ -76,167 +71,54 @@ export interface RestoreReceipt {
 }
 
 /**
- * Restores a checkpoint into `dir` (DESIGN section 5): builds the whole tree in a staging
- * directory beside the target, verifying every object and every file hash, then publishes it
- * by rename. A non-empty target needs `replace`; its unchanged files are reused instead of
- * fetched. On any failure the staging directory is removed and the target is left as it was.
+ * Restores a checkpoint into a {@link WorkspaceTarget} (DESIGN section 5); the one restore
+ * algorithm, whatever the target. The stored tree is never trusted: every tree is read,
+ * validated and held to the checkpoint's limits before the target sees anything
+ * (`INTEGRITY`, `LIMIT_EXCEEDED`), and every chunk is verified as it is read from the store.
+ * Then the target, in order:
  *
- * The stored tree is never trusted: it is validated and held to a scan's limits before
- * anything is created (`INTEGRITY`, `LIMIT_EXCEEDED`), no mode beyond permission bits is
- * applied, every symlink is confined, and the old target is read without following its
- * symlinks. A target overlapping the blob store, the metadata store or the stat cache is
- * refused with `INVALID_INPUT`. Staging left by a killed restore to the same target is
- * removed first (only when its owner is gone).
- *
- * What comes back is exact: names as their bytes, paths of any length (through
- * `LongPaths`), mtimes to the millisecond before 1970 and far ahead, hard-link members as
- * links to their leader (made once the leader is complete, written or reused), and the
- * root's recorded mode and mtime. Each mode and mtime is read back after it is set; one the
- * target did not keep fails the restore with `INTEGRITY` (data: `path`, `field`).
+ * 1. `begin`: refuses a non-empty target without `replace` (`CONFLICT`) or an unusable one
+ *    (`INVALID_INPUT`); a target that already is the checkpoint skips to 6;
+ * 2. `directories`: every directory, parents first;
+ * 3. `reuse`: what a warm target's previous copy supplies (by content locally, by path and
+ *    hash in a sandbox);
+ * 4. `file` for every other file, hard-link leaders included: chunks are fetched in coalesced
+ *    rounds that start small and double, the next round read while the target writes this
+ *    one; a file over one round is streamed a few chunks at a time. The target checks each
+ *    file's hash, mode and mtime where it lands;
+ * 5. `links` (members to their complete leaders), then `symlinks`;
+ * 6. `publish`: directory modes and mtimes, children first and the root as recorded, then
+ *    the swap. Any failure before it ends in `abort`: the target is left as it was.
  */
-export async function restoreCheckpoint(deps: SnapshotDeps, options: RestoreOptions): Promise<RestoreReceipt> {
+export async function restoreCheckpoint(reader: ObjectReader, options: RestoreOptions): Promise<RestoreReceipt> {
   const started = performance.now();
-  const target = path.resolve(options.dir);
-  refuseStoreOverlap(target, deps);
-  const existing = inspectTarget(target, options.replace === true);
-  const rootTree = options.checkpoint.rootTree;
-  if (rootTree === null)
-    throw new InputError('INVALID_INPUT', `checkpoint ${options.checkpoint.id} is ${options.checkpoint.status}, not ready`);
-  const reader = new ObjectReader(deps.blobs, deps.meta);
-  // Every tree is read, validated and counted against the limits before anything is created.
-  const flat = await flattenTree(reader, rootTree, undefined, checkpointLimits(options.checkpoint, options.limits));
-  const root = recordedRoot(options.checkpoint);
-  const cacheFile = statCacheFile(deps.cacheDir, options.workspace.id, target);
-  const cache = new StatCacheBuilder(Date.now());
-  const warm = existing === 'non-empty' ? new WarmTarget(target, cacheFile, flat) : undefined;
-  // A checkpoint older than its root record leaves the root 0755 with its mtime untouched.
-  if (warm?.unchanged(flat, root ?? { mode: 0o755 }, cache)) {
-    warm.close();
-    cache.save(cacheFile, options.checkpoint.id);
-    // Nothing written, nothing fetched: the target already was the checkpoint.
-    const members = flat.files.filter((f) => f.hardlink !== undefined).length;
-    return receiptOf(options.checkpoint, rootTree, target, flat, started, {
-      filesReused: flat.files.length,
-      bytesFetched: 0,
-      bytesCopiedLocally: 0,
-      hardlinks: members,
-    });
-  }
-  if (existing === 'absent') fs.mkdirSync(path.dirname(target), { recursive: true });
-  sweepStaleStaging(deps.cacheDir, target);
-  const staging = beginStaging(deps.cacheDir, target);
-  const long = new LongPaths();
-  const at: StagedPath = (rel) => long.at(rel === '' ? staging : path.join(staging, rel));
+  const { checkpoint, target } = options;
+  const rootTree = checkpoint.rootTree;
+  if (rootTree === null) throw new InputError('INVALID_INPUT', `checkpoint ${checkpoint.id} is ${checkpoint.status}, not ready`);
+  const root = recordedRoot(checkpoint);
+  const flat = await flattenTree(reader, rootTree, root, checkpointLimits(checkpoint, options.limits));
+  const session = await target.begin({
+    workspace: options.workspace,
+    checkpoint,
+    flat,
+    rootRecorded: root !== undefined,
+    replace: options.replace === true,
+    reader,
+    ...(options.signal === undefined ? {} : { signal: options.signal }),
+  });
+  const members = flat.files.filter((f) => f.hardlink !== undefined);
+  let work: RestoreWork;
   try {
-    for (const dir of flat.dirs.slice(1)) fs.mkdirSync(at(dir.path), { mode: 0o700 });
-    const local = await warm?.reuse({ flat, staging, reader, meta: deps.meta, writer: stagingWriter(at, cache), signal: options.signal });
-    // Hard-link members are linked to their leader below, once every leader is complete.
-    const todo = flat.files.filter((f) => f.hardlink === undefined && local?.done.has(f.path) !== true);
-    const bytesFetched = (await writeFiles(reader, todo, at, cache, options)) + (local?.bytesFetched ?? 0);
-    const hardlinks = linkMembers(flat.files, at, cache);
-    for (const link of flat.symlinks) {
-      // Checked when the tree was read; checked again here, where the link is made.
-      if (!symlinkStaysInside(link.path, link.target))
-        throw new IntegrityError('INTEGRITY', `symlink ${link.path} leads outside the target`, { data: { path: link.path } });
-      const p = at(link.path);
-      fs.symlinkSync(fsPath(link.target), p);
-      const time = utimeOf(link.mtimeMs);
-      fs.lutimesSync(p, time, time);
-      checkKept(link.path, fs.lstatSync(p), undefined, link.mtimeMs);
-    }
-    for (const dir of [...flat.dirs].reverse()) {
-      const p = at(dir.path);
-      if (dir.path === '') {
-        // A checkpoint older than its root record: the root as before, 0755 and mtime untouched.
-        fs.chmodSync(p, root?.mode ?? 0o755);
-        if (root === undefined) continue;
-        setDirTimes(p, '', root.mode, root.mtimeMs);
-      } else {
-        fs.chmodSync(p, permissionBits(dir.mode));
-        setDirTimes(p, dir.path, permissionBits(dir.mode), dir.mtimeMs);
-      }
-    }
-    long.close();
-    publish(staging, target, existing);
-    endStaging(deps.cacheDir, staging);
-    if (local !== undefined) warm?.recordLinks(local, cache);
-    warm?.close();
-    cache.save(cacheFile, options.checkpoint.id);
-    return receiptOf(options.checkpoint, rootTree, target, flat, started, {
-      filesReused: local?.filesReused ?? 0,
-      bytesFetched,
-      bytesCopiedLocally: local?.bytesCopiedLocally ?? 0,
-      hardlinks,
-    });
+    work = session.complete ? completeWork(flat, members.length) : await build(reader, session, flat, members, options);
+    await session.publish();
   } catch (error) {
-    long.close();
-    warm?.close();
-    if (fs.existsSync(staging)) removeTree(staging);
-    endStaging(deps.cacheDir, staging);
+    await session.abort().catch(() => undefined);
     throw error;
   }
-}
-
-/** Sets a directory's mtime and checks what the target kept of it and of its mode. */
-function setDirTimes(p: string | Buffer, rel: string, mode: number, mtimeMs: number): void {
-  const time = utimeOf(mtimeMs);
-  fs.utimesSync(p, time, time);
-  checkKept(rel, fs.lstatSync(p), mode, mtimeMs);
-}
-
-/**
- * Creates every hard-link member as a link to its leader (complete by now: written or
- * reused) and checks each names the leader's inode; returns how many were made. The stat
- * cache gets every member and leader with their final stat (a link changes the inode's ctime).
- */
-function linkMembers(files: readonly PathedFile[], at: StagedPath, cache: StatCacheBuilder): number {
-  const groups = new Map<string, PathedFile[]>();
-  for (const f of files) {
-    if (f.hardlink === undefined) continue;
-    const group = groups.get(f.hardlink);
-    if (group === undefined) groups.set(f.hardlink, [f]);
-    else group.push(f);
-  }
-  let made = 0;
-  for (const [leaderPath, members] of groups) {
-    const leaderAt = at(leaderPath);
-    for (const m of members) {
-      fs.linkSync(leaderAt, at(m.path));
-      made += 1;
-    }
-    const st = fs.lstatSync(leaderAt);
-    for (const m of members) {
-      const linked = fs.lstatSync(at(m.path));
-      if (linked.ino !== st.ino || linked.dev !== st.dev || st.nlink < members.length + 1) {
-        throw new IntegrityError('INTEGRITY', `restored ${m.path} is not a hard link to ${leaderPath}`, {
-          data: { path: m.path, field: 'hardlink' },
-        });
-      }
-    }
-    const leader = members[0] as PathedFile; // a member carries its leader's content, mode and mtime
-    const identity = { size: st.size, mtimeMs: st.mtimeMs, ctimeMs: st.ctimeMs, ino: st.ino, mode: leader.mode };
-    for (const p of [leaderPath, ...members.map((m) => m.path)])
-      cache.add(p, { ...identity, sha256: leader.sha256, chunks: leader.chunks });
-  }
-  return made;
-}
-
-/** What a restore did, besides what the checkpoint holds. */
-type RestoreWork = Pick<RestoreReceipt, 'filesReused' | 'bytesFetched' | 'bytesCopiedLocally' | 'hardlinks'>;
-
-/** The receipt of a restore of `flat` into `target` that did `work`. */
-function receiptOf(
-  checkpoint: Checkpoint,
-  rootTree: Sha256Hex,
-  target: string,
-  flat: FlatTree,
-  started: number,
-  work: RestoreWork,
-): RestoreReceipt {
   return {
     checkpointId: checkpoint.id,
     rootTree,
-    target,
+    target: target.label,
     files: flat.files.length,
     dirs: flat.dirs.length - 1,
     symlinks: flat.symlinks.length,
@@ -248,44 +130,115 @@ function receiptOf(
   };
 }
 
-/** How warm reuse creates staging files: the same open and finish as every other restored file. */
-function stagingWriter(at: StagedPath, cache: StatCacheBuilder): FileWriter {
-  return { open: (file) => openNew(at, file), finish: (fd, file, digest) => finishFile(fd, file, digest, cache) };
+/** What a restore did, besides what the checkpoint holds. */
+type RestoreWork = Pick<RestoreReceipt, 'filesReused' | 'bytesFetched' | 'bytesCopiedLocally' | 'hardlinks'>;
+
+/** Nothing written, nothing fetched: the target already was the checkpoint. */
+function completeWork(flat: FlatTree, hardlinks: number): RestoreWork {
+  return { filesReused: flat.files.length, bytesFetched: 0, bytesCopiedLocally: 0, hardlinks };
 }
 
-type TargetState = 'absent' | 'empty' | 'non-empty';
-
-function inspectTarget(target: string, replace: boolean): TargetState {
-  let st: fs.Stats;
-  try {
-    st = fs.lstatSync(target);
-  } catch {
-    return 'absent';
-  }
-  if (!st.isDirectory())
-    throw new InputError('INVALID_INPUT', `restore target ${target} exists and is not a directory`, { data: { target } });
-  if (fs.readdirSync(target).length === 0) return 'empty';
-  if (!replace) {
-    throw new ConflictError('CONFLICT', `restore target ${target} is not empty: pass --replace to replace it`, {
-      data: { target, reason: 'target-not-empty' },
-    });
-  }
-  return 'non-empty';
+/** Steps 2 to 5 of {@link restoreCheckpoint}. */
+async function build(
+  reader: ObjectReader,
+  session: TargetSession,
+  flat: FlatTree,
+  members: readonly PathedFile[],
+  options: RestoreOptions,
+): Promise<RestoreWork> {
+  await session.directories(flat.dirs.slice(1));
+  const leaders = flat.files.filter((f) => f.hardlink === undefined);
+  const reused: TargetReuse = session.previous === 'non-empty' ? await session.reuse(leaders) : NOTHING_REUSED;
+  options.signal?.throwIfAborted();
+  const todo = leaders.filter((f) => !reused.done.has(f.path));
+  const fetched = await sendFiles(reader, session, todo, options);
+  // Leaders are complete (written or reused) before any link to them.
+  await session.links(members);
+  await session.symlinks(flat.symlinks);
+  return {
+    filesReused: reused.filesReused,
+    bytesFetched: fetched + reused.bytesFetched,
+    bytesCopiedLocally: reused.bytesCopiedLocally,
+    hardlinks: members.length,
+  };
 }
 
-/** Swaps the staging tree in; the previous copy is removed only after the new one is in place. */
-function publish(staging: string, target: string, existing: TargetState): void {
-  if (existing === 'absent') {
-    fs.renameSync(staging, target);
-    return;
+/** Fetches the chunks of `files` in rounds and hands each file to the target; returns the chunk bytes read. */
+async function sendFiles(
+  reader: ObjectReader,
+  session: TargetSession,
+  files: readonly PathedFile[],
+  options: Pick<RestoreOptions, 'signal' | 'onProgress'>,
+): Promise<number> {
+  const progress = { files: 0, filesTotal: files.length, bytes: 0, bytesTotal: files.reduce((n, f) => n + f.size, 0) };
+  const done = (file: PathedFile): void => {
+    progress.files += 1;
+    progress.bytes += file.size;
+  };
+  const rounds = fetchRounds(files.filter((f) => f.size <= FETCH_BATCH_BYTES));
+  let fetched = 0;
+  const fetch = (round: readonly PathedFile[] | undefined) => {
+    if (round === undefined) return undefined;
+    const job = reader.readMany(round.flatMap((f) => f.chunks));
+    job.catch(() => undefined); // awaited below; this only keeps an early failure from being "unhandled"
+    return job;
+  };
+  let next = fetch(rounds[0]);
+  for (let i = 0; i < rounds.length; i += 1) {
+    options.signal?.throwIfAborted();
+    const chunks = await (next as Promise<Map<string, Uint8Array>>);
+    next = fetch(rounds[i + 1]);
+    for (const c of chunks.values()) fetched += c.byteLength;
+    for (const file of rounds[i] as PathedFile[]) {
+      await session.file(
+        file,
+        file.chunks.map((id) => chunks.get(id) as Uint8Array),
+      );
+      done(file);
+    }
+    options.onProgress?.({ ...progress });
   }
-  const old = path.join(path.dirname(target), `.${path.basename(target)}.holdfast-old-${randomBytes(6).toString('hex')}`);
-  fs.renameSync(target, old);
-  try {
-    fs.renameSync(staging, target);
-  } catch (error) {
-    fs.renameSync(old, target);
-    throw error;
+  for (const file of files) {
+    if (file.size <= FETCH_BATCH_BYTES) continue;
+    options.signal?.throwIfAborted();
+    const counted = { bytes: 0 };
+    await session.file(file, largeFileChunks(reader, file, counted));
+    fetched += counted.bytes;
+    done(file);
+    options.onProgress?.({ ...progress });
   }
-  removeTree(old);
+  return fetched;
+}
+
+/** Files grouped into fetch rounds of {@link FIRST_FETCH_BYTES}, doubling up to {@link FETCH_BATCH_BYTES}. */
+function fetchRounds(files: readonly PathedFile[]): PathedFile[][] {
+  const rounds: PathedFile[][] = [];
+  let limit = FIRST_FETCH_BYTES;
+  let current: PathedFile[] = [];
+  let bytes = 0;
+  for (const file of files) {
+    if (current.length > 0 && bytes + file.size > limit) {
+      rounds.push(current);
+      current = [];
+      bytes = 0;
+      limit = Math.min(limit * 2, FETCH_BATCH_BYTES);
+    }
+    current.push(file);
+    bytes += file.size;
+  }
+  if (current.length > 0) rounds.push(current);
+  return rounds;
+}
+
+/** A large file's verified chunks, a few at a time; adds the bytes read to `counted`. */
+async function* largeFileChunks(reader: ObjectReader, file: PathedFile, counted: { bytes: number }): AsyncGenerator<Uint8Array> {
+  for (let i = 0; i < file.chunks.length; i += LARGE_FILE_CHUNKS_PER_READ) {
+    const ids = file.chunks.slice(i, i + LARGE_FILE_CHUNKS_PER_READ);
+    const got = await reader.readMany(ids);
+    for (const id of ids) {
+      const piece = got.get(id) as Uint8Array;
+      counted.bytes += piece.byteLength;
+      yield piece;
+    }
+  }
 }

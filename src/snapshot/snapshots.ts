@@ -17,10 +17,12 @@ import {
 } from './checkpoint.js';
 import { type DiffEntry, diffTrees } from './diff.js';
 import { collectGarbage, type GcOptions, type GcReport } from './gc.js';
+import { LocalWorkspaceTarget } from './local-target.js';
 import { type RestoreProgress, type RestoreReceipt, restoreCheckpoint } from './restore.js';
 import type { ScanLimits } from './scan.js';
 import { type VerifyOptions, type VerifyReport, verifyStore } from './verify.js';
-import { LocalWorkspaceSource, type WorkspaceSource } from './workspace-source.js';
+import { type EndpointContext, LocalWorkspaceSource, type WorkspaceSource } from './workspace-source.js';
+import type { WorkspaceTarget } from './workspace-target.js';
 
 /** Tenant used when none is named (single-user CLI and embedded use). */
 export const DEFAULT_TENANT = 'default';
@@ -37,7 +39,7 @@ export interface WorkspaceSummary extends Workspace {
 export class Snapshots {
   private readonly reader: ObjectReader;
   /** What this host recorded for the files of recent checkpoints: the ids an untrusted source may reuse. */
-  readonly baseFiles: BaseFiles;
+  private readonly baseFiles: BaseFiles;
 
   constructor(
     private readonly deps: SnapshotDeps,
@@ -53,7 +55,7 @@ export class Snapshots {
    */
   async checkpoint(options: {
     dir?: string;
-    source?: (workspace: Workspace) => WorkspaceSource;
+    source?: (context: EndpointContext) => WorkspaceSource;
     workspace: string;
     reason?: CheckpointReason;
     excludes?: ExcludeOptions;
@@ -77,7 +79,9 @@ export class Snapshots {
     }
     if (dir !== undefined) requireDirectory(dir);
     const workspace = await this.workspace(options.workspace, true);
-    const from = source?.(workspace) ?? new LocalWorkspaceSource(dir as string, workspace.id, this.deps.cacheDir, this.deps.workers);
+    const from =
+      source?.(this.endpointContext(workspace)) ??
+      new LocalWorkspaceSource(dir as string, workspace.id, this.deps.cacheDir, this.deps.workers);
     return createCheckpoint(this.deps, { ...rest, source: from, workspace });
   }
 
@@ -87,17 +91,14 @@ export class Snapshots {
     return { workspace: ws, checkpoint: await this.resolveCheckpoint(ws, checkpoint) };
   }
 
-  /** The stores and workers this service runs on, for transports that restore elsewhere. */
-  get services(): SnapshotDeps {
-    return this.deps;
-  }
-
   /**
-   * Restores a checkpoint (default: the head) of `workspace` into `dir`; see
-   * {@link restoreCheckpoint} for what a stored tree and a target must satisfy.
+   * Restores a checkpoint (default: the head) of `workspace` into a host directory (`dir`) or
+   * any other target (`target`, e.g. a sandbox); see {@link restoreCheckpoint} for what a
+   * stored tree and a target must satisfy.
    */
   async restore(options: {
-    dir: string;
+    dir?: string;
+    target?: (context: EndpointContext) => WorkspaceTarget;
     workspace: string;
     checkpoint?: string;
     replace?: boolean;
@@ -105,8 +106,17 @@ export class Snapshots {
     signal?: AbortSignal;
     onProgress?: (progress: RestoreProgress) => void;
   }): Promise<RestoreReceipt> {
+    const { dir, target, ...rest } = options;
+    if ((dir === undefined) === (target === undefined))
+      throw new InputError('INVALID_INPUT', 'restore needs exactly one of dir and target');
     const { workspace, checkpoint } = await this.restorePoint(options.workspace, options.checkpoint);
-    return restoreCheckpoint(this.deps, { ...options, workspace, checkpoint });
+    const to = target?.(this.endpointContext(workspace)) ?? new LocalWorkspaceTarget(dir as string, this.deps);
+    return restoreCheckpoint(this.reader, { ...rest, target: to, workspace, checkpoint });
+  }
+
+  /** What a source or target made for `workspace` may use of this service. */
+  private endpointContext(workspace: Workspace): EndpointContext {
+    return { workspace, workers: this.deps.workers, baseFiles: this.baseFiles };
   }
 
   /** Checkpoints of a workspace, newest first (failed ones included, with their errors). */
@@ -233,7 +243,7 @@ export class Snapshots {
   }
 }
 
-export type { CheckpointResult, DiffEntry, RestoreReceipt, TreeEntry };
+export type { CheckpointResult, DiffEntry, EndpointContext, RestoreReceipt, TreeEntry };
 
 /** Throws `INVALID_INPUT` unless `dir` is an existing directory (followed if it is a symlink, as a scan's root is). */
 function requireDirectory(dir: string): void {

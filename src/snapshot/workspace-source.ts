@@ -3,11 +3,24 @@ import path from 'node:path';
 import { type ExcludeOptions, ExcludeRules, type Exclusion } from '../core/excludes.js';
 import { LongPaths, SYSCALL_PATH_BYTES } from '../core/long-paths.js';
 import { byteLength, hasByteEscapes } from '../core/name-bytes.js';
+import type { Workspace } from '../metadata/metadata-store.js';
 import type { ContentWorkers, DigestOutcome } from '../objects/content-workers.js';
+import type { BaseFiles } from './base-files.js';
 import { type FileChunk, type FileContent, readLargeFile } from './file-reader.js';
 import { type ScanLimits, type ScannedFile, type ScanResult, scanWorkspace, unchangedSince } from './scan.js';
 import { type StatCache, type StatCacheBuilder, StatCache as StatCacheClass, statCacheFile } from './stat-cache.js';
 import type { FileIds } from './tree-builder.js';
+
+/**
+ * What a workspace source or target built outside this module gets: the workspace it serves,
+ * the content workers that hash and compress, and the host's record of base checkpoints'
+ * files (the only ids an untrusted source may reuse without sending the bytes).
+ */
+export interface EndpointContext {
+  readonly workspace: Workspace;
+  readonly workers: ContentWorkers;
+  readonly baseFiles: BaseFiles;
+}
 
 /** What one scan of a workspace gives a checkpoint. */
 export interface SourceScan {

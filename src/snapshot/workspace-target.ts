@@ -36,7 +36,12 @@ export interface TargetReuse {
 }
 
 /** Nothing reused: a cold restore, or a target that keeps no previous copy. */
-export const NOTHING_REUSED: TargetReuse = Object.freeze({ done: new Set<string>(), filesReused: 0, bytesFetched: 0, bytesCopiedLocally: 0 });
+export const NOTHING_REUSED: TargetReuse = Object.freeze({
+  done: new Set<string>(),
+  filesReused: 0,
+  bytesFetched: 0,
+  bytesCopiedLocally: 0,
+});
 
 /**
  * Where a restore writes a workspace: a directory on this host, or a sandbox reached over

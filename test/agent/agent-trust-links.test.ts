@@ -6,7 +6,7 @@ import { ObjectReader } from '../../src/objects/object-reader.js';
 import { AgentClient } from '../../src/sandbox/agent/host/agent-client.js';
 import { writeBatchId } from '../../src/sandbox/agent/host/batch-writer.js';
 import type { ScanWire, WriteOp } from '../../src/sandbox/agent/wire/protocol.js';
-import { ExecWorkspaceSource } from '../../src/sandbox/transport/exec-source.js';
+import { AgentWorkspaceSource } from '../../src/sandbox/transport/agent-source.js';
 import type { CheckpointResult } from '../../src/snapshot/checkpoint.js';
 import type { ScannedDir, ScannedEntry } from '../../src/snapshot/scan.js';
 import { flattenTree } from '../../src/snapshot/tree-walk.js';
@@ -62,7 +62,7 @@ describe('a sandbox that lies about hard links', () => {
     try {
       return await b.snapshots.checkpoint({
         workspace: name,
-        source: (ws) => new ExecWorkspaceSource(client, root, ws.id, b.workers, name, b.snapshots.baseFiles),
+        source: (context) => new AgentWorkspaceSource(client, root, name, context),
       });
     } finally {
       await client.close();

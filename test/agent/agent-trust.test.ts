@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AgentClient } from '../../src/sandbox/agent/host/agent-client.js';
-import { ExecWorkspaceSource } from '../../src/sandbox/transport/exec-source.js';
+import { AgentWorkspaceSource } from '../../src/sandbox/transport/agent-source.js';
 import type { CheckpointResult } from '../../src/snapshot/checkpoint.js';
 import type { ScannedDir, ScannedEntry } from '../../src/snapshot/scan.js';
 import { Snapshots } from '../../src/snapshot/snapshots.js';
@@ -65,7 +65,7 @@ for (const backend of BACKENDS) {
         try {
           return await snapshots.checkpoint({
             workspace,
-            source: (ws) => new ExecWorkspaceSource(client, root, ws.id, b.workers, name, snapshots.baseFiles),
+            source: (context) => new AgentWorkspaceSource(client, root, name, context),
           });
         } finally {
           await client.close();
@@ -185,8 +185,8 @@ for (const backend of BACKENDS) {
     });
 
     it("knowing another tenant's hash gets nothing: tenant B's checkpoint holds B's own bytes, and B cannot read A's file", async () => {
-      const a = new Snapshots(b.snapshots.services, 'tenant-a');
-      const bSnap = new Snapshots(b.snapshots.services, 'tenant-b');
+      const a = new Snapshots({ blobs: b.blobs, meta: b.meta, workers: b.workers, cacheDir: path.join(b.dir, 'cache') }, 'tenant-a');
+      const bSnap = new Snapshots({ blobs: b.blobs, meta: b.meta, workers: b.workers, cacheDir: path.join(b.dir, 'cache') }, 'tenant-b');
       const secret = seededBytes(4096, 'tenant A payroll');
       const dirA = path.join(work, 'tenant-a');
       writeFile(dirA, 'payroll.csv', secret, 0o644, OLD_MS);

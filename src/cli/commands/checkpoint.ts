@@ -65,7 +65,7 @@ export function registerCheckpoint(program: Command): void {
           result =
             flags.sandbox === undefined
               ? await hf.snapshots.checkpoint({ ...input, dir: dir as string })
-              : await (await import('../../sandbox/transport/sandbox-snapshots.js')).checkpointSandbox(hf.snapshots, {
+              : await hf.sandboxes.checkpoint({
                   ...input,
                   sandbox: flags.sandbox,
                   ...(flags.provider === undefined ? {} : { provider: flags.provider }),

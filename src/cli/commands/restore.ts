@@ -61,7 +61,7 @@ export function registerRestore(program: Command): void {
             receipt =
               flags.sandbox === undefined
                 ? await hf.snapshots.restore({ ...input, dir: dir as string })
-                : await (await import('../../sandbox/transport/sandbox-snapshots.js')).restoreSandbox(hf.snapshots, {
+                : await hf.sandboxes.restore({
                     ...input,
                     sandbox: flags.sandbox,
                     ...(flags.provider === undefined ? {} : { provider: flags.provider }),

@@ -27,6 +27,7 @@ interface ServeFlags {
   readonly leaseTtlMs?: number;
   readonly checkpointIntervalMs?: number;
   readonly shutdownDeadlineMs?: number;
+  readonly straySweepIntervalMs?: number;
   readonly init?: boolean;
 }
 
@@ -55,6 +56,11 @@ export function registerServe(program: Command): void {
       'how long shutdown lets turns finish and checkpoints idle sandboxes (default $HOLDFAST_SHUTDOWN_DEADLINE_MS or 30000)',
       intFlag('--shutdown-deadline-ms', 1),
     )
+    .option(
+      '--stray-sweep-interval-ms <ms>',
+      'how often sandboxes left behind for runs are destroyed, 0 disables (default $HOLDFAST_STRAY_SWEEP_INTERVAL_MS or 600000)',
+      intFlag('--stray-sweep-interval-ms', 0),
+    )
     .option('--init', 'if the store holds no live token, create an admin token for tenant default and print it once')
     .action(async (flags: ServeFlags, command: Command) => {
       const { config } = contextOf(command);
@@ -64,6 +70,7 @@ export function registerServe(program: Command): void {
         leaseTtlMs: flags.leaseTtlMs ?? envInt('HOLDFAST_LEASE_TTL_MS', 1),
         checkpointIntervalMs: flags.checkpointIntervalMs ?? envInt('HOLDFAST_CHECKPOINT_INTERVAL_MS', 0),
         shutdownDeadlineMs: flags.shutdownDeadlineMs ?? envInt('HOLDFAST_SHUTDOWN_DEADLINE_MS', 1),
+        straySweepIntervalMs: flags.straySweepIntervalMs ?? envInt('HOLDFAST_STRAY_SWEEP_INTERVAL_MS', 0),
       });
       const [{ openHoldfast, DEFAULT_RUN_SETTINGS }, { createJsonLogger }, { Metrics }, { createApp }, { listen }] = await Promise.all([
         import('../../index.js'),
@@ -91,7 +98,9 @@ export function registerServe(program: Command): void {
         throw error;
       }
       const signalled = untilSignal(log);
-      const { leaseTtlMs, checkpointIntervalMs, shutdownDeadlineMs } = settings;
+      // Stopped by hf.shutdown() below, before the stores close.
+      hf.startStraySweeps();
+      const { leaseTtlMs, checkpointIntervalMs, shutdownDeadlineMs, straySweepIntervalMs } = settings;
       log.info('listening', {
         url: server.url,
         host,
@@ -101,6 +110,7 @@ export function registerServe(program: Command): void {
         leaseTtlMs,
         checkpointIntervalMs,
         shutdownDeadlineMs,
+        straySweepIntervalMs,
       });
       process.stderr.write(banner(server.url, version, flags.init === true, created));
 

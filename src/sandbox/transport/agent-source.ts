@@ -11,7 +11,7 @@ import { type FileChunk, type FileContent, readLargeFile } from '../../snapshot/
 import { listFiles, type ScanLimits, type ScannedFile } from '../../snapshot/scan.js';
 import { StatCache, type StatCacheBuilder } from '../../snapshot/stat-cache.js';
 import type { FileIds } from '../../snapshot/tree-builder.js';
-import type { SourceScan, WorkspaceSource } from '../../snapshot/workspace-source.js';
+import type { EndpointContext, SourceScan, WorkspaceSource } from '../../snapshot/workspace-source.js';
 import { type AgentClient, type AgentScan, agentCacheKey } from '../agent/host/agent-client.js';
 
 /** A source scan that remembers the agent's scan id for the second look. */
@@ -34,21 +34,26 @@ interface ExecScan extends SourceScan {
  * checkpoint references only objects its own workspace already held or whose bytes the host
  * saw (proof of possession): knowing an object's hash never grants its content.
  */
-export class ExecWorkspaceSource implements WorkspaceSource {
+export class AgentWorkspaceSource implements WorkspaceSource {
   readonly label: string;
   private readonly cacheKey: string;
+
+  private readonly workspaceId: string;
+  private readonly workers: ContentWorkers;
+  /** The host's record of base checkpoints' files. */
+  private readonly baseFiles: BaseFiles;
 
   constructor(
     private readonly client: AgentClient,
     private readonly root: string,
-    private readonly workspaceId: string,
-    private readonly workers: ContentWorkers,
     sandboxId: string,
-    /** The host's record of base checkpoints' files. */
-    private readonly baseFiles: BaseFiles,
+    context: EndpointContext,
   ) {
     this.label = `sandbox ${sandboxId}:${root}`;
-    this.cacheKey = agentCacheKey(workspaceId, root);
+    this.workspaceId = context.workspace.id;
+    this.workers = context.workers;
+    this.baseFiles = context.baseFiles;
+    this.cacheKey = agentCacheKey(this.workspaceId, root);
   }
 
   async scan(excludes: ExcludeOptions | undefined, limits: ScanLimits, base: string | null): Promise<SourceScan> {
