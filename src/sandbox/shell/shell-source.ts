@@ -11,7 +11,7 @@ import { type FileChunk, type FileContent, readLargeFile } from '../../snapshot/
 import { listFiles, type ScanLimits, type ScannedFile } from '../../snapshot/scan.js';
 import { StatCache, type StatCacheBuilder, type StatCacheHit, statCacheFile } from '../../snapshot/stat-cache.js';
 import type { FileIds } from '../../snapshot/tree-builder.js';
-import type { SourceScan, WorkspaceSource } from '../../snapshot/workspace-source.js';
+import type { EndpointContext, SourceScan, WorkspaceSource } from '../../snapshot/workspace-source.js';
 import type { SandboxHandle } from '../sandbox-provider.js';
 import { readPieces, readWhole, unchangedInSandbox } from './shell-reads.js';
 import { shellScan } from './shell-scan.js';
@@ -26,16 +26,12 @@ export function shellCacheFile(
   return statCacheFile(cacheDir, workspaceId, `/holdfast-shell/${handle.provider}/${handle.id}${root}`);
 }
 
-/** What {@link ShellWorkspaceSource} needs. */
+/** What {@link ShellWorkspaceSource} needs besides its endpoint context. */
 export interface ShellSourceConfig {
   readonly handle: SandboxHandle;
   /** The workspace root inside the sandbox (absolute). */
   readonly root: string;
-  readonly workspaceId: string;
-  readonly workers: ContentWorkers;
-  /** The host's record of base checkpoints' files. */
-  readonly baseFiles: BaseFiles;
-  /** Where the host keeps stat caches. */
+  /** Where the host keeps stat caches (`defaultCacheDir()` for the CLI's). */
   readonly cacheDir: string;
 }
 
@@ -55,9 +51,19 @@ export class ShellWorkspaceSource implements WorkspaceSource {
   readonly label: string;
   private readonly cacheFile: string;
 
-  constructor(private readonly config: ShellSourceConfig) {
+  private readonly workspaceId: string;
+  private readonly workers: ContentWorkers;
+  private readonly baseFiles: BaseFiles;
+
+  constructor(
+    private readonly config: ShellSourceConfig,
+    context: EndpointContext,
+  ) {
     this.label = `sandbox ${config.handle.id}:${config.root}`;
-    this.cacheFile = shellCacheFile(config.cacheDir, config.workspaceId, config.handle, config.root);
+    this.workspaceId = context.workspace.id;
+    this.workers = context.workers;
+    this.baseFiles = context.baseFiles;
+    this.cacheFile = shellCacheFile(config.cacheDir, this.workspaceId, config.handle, config.root);
   }
 
   async scan(excludes: ExcludeOptions | undefined, limits: ScanLimits, base: string | null): Promise<SourceScan> {
@@ -82,7 +88,7 @@ export class ShellWorkspaceSource implements WorkspaceSource {
   /** The host's record of the base's files; none when the base cannot be walked (its files are then read). */
   private async recordedFiles(base: string): Promise<ReadonlyMap<string, RecordedFile>> {
     try {
-      return await this.config.baseFiles.of(base, this.config.workspaceId);
+      return await this.baseFiles.of(base, this.workspaceId);
     } catch (error) {
       if (isHoldfastError(error, 'STORE_UNAVAILABLE')) throw error;
       return new Map();
@@ -106,7 +112,7 @@ export class ShellWorkspaceSource implements WorkspaceSource {
         order.push(file.path);
       }
     }
-    const digested = await this.config.workers.digestBuffers(buffers);
+    const digested = await this.workers.digestBuffers(buffers);
     for (const [i, p] of order.entries()) outcomes.set(p, digested[i] as DigestOutcome);
     return files.map((f) => outcomes.get(f.path) ?? { kind: 'error', errno: 'ENOENT', message: `${f.path} was not read` });
   }
@@ -138,7 +144,7 @@ export class ShellWorkspaceSource implements WorkspaceSource {
       const got = ids.get(f.path);
       if (got !== undefined) recorded.set(f.path, { size: f.size, sha256: got.sha256, chunks: got.chunks });
     }
-    this.config.baseFiles.remember(base, recorded);
+    this.baseFiles.remember(base, recorded);
     next.save(this.cacheFile, base);
   }
 }
