@@ -137,7 +137,12 @@ export class DockerExecHandle implements SandboxHandle {
     else Readable.from(given as AsyncIterable<Uint8Array>).pipe(stdin);
     let timedOut = false;
     const timer =
-      options.timeoutMs === undefined ? undefined : setTimeout(() => ((timedOut = true), child.kill('SIGKILL')), options.timeoutMs);
+      options.timeoutMs === undefined
+        ? undefined
+        : setTimeout(() => {
+            timedOut = true;
+            child.kill('SIGKILL');
+          }, options.timeoutMs);
     const exit = new Promise<{ code: number | null; signal: string | null; timedOut: boolean }>((resolve) => {
       child.once('close', (code, signal) => {
         if (timer !== undefined) clearTimeout(timer);
