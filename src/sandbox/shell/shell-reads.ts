@@ -157,3 +157,20 @@ export async function unchangedInSandbox(
   }
   return true;
 }
+
+/** Each path's stat under `root` now, in order; undefined when one could not be stated (it moved). */
+export async function statInSandbox(handle: SandboxHandle, root: string, paths: readonly string[]): Promise<StatFields[] | undefined> {
+  const out: StatFields[] = [];
+  for (const group of groupByArgBytes(paths, (p) => [pathArg(p)], READ_FIXED_ARG_BYTES)) {
+    const nonce = randomBytes(12).toString('hex');
+    const args = [pathArg(root), nonce, STAT_FORMAT, ...group.map(pathArg)];
+    const text = expectSuccess(
+      handle,
+      'a stat',
+      await runShell(handle, STAT_SCRIPT, args, { maxOutputBytes: (group.length + 4) * STAT_LINE_BYTES }),
+    ).stdout.toString('latin1');
+    if (!text.endsWith(`${nonce}\nok\n`)) return undefined;
+    out.push(...statLines(text, nonce, group.length, 'stat').lines.map((l) => parseStatLine(l, 'stat')));
+  }
+  return out;
+}

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { symlinkStaysInside } from '../../core/paths.js';
 import { ConflictError, InputError, IntegrityError } from '../../errors.js';
 import type { PathedFile } from '../../snapshot/restore-files.js';
-import { StatCacheBuilder } from '../../snapshot/stat-cache.js';
+import { StatCacheBuilder, type StatCacheEntry } from '../../snapshot/stat-cache.js';
 import {
   type FlatDir,
   type FlatSymlink,
@@ -17,6 +17,7 @@ import type { SandboxHandle } from '../sandbox-provider.js';
 import { SHELL_MAX_ARGV_BYTES, type ShellMode } from './shell-exec.js';
 import { linkInSandbox, mkdirsInSandbox, symlinkInSandbox } from './shell-links.js';
 import { abortInSandbox, applyDirs, beginInSandbox, type DirToApply, type StagingLayout, swapInSandbox } from './shell-publish.js';
+import { statInSandbox } from './shell-reads.js';
 import { shellCacheFile } from './shell-source.js';
 import {
   ARGS_EXEC_RAW_BYTES,
@@ -96,7 +97,10 @@ class ShellSession implements TargetSession {
   private pending: WriteItem[] = [];
   private pendingBytes = 0;
   private pendingArgBytes = 0;
-  private readonly cache: StatCacheBuilder;
+  /** What each completed file's stat was where it landed, for the next checkpoint's cache (written at publish). */
+  private readonly landed = new Map<string, StatCacheEntry>();
+  /** Files whose ctime moves after their write: hard-link leaders and members (`ln`), top-level files inside a mount point (moved). */
+  private readonly restat = new Set<string>();
   private published = false;
   private readonly want = new Map<string, PathedFile>();
   /** Where staging is, as the scripts see it. */
@@ -112,7 +116,6 @@ class ShellSession implements TargetSession {
   ) {
     this.staging =
       layout === 'beside' ? path.posix.join(path.posix.dirname(config.root), stagingName) : path.posix.join(config.root, stagingName);
-    this.cache = new StatCacheBuilder(Date.now());
   }
 
   private readonly mtimeKept = (wantMs: number, gotMs: number): boolean =>
@@ -215,7 +218,8 @@ class ShellSession implements TargetSession {
     for (const w of written) {
       const file = this.want.get(w.path) as PathedFile;
       checkWritten(w, file, this.mtimeKept);
-      this.cache.add(w.path, {
+      if (this.layout === 'inside' && !w.path.includes('/')) this.restat.add(w.path);
+      this.landed.set(w.path, {
         size: w.stat.size,
         mtimeMs: w.stat.mtimeMs,
         ctimeMs: w.stat.ctimeMs,
@@ -230,6 +234,10 @@ class ShellSession implements TargetSession {
   async links(members: readonly PathedFile[]): Promise<void> {
     await this.flush();
     if (members.length === 0) return;
+    for (const m of members) {
+      this.restat.add(m.path).add(m.hardlink as string);
+      this.want.set(m.path, m);
+    }
     await linkInSandbox(
       this.config.handle,
       this.staging,
@@ -273,10 +281,31 @@ class ShellSession implements TargetSession {
     // A checkpoint older than its root record leaves the root 0755 with its mtime untouched.
     if (root !== undefined) last.push(rootRecorded ? toApply(root) : { path: '', mode: 0o755 });
     await applyDirs(this.config.handle, this.config.root, last, this.mtimeKept);
-    this.cache.save(
-      shellCacheFile(this.config.cacheDir, this.plan.workspace.id, this.config.handle, this.config.root),
-      this.plan.checkpoint.id,
-    );
+    await this.saveCache();
+  }
+
+  /** Records what was written (stats taken again for files whose ctime moved since) as the host's stat cache for the next checkpoint. */
+  private async saveCache(): Promise<void> {
+    const again = [...this.restat];
+    const stats = again.length === 0 ? [] : await statInSandbox(this.config.handle, this.config.root, again);
+    for (const [i, p] of again.entries()) {
+      const st = stats?.[i];
+      const file = this.want.get(p) as PathedFile;
+      if (st === undefined || st.size !== file.size) this.landed.delete(p);
+      else
+        this.landed.set(p, {
+          size: st.size,
+          mtimeMs: st.mtimeMs,
+          ctimeMs: st.ctimeMs,
+          ino: st.ino,
+          mode: file.mode,
+          sha256: file.sha256,
+          chunks: file.chunks,
+        });
+    }
+    const cache = new StatCacheBuilder(Date.now());
+    for (const [p, e] of this.landed) cache.add(p, e);
+    cache.save(shellCacheFile(this.config.cacheDir, this.plan.workspace.id, this.config.handle, this.config.root), this.plan.checkpoint.id);
   }
 
   async abort(): Promise<void> {
