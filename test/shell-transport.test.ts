@@ -328,4 +328,37 @@ describe('shell transport in a busybox-only Docker container', () => {
     const back = await shellCheckpoint(b.snapshots, into, 'bb-ms-copy', options);
     expect(back.stats).toMatchObject({ files: 2, symlinks: 1 });
   }, 120_000);
+
+  it('busybox without stdin: a name that is not UTF-8, a name with a newline, a 10 MiB file, hard links and symlinks round-trip exactly', async () => {
+    const from = DockerExecHandle.create();
+    const into = DockerExecHandle.create();
+    containers.push(from, into);
+    const fill = [
+      'set -e; cd /workspace',
+      "printf 'bytes\\n' > \"$(printf 'bad-\\377\\376.txt')\"",
+      "printf 'left out\\n' > \"$(printf 'new\\nline')\"",
+      ': > empty',
+      'head -c 10485760 /dev/urandom > ten.bin',
+      'mkdir -p d/e && echo deep > d/e/f.txt && ln d/e/f.txt d/linked.txt',
+      'ln -s "$(printf \'../bad-\\377\\376.txt\')" d/to-bytes && ln -s d/e/f.txt top-link',
+      'chmod 600 empty && chmod 750 d/e && chmod 555 d',
+      'for p in * d/* d/e/* d/e; do touch -h -t 202001020304.05 "$p"; done; touch -t 201901020304.05 . d',
+    ].join('\n');
+    const made = await from.run(['sh', '-c', fill]);
+    expect(made.code, made.stderr.toString()).toBe(0);
+    const options: ShellEndpointOptions = { mode: 'args', cacheDir: path.join(b.dir, 'cache-bb2'), acceptSecondMtimes: true };
+    const saved = await shellCheckpoint(b.snapshots, withoutStdin(from), 'bb-fidelity', options);
+    expect(saved.stats).toMatchObject({ files: 5, symlinks: 2, hardlinks: 1 });
+    expect(saved.excluded).toContainEqual(expect.objectContaining({ reason: 'invalid-path' }));
+    from.destroy();
+    containers.splice(containers.indexOf(from), 1);
+    const receipt = await shellRestore(b.snapshots, withoutStdin(into), 'bb-fidelity', options);
+    expect(receipt).toMatchObject({ files: 5, symlinks: 2, verified: true });
+    // Names, bytes, modes, whole-second mtimes (links' and the root's too) and the hard link hash into the tree.
+    const back = await shellCheckpoint(b.snapshots, withoutStdin(into), 'bb-fidelity-copy', options);
+    expect(back.checkpoint.rootTree).toBe(saved.checkpoint.rootTree);
+    expect(back.stats).toMatchObject({ hardlinks: 1 });
+    const names = await into.run(['sh', '-c', 'find /workspace -maxdepth 1 | od -An -c | tr -s " "']);
+    expect(names.stdout.toString()).toContain('b a d - 377 376');
+  }, 180_000);
 });
