@@ -122,16 +122,21 @@ describe('shell transport through bwrap: fidelity, attacks, probe', () => {
     await b?.cleanup();
   }, 60_000);
 
-  for (const mode of ['stdin', 'args'] as const) {
-    it(`${mode}: checkpoint, destroy, restore into a fresh sandbox: bytes, modes, mtimes, byte names, links come back`, async () => {
-      const options: ShellEndpointOptions = { mode, cacheDir: path.join(b.dir, `cache-${mode}`) };
+  for (const [mode, tar] of [
+    ['stdin', true],
+    ['args', true],
+    ['stdin', false],
+    ['args', false],
+  ] as const) {
+    it(`${mode}${tar ? ' with tar' : ', a write per file'}: checkpoint, destroy, restore into a fresh sandbox: bytes, modes, mtimes, byte names, links come back`, async () => {
+      const options: ShellEndpointOptions = { mode, tar, cacheDir: path.join(b.dir, `cache-${mode}-${tar}`) };
       const first = await create();
       const onHost = bwrapWorkspaceOnHost(providerRoot, first.id);
       fillFidelity(onHost);
       const before = manifest(onHost);
       delete before[NEWLINE_NAME.toString('hex')];
       const handle = mode === 'args' ? withoutStdin(first) : first;
-      const ws = `fidelity-${mode}`;
+      const ws = `fidelity-${mode}-${tar}`;
       const saved = await shellCheckpoint(b.snapshots, handle, ws, options);
       expect(saved.stats).toMatchObject({ files: 8, symlinks: 3, hardlinks: 1 });
       expect(saved.excluded).toContainEqual(expect.objectContaining({ reason: 'invalid-path' }));

@@ -16,6 +16,8 @@ export interface ShellEndpointOptions {
   readonly cacheDir: string;
   readonly root?: string;
   readonly acceptSecondMtimes?: boolean;
+  /** Use the sandbox's `tar` when the probe finds it (default true). */
+  readonly tar?: boolean;
 }
 
 /** Checkpoints `handle`'s workspace through the shell transport. */
@@ -53,6 +55,7 @@ export async function shellRestore(
         root,
         mode: options.mode,
         mtimePrecision: probe.mtimePrecision,
+        tar: probe.tar && options.tar !== false,
         cacheDir: options.cacheDir,
         ...(options.acceptSecondMtimes === undefined ? {} : { acceptSecondMtimes: options.acceptSecondMtimes }),
       }),

@@ -28,6 +28,8 @@ export const SHELL_TOOLS = Object.freeze([
   'dirname',
   'tr',
 ] as const);
+/** Tools the transport uses when present (`tar`: many small files per process on restore). */
+export const SHELL_OPTIONAL_TOOLS = Object.freeze(['tar'] as const);
 /** Oldest Node major the in-sandbox agent runs on. */
 export const AGENT_MIN_NODE_MAJOR = 18;
 /** Most bytes a probe answer may have. */
@@ -60,7 +62,7 @@ export interface SandboxProbe {
   /** `node --version` (e.g. `v20.11.1`), or null without Node. */
   readonly node: string | null;
   readonly busybox: boolean;
-  /** Which of {@link SHELL_TOOLS} are on PATH. */
+  /** Which of {@link SHELL_TOOLS} and {@link SHELL_OPTIONAL_TOOLS} are on PATH. */
   readonly tools: ReadonlySet<string>;
   readonly print0: boolean;
   readonly ddFullblock: boolean;
@@ -69,6 +71,8 @@ export interface SandboxProbe {
   readonly mtimePrecision: MtimePrecision;
   /** `touch -h` sets a symlink's own mtime. */
   readonly symlinkMtimes: boolean;
+  /** `tar` is there (restores write small files through one tar stream per exec). */
+  readonly tar: boolean;
 }
 
 /** Runs the probe (one exec, no stdin, bounded answer). An answer with anything unexpected is `INTEGRITY`. */
@@ -76,7 +80,7 @@ export async function probeSandbox(handle: SandboxHandle): Promise<SandboxProbe>
   const result = expectSuccess(
     handle,
     'the probe',
-    await runShell(handle, PROBE_SCRIPT, [SHELL_TOOLS.join(' ')], { maxOutputBytes: MAX_PROBE_BYTES }),
+    await runShell(handle, PROBE_SCRIPT, [[...SHELL_TOOLS, ...SHELL_OPTIONAL_TOOLS].join(' ')], { maxOutputBytes: MAX_PROBE_BYTES }),
   );
   return parseProbe(result.stdout.toString('latin1'));
 }
@@ -93,7 +97,7 @@ export function parseProbe(text: string): SandboxProbe {
     const key = line.slice(0, eq);
     const value = line.slice(eq + 1);
     if (key === 'node' && /^v\d{1,4}\.\d{1,4}\.\d{1,4}$/.test(value) && node === null) node = value;
-    else if (key === 'tool' && (SHELL_TOOLS as readonly string[]).includes(value) && !tools.has(value)) tools.add(value);
+    else if (key === 'tool' && [...SHELL_TOOLS, ...SHELL_OPTIONAL_TOOLS].includes(value as 'tar') && !tools.has(value)) tools.add(value);
     else if (['busybox', 'print0', 'fullblock', 'base64', 'touch-ms', 'touch-symlink'].includes(key) && value === '1' && !flags.has(key))
       flags.add(key);
     else if (key === 'node' && value === '') continue;
@@ -108,6 +112,7 @@ export function parseProbe(text: string): SandboxProbe {
     base64: flags.has('base64'),
     mtimePrecision: flags.has('touch-ms') ? 'ms' : 's',
     symlinkMtimes: flags.has('touch-symlink'),
+    tar: tools.has('tar'),
   };
 }
 

@@ -30,6 +30,7 @@ import {
   type WrittenFile,
   writeInSandbox,
 } from './shell-writes.js';
+import { tarCost } from './tar-stream.js';
 
 /** How precisely the sandbox's `touch` sets times: `ms` (GNU `touch -d @s.fff`) or whole seconds (busybox). */
 export type MtimePrecision = 'ms' | 's';
@@ -51,6 +52,8 @@ export interface ShellTargetConfig {
   readonly acceptSecondMtimes?: boolean;
   /** Where the host keeps stat caches (the restore records what it wrote, for the next checkpoint). */
   readonly cacheDir: string;
+  /** The sandbox has `tar` (from `probeSandbox`): small files go in one tar stream per exec instead of a `dd` and a `touch` each. */
+  readonly tar?: boolean;
 }
 
 /**
@@ -144,14 +147,15 @@ class ShellSession implements TargetSession {
 
   async file(file: PathedFile, content: readonly Uint8Array[] | AsyncIterable<Uint8Array>): Promise<void> {
     this.want.set(file.path, file);
-    const base = { path: file.path, mode: file.mode, time: this.time(file.mtimeMs), size: file.size };
+    const base = { path: file.path, mode: file.mode, mtimeMs: file.mtimeMs, time: this.time(file.mtimeMs), size: file.size };
     if (Symbol.asyncIterator in content) {
       await this.flush();
       await this.writeStream(base, content as AsyncIterable<Uint8Array>);
       return;
     }
     const bytes = content as readonly Uint8Array[];
-    const cost = argCost(file, this.config.mode);
+    const tar = this.config.tar === true;
+    const cost = argCost(file, this.config.mode, tar);
     const limit = this.config.mode === 'stdin' ? STDIN_EXEC_BYTES : ARGS_EXEC_RAW_BYTES;
     if (this.config.mode === 'args' && file.size > ARGS_EXEC_RAW_BYTES) {
       await this.flush();
@@ -165,13 +169,13 @@ class ShellSession implements TargetSession {
     }
     if (
       this.pending.length > 0 &&
-      (this.pendingBytes + file.size > limit ||
+      (this.pendingBytes + (tar ? tarCost(file) : file.size) > limit ||
         this.pending.length >= WRITE_EXEC_FILES ||
         this.pendingArgBytes + cost > SHELL_MAX_ARGV_BYTES - WRITE_FIXED_ARG_BYTES)
     )
       await this.flush();
     this.pending.push({ ...base, bytes, complete: true });
-    this.pendingBytes += file.size;
+    this.pendingBytes += tar ? tarCost(file) : file.size;
     this.pendingArgBytes += cost;
   }
 
@@ -182,13 +186,15 @@ class ShellSession implements TargetSession {
     this.pending = [];
     this.pendingBytes = 0;
     this.pendingArgBytes = 0;
-    this.check(await writeInSandbox(this.config.handle, this.staging, items, this.config.mode));
+    this.check(await writeInSandbox(this.config.handle, this.staging, items, this.config.mode, { tar: this.config.tar === true }));
   }
 
   /** A file too large for one exec: streamed on stdin, or appended in argument-sized execs. */
   private async writeStream(base: Omit<WriteItem, 'bytes' | 'complete'>, content: AsyncIterable<Uint8Array>): Promise<void> {
     if (this.config.mode === 'stdin') {
-      this.check(await writeInSandbox(this.config.handle, this.staging, [{ ...base, bytes: [], complete: true }], 'stdin', content));
+      this.check(
+        await writeInSandbox(this.config.handle, this.staging, [{ ...base, bytes: [], complete: true }], 'stdin', { stdin: content }),
+      );
       return;
     }
     let parts: Uint8Array[] = [];

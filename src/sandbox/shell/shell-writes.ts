@@ -13,6 +13,7 @@ import {
   type ShellMode,
 } from './shell-exec.js';
 import { parseStatLine, S_IFMT, S_IFREG, STAT_FORMAT, type StatFields, statLines } from './stat-line.js';
+import { tarCost, tarStream } from './tar-stream.js';
 
 /** Raw bytes per base64 argument: a multiple of 3 (no padding inside a file) that encodes within {@link SHELL_MAX_ARG_BYTES}. */
 export const ARG_RAW_BYTES = 3 * Math.floor((SHELL_MAX_ARG_BYTES - 8) / 4);
@@ -33,7 +34,11 @@ const DD_BLOCK_BYTES = 65536;
  * files, in order). Then ops, ended by a lone `--`:
  *   `w PATH Q R`  stdin's next Q blocks of 64 KiB and R bytes (dd reads exactly, never ahead);
  *   `b PATH K B64…` appends K base64 arguments, decoded by `base64 -d`;
- *   `T TIME`      sets the last path's mtime (`touch -d @…`) and completes it.
+ *   `T TIME`      sets the last path's mtime (`touch -d @…`) and completes it;
+ *   `x`           extracts a tar stream of whole files from stdin (`tarStream`: one process for many files);
+ *   `X K B64…`    extracts a tar stream from K base64 arguments;
+ *   `t PATH TIME` sets a path's mtime (a time before 1970, which busybox tar cannot set);
+ *   `P PATH`      completes a path a tar stream wrote.
  * Completed paths are kept after the `--` (the `set --` rotation, POSIX sh has no arrays). For
  * them it prints `sha256sum` lines, the nonce, one stat line each, the nonce.
  */
@@ -50,6 +55,12 @@ while [ "$1" != -- ]; do
      (i=0; while [ $i -lt "$k" ]; do printf %s "$1"; shift; i=$((i+1)); done) | base64 -d >> "./$p" || exit 7
      shift "$k" ;;
   T) touch -d "$2" "./$p" || exit 8; shift 2; set -- "$@" "./$p" ;;
+  x) tar -xf - -C . 2>/dev/null || exit 7; shift ;;
+  X) k=$2; shift 2
+     (i=0; while [ $i -lt "$k" ]; do printf %s "$1"; shift; i=$((i+1)); done) | base64 -d | tar -xf - -C . 2>/dev/null || exit 7
+     shift "$k" ;;
+  t) d "$2"; touch -d "$3" "./$p" || exit 8; shift 3 ;;
+  P) d "$2"; shift 2; set -- "$@" "./$p" ;;
   *) exit 2 ;;
   esac
 done
@@ -72,6 +83,7 @@ printf '%s\\n' "$n"
 export interface WriteItem {
   readonly path: string;
   readonly mode: number;
+  readonly mtimeMs: number;
   /** `touch -d` argument. */
   readonly time: string;
   /** The file's bytes (stdin mode: sent on stdin; args mode: as base64 arguments). */
@@ -90,6 +102,30 @@ export interface WrittenFile {
   readonly stat: StatFields;
 }
 
+/** Base64 arguments of raw bytes, each within {@link SHELL_MAX_ARG_BYTES}. */
+function base64Args(raw: Buffer): string[] {
+  const pieces: string[] = [];
+  for (let at = 0; at < raw.length; at += ARG_RAW_BYTES) pieces.push(raw.subarray(at, at + ARG_RAW_BYTES).toString('base64'));
+  return pieces;
+}
+
+/** The ops of one tar write exec: the stream (stdin, or base64 arguments), touches for times before 1970, then every path completed. */
+function tarOpsOf(items: readonly WriteItem[], mode: ShellMode): { args: string[]; done: WriteItem[]; stdin?: Buffer[] } {
+  const stream = tarStream(items);
+  const args: string[] = [];
+  let stdin: Buffer[] | undefined;
+  if (mode === 'stdin') {
+    args.push('x');
+    stdin = stream;
+  } else {
+    const pieces = base64Args(Buffer.concat(stream));
+    args.push('X', String(pieces.length), ...pieces);
+  }
+  for (const item of items) if (item.mtimeMs < 0) args.push('t', pathArg(item.path), item.time);
+  for (const item of items) args.push('P', pathArg(item.path));
+  return { args, done: [...items], ...(stdin === undefined ? {} : { stdin }) };
+}
+
 /** The ops and arguments of one write exec. */
 function opsOf(items: readonly WriteItem[], mode: ShellMode): { args: string[]; done: WriteItem[] } {
   const args: string[] = [];
@@ -100,9 +136,7 @@ function opsOf(items: readonly WriteItem[], mode: ShellMode): { args: string[]; 
       if (item.append === true) throw new Error('stdin writes stream a file whole');
       args.push('w', p, String(Math.floor(item.size / DD_BLOCK_BYTES)), String(item.size % DD_BLOCK_BYTES));
     } else {
-      const raw = Buffer.concat(item.bytes as Uint8Array[]);
-      const pieces: string[] = [];
-      for (let at = 0; at < raw.length; at += ARG_RAW_BYTES) pieces.push(raw.subarray(at, at + ARG_RAW_BYTES).toString('base64'));
+      const pieces = base64Args(Buffer.concat(item.bytes as Uint8Array[]));
       // A fresh file starts empty even with no bytes: `b` with no pieces appends nothing to a new file.
       args.push('b', p, String(pieces.length), ...pieces);
     }
@@ -141,12 +175,15 @@ export async function writeInSandbox(
   staging: string,
   items: readonly WriteItem[],
   mode: ShellMode,
-  stdin?: AsyncIterable<Uint8Array>,
+  options: { readonly stdin?: AsyncIterable<Uint8Array>; readonly tar?: boolean } = {},
 ): Promise<WrittenFile[]> {
   const nonce = randomBytes(12).toString('hex');
-  const { args, done } = opsOf(items, mode);
+  const ops: { args: string[]; done: WriteItem[]; stdin?: Buffer[] } = options.tar === true ? tarOpsOf(items, mode) : opsOf(items, mode);
+  const { args, done } = ops;
   const all = [pathArg(staging), nonce, STAT_FORMAT, modeRuns(done), ...args, '--'];
-  const input = mode === 'args' ? undefined : (stdin ?? items.flatMap((i) => i.bytes));
+  const tarInput = ops.stdin;
+  const input: Iterable<Uint8Array> | AsyncIterable<Uint8Array> | undefined =
+    mode === 'args' ? undefined : (tarInput ?? options.stdin ?? items.flatMap((i) => i.bytes));
   const out = expectSuccess(
     handle,
     'a file write',
@@ -216,8 +253,9 @@ export function checkWritten(
   });
 }
 
-/** Argument bytes a write item costs in an args-mode exec (for batching). */
-export function argCost(item: Pick<WriteItem, 'path' | 'size'>, mode: ShellMode): number {
+/** Argument bytes a write item costs in an exec (for batching): its path, ops and, in args mode, its bytes as base64. */
+export function argCost(item: Pick<WriteItem, 'path' | 'size'>, mode: ShellMode, tar: boolean): number {
   const base = argBytes(pathArg(item.path)) + 48;
-  return mode === 'args' ? base + Math.ceil(item.size / 3) * 4 + Math.ceil(item.size / ARG_RAW_BYTES + 1) * 2 : base;
+  const raw = tar ? tarCost(item) : item.size;
+  return mode === 'args' ? base + Math.ceil(raw / 3) * 4 + Math.ceil(raw / ARG_RAW_BYTES + 1) * 2 : base;
 }
