@@ -223,7 +223,7 @@ describe('shell transport through bwrap: fidelity, attacks, probe', () => {
   it('crafted answers no real tree gives are INTEGRITY: an entry outside any listed directory, an empty segment', () => {
     const answer = (names: string[], stats: string[]) => {
       const list = Buffer.from(names.map((n) => `${n}\0`).join(''), 'latin1');
-      return Buffer.concat([Buffer.from(`1700000000\n${list.length}\n`), list, Buffer.from(`${stats.join('\n')}\nN\nN\nok\n`)]);
+      return Buffer.concat([Buffer.from(`1700000000.%N\n${list.length}\n`), list, Buffer.from(`${stats.join('\n')}\nN\nN\nok\n`)]);
     };
     const dir = '41ed 4096 1700000000 2023-11-14 22:13:20.5 +0000 1700000000 2023-11-14 22:13:20.5 +0000 2 3 2';
     const file = '81a4 3 1700000000 2023-11-14 22:13:20.5 +0000 1700000000 2023-11-14 22:13:20.5 +0000 4 3 1';

@@ -13,7 +13,8 @@ import { parseStatLine, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG, STAT_FORMAT, type Sta
 export const SHELL_SCAN_ATTEMPTS = 3;
 
 /**
- * Walks the tree at `$1` and prints, in this order: the sandbox's clock (epoch seconds); the
+ * Walks the tree at `$1` and prints, in this order: the sandbox's clock (epoch seconds, with
+ * nanoseconds where `date` has `%N`: busybox prints the `%N` as it is); the
  * byte length of the name list; the list (`find -print0`: names are bytes, NUL-framed); one
  * stat line per name, in list order; the nonce `$2`; each symlink's target and a newline, in
  * list order (its length is its stat size); the nonce; `ok`, or `moved` when an entry
@@ -23,7 +24,7 @@ const SCAN_SCRIPT = `
 d "$1"; cd "$p" || exit 3
 t=$(mktemp) || exit 4
 trap 'rm -f "$t"' EXIT
-date +%s
+date +%s.%N
 find . -print0 > "$t" || exit 5
 wc -c < "$t"
 cat "$t"
@@ -88,7 +89,8 @@ export function parseScanAnswer(out: Buffer, nonce: string): ScanAnswer | 'moved
   };
   const clock = line();
   const listBytes = line();
-  if (!/^\d{1,15}$/.test(clock) || !/^\d{1,15}$/.test(listBytes)) throw malformedAnswer('scan', 'a header number is malformed');
+  const time = /^(\d{1,15})\.(?:(\d{9})|%N)$/.exec(clock);
+  if (time === null || !/^\d{1,15}$/.test(listBytes)) throw malformedAnswer('scan', 'a header number is malformed');
   const listEnd = pos + Number(listBytes);
   if (listEnd > at || out[listEnd - 1] !== 0) throw malformedAnswer('scan', 'the name list is cut short');
   const names = splitNul(out.subarray(pos, listEnd));
@@ -99,7 +101,8 @@ export function parseScanAnswer(out: Buffer, nonce: string): ScanAnswer | 'moved
   const built = buildTree(names, stats, targets);
   if (targets.pos !== targets.end) throw malformedAnswer('scan', 'the symlink targets do not match their sizes');
   // The sandbox's own clock, as its mtimes: a file changed in the second before the scan began is racy.
-  return { tree: { startedAtMs: Number(clock) * 1000, root: built.root }, specials: built.specials };
+  const startedAtMs = Number(time[1]) * 1000 + (time[2] === undefined ? 0 : Math.floor(Number(time[2]) / 1e6));
+  return { tree: { startedAtMs, root: built.root }, specials: built.specials };
 }
 
 function splitNul(list: Buffer): Buffer[] {
