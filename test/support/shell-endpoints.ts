@@ -1,9 +1,9 @@
 import path from 'node:path';
 import type { SandboxHandle } from '../../src/sandbox/sandbox-provider.js';
 import { probeSandbox } from '../../src/sandbox/shell/probe.js';
+import { shellEndpoints } from '../../src/sandbox/shell/shell-endpoints.js';
 import type { ShellMode } from '../../src/sandbox/shell/shell-exec.js';
 import { ShellWorkspaceSource } from '../../src/sandbox/shell/shell-source.js';
-import { ShellWorkspaceTarget } from '../../src/sandbox/shell/shell-target.js';
 import type { CheckpointResult } from '../../src/snapshot/checkpoint.js';
 import type { RestoreProgress, RestoreReceipt } from '../../src/snapshot/restore.js';
 import type { Snapshots } from '../../src/snapshot/snapshots.js';
@@ -36,7 +36,7 @@ export function shellCheckpoint(
   });
 }
 
-/** Restores into `handle`'s workspace through the shell transport (probing the sandbox for its `touch`). */
+/** Restores into `handle`'s workspace through the shell transport (probing the sandbox for its `touch` and `tar`). */
 export async function shellRestore(
   snapshots: Snapshots,
   handle: SandboxHandle,
@@ -45,21 +45,14 @@ export async function shellRestore(
   o: { checkpoint?: string; replace?: boolean; onProgress?: (p: RestoreProgress) => void; signal?: AbortSignal } = {},
 ): Promise<RestoreReceipt> {
   const probe = await probeSandbox(handle);
-  const root = options.root ?? handle.workspaceRoot;
-  return snapshots.restore({
-    workspace,
-    ...o,
-    target: () =>
-      new ShellWorkspaceTarget({
-        handle,
-        root,
-        mode: options.mode,
-        mtimePrecision: probe.mtimePrecision,
-        tar: probe.tar && options.tar !== false,
-        cacheDir: options.cacheDir,
-        ...(options.acceptSecondMtimes === undefined ? {} : { acceptSecondMtimes: options.acceptSecondMtimes }),
-      }),
+  const { target } = shellEndpoints(handle, {
+    transport: options.mode === 'args' ? 'shell-args' : 'shell-stdin',
+    probe: { ...probe, tar: probe.tar && options.tar !== false },
+    cacheDir: options.cacheDir,
+    ...(options.root === undefined ? {} : { root: options.root }),
+    ...(options.acceptSecondMtimes === undefined ? {} : { acceptSecondMtimes: options.acceptSecondMtimes }),
   });
+  return snapshots.restore({ workspace, ...o, target });
 }
 
 /** The host directory of a bwrap sandbox's workspace (its disk lives under the provider's root). */

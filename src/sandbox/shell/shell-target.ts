@@ -186,14 +186,22 @@ class ShellSession implements TargetSession {
     this.pending = [];
     this.pendingBytes = 0;
     this.pendingArgBytes = 0;
-    this.check(await writeInSandbox(this.config.handle, this.staging, items, this.config.mode, { tar: this.config.tar === true }));
+    this.check(
+      await writeInSandbox(this.config.handle, this.staging, items, this.config.mode, {
+        tar: this.config.tar === true,
+        signal: this.plan.signal,
+      }),
+    );
   }
 
   /** A file too large for one exec: streamed on stdin, or appended in argument-sized execs. */
   private async writeStream(base: Omit<WriteItem, 'bytes' | 'complete'>, content: AsyncIterable<Uint8Array>): Promise<void> {
     if (this.config.mode === 'stdin') {
       this.check(
-        await writeInSandbox(this.config.handle, this.staging, [{ ...base, bytes: [], complete: true }], 'stdin', { stdin: content }),
+        await writeInSandbox(this.config.handle, this.staging, [{ ...base, bytes: [], complete: true }], 'stdin', {
+          stdin: content,
+          signal: this.plan.signal,
+        }),
       );
       return;
     }
@@ -205,7 +213,7 @@ class ShellSession implements TargetSession {
       parts = [];
       held = 0;
       started = true;
-      this.check(await writeInSandbox(this.config.handle, this.staging, [item], 'args'));
+      this.check(await writeInSandbox(this.config.handle, this.staging, [item], 'args', { signal: this.plan.signal }));
     };
     for await (const piece of content) {
       for (let at = 0; at < piece.byteLength; ) {

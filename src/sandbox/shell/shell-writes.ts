@@ -175,7 +175,7 @@ export async function writeInSandbox(
   staging: string,
   items: readonly WriteItem[],
   mode: ShellMode,
-  options: { readonly stdin?: AsyncIterable<Uint8Array>; readonly tar?: boolean } = {},
+  options: { readonly stdin?: AsyncIterable<Uint8Array>; readonly tar?: boolean; readonly signal?: AbortSignal | undefined } = {},
 ): Promise<WrittenFile[]> {
   const nonce = randomBytes(12).toString('hex');
   const ops: { args: string[]; done: WriteItem[]; stdin?: Buffer[] } = options.tar === true ? tarOpsOf(items, mode) : opsOf(items, mode);
@@ -190,6 +190,7 @@ export async function writeInSandbox(
     await runShell(handle, WRITE_SCRIPT, all, {
       maxOutputBytes: done.reduce((n, d) => n + 2 * bytesFromText(d.path).length + 400, 256),
       ...(input === undefined ? {} : { stdin: input }),
+      ...(options.signal === undefined ? {} : { signal: options.signal }),
     }),
   ).stdout;
   return parseWriteAnswer(
