@@ -273,6 +273,29 @@ describe('shell transport through bwrap: fidelity, attacks, probe', () => {
     expect(() => parseProbe('probe=1\nsurprise=1\n')).toThrow(expect.objectContaining({ code: 'INTEGRITY' }));
   }, 60_000);
 
+  it('cache directories are listed, not walked, and reported excluded; include reopens them', async () => {
+    const s = await create();
+    const ws = path.join(providerRoot, s.id, 'workspace');
+    fs.mkdirSync(path.join(ws, 'node_modules', 'pkg'), { recursive: true });
+    fs.mkdirSync(path.join(ws, 'src', '__pycache__'), { recursive: true });
+    fs.writeFileSync(path.join(ws, 'node_modules', 'pkg', 'index.js'), 'x\n');
+    fs.writeFileSync(path.join(ws, 'src', '__pycache__', 'a.pyc'), 'y\n');
+    fs.writeFileSync(path.join(ws, 'src', 'a.py'), 'z\n');
+    const options: ShellEndpointOptions = { mode: 'args', cacheDir: path.join(b.dir, 'cache-prune') };
+    const saved = await shellCheckpoint(b.snapshots, withoutStdin(s), `prune-${s.id}`, options);
+    expect(saved.stats.files).toBe(1);
+    expect(
+      saved.excluded
+        .filter((e) => e.reason === 'cache')
+        .map((e) => e.path)
+        .sort(),
+    ).toEqual(['node_modules', 'src/__pycache__']);
+    const opened = await shellCheckpoint(b.snapshots, withoutStdin(s), `prune-open-${s.id}`, options, {
+      excludes: { include: ['node_modules/'] },
+    });
+    expect(opened.stats.files).toBe(2);
+  }, 60_000);
+
   it('the no-stdin double refuses stdin: a stdin-mode target over it fails INVALID_INPUT', async () => {
     const s = await create();
     fs.writeFileSync(path.join(providerRoot, s.id, 'workspace', 'x.txt'), 'x\n');

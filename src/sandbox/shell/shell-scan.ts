@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import type { ExcludeRules, Exclusion } from '../../core/excludes.js';
+import { CACHE_EXCLUDES } from '../../core/builtin-excludes.js';
+import type { ExcludeOptions, ExcludeRules, Exclusion } from '../../core/excludes.js';
 import { textFromBytes } from '../../core/name-bytes.js';
 import { ConflictError } from '../../errors.js';
 import type { ScanLimits, ScannedDir, ScanResult } from '../../snapshot/scan.js';
@@ -18,22 +19,40 @@ export const SHELL_SCAN_ATTEMPTS = 3;
  * byte length of the name list; the list (`find -print0`: names are bytes, NUL-framed); one
  * stat line per name, in list order; the nonce `$2`; each symlink's target and a newline, in
  * list order (its length is its stat size); the nonce; `ok`, or `moved` when an entry
- * vanished between `find` and `stat`/`readlink` (the host scans again).
+ * vanished between `find` and `stat`/`readlink` (the host scans again). Arguments from `$4` on
+ * are directory names excluded at every depth (`node_modules`, …): listed, never descended,
+ * so the host reports them excluded without the sandbox walking them.
  */
 const SCAN_SCRIPT = `
 d "$1"; cd "$p" || exit 3
+n=$2; f=$3; shift 3
+o=
+for x do shift; set -- "$@" $o -name "$x"; o=-o; done
 t=$(mktemp) || exit 4
 trap 'rm -f "$t"' EXIT
 date +%s.%N
-find . -print0 > "$t" || exit 5
+if [ $# -gt 0 ]; then find . \\( "$@" \\) -type d -prune -print0 -o -print0 > "$t" || exit 5
+else find . -print0 > "$t" || exit 5; fi
 wc -c < "$t"
 cat "$t"
 s=ok
-xargs -0 stat -c "$3" < "$t" 2>/dev/null || s=moved
-printf '%s\\n' "$2"
+xargs -0 stat -c "$f" < "$t" 2>/dev/null || s=moved
+printf '%s\\n' "$n"
 xargs -0 sh -c 'for l do if [ -h "$l" ]; then readlink "$l" || exit 1; fi; done' sh < "$t" 2>/dev/null || s=moved
-printf '%s\\n%s\\n' "$2" "$s"
+printf '%s\\n%s\\n' "$n" "$s"
 `;
+
+/**
+ * Directory names the rules exclude at every depth whatever their parent: the cache
+ * directories, unless `include` patterns could reopen one (then everything is walked).
+ */
+function prunedNames(excludes: ExcludeOptions | undefined, rules: ExcludeRules): string[] {
+  if ((excludes?.include?.length ?? 0) > 0) return [];
+  const top = rules.enter('');
+  return CACHE_EXCLUDES.filter((r) => /^[^/*?[\\]+\/$/.test(r))
+    .map((r) => r.slice(0, -1))
+    .filter((name) => top.match(name, true) !== undefined);
+}
 
 type WireEntry = Record<string, unknown> & { children?: WireEntry[] };
 
@@ -46,13 +65,20 @@ type WireEntry = Record<string, unknown> & { children?: WireEntry[] };
  * are left out as `special-file`. `.gitignore` files are not applied (a sandbox keeps more of
  * its own files, never fewer).
  */
-export async function shellScan(handle: SandboxHandle, root: string, rules: ExcludeRules, limits: ScanLimits): Promise<ScanResult> {
+export async function shellScan(
+  handle: SandboxHandle,
+  root: string,
+  excludes: ExcludeOptions | undefined,
+  rules: ExcludeRules,
+  limits: ScanLimits,
+): Promise<ScanResult> {
+  const pruned = prunedNames(excludes, rules);
   for (let attempt = 1; attempt <= SHELL_SCAN_ATTEMPTS; attempt += 1) {
     const nonce = randomBytes(12).toString('hex');
     const result = expectSuccess(
       handle,
       'the workspace scan',
-      await runShell(handle, SCAN_SCRIPT, [pathArg(root), nonce, STAT_FORMAT], { maxOutputBytes: maxScanBytes(limits) }),
+      await runShell(handle, SCAN_SCRIPT, [pathArg(root), nonce, STAT_FORMAT, ...pruned], { maxOutputBytes: maxScanBytes(limits) }),
     );
     const wire = parseScanAnswer(result.stdout, nonce);
     if (wire === 'moved') continue;

@@ -68,7 +68,7 @@ export class ShellWorkspaceSource implements WorkspaceSource {
 
   async scan(excludes: ExcludeOptions | undefined, limits: ScanLimits, base: string | null): Promise<SourceScan> {
     const rules = ExcludeRules.create(excludes);
-    const scan = await shellScan(this.config.handle, this.config.root, rules, limits);
+    const scan = await shellScan(this.config.handle, this.config.root, excludes, rules, limits);
     const loaded = base === null ? StatCache.empty() : StatCache.load(this.cacheFile);
     const usable = new Map<string, StatCacheHit>();
     if (base !== null && loaded.base === base && loaded.size > 0) {
