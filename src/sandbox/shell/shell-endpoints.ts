@@ -22,6 +22,17 @@ export interface ShellEndpointConfig {
 /**
  * The `source` and `target` factories `Snapshots.checkpoint` / `Snapshots.restore` take, for a
  * sandbox reached with the shell transport.
+ *
+ * Fidelity (the same in `shell-stdin` and `shell-args`; the tools decide it, not the mode):
+ * - names are bytes both ways (`find -print0`, octal-escaped arguments), so names that are not
+ *   UTF-8 round-trip; names with control characters are left out (`invalid-path`) as in every scan;
+ * - bytes, permission bits, hard links and symlink targets are exact, each checked after it lands;
+ * - mtimes, of files, directories, symlinks and the root: to the millisecond with GNU coreutils
+ *   (`touch -d @s.fff`, `touch -h`, `stat %y`), pre-1970 included. busybox `touch` sets whole
+ *   seconds only: a checkpoint's milliseconds fail the restore with `INTEGRITY` (`field: mtime`)
+ *   unless `acceptSecondMtimes` keeps whole seconds (symlinks and the root included);
+ * - `.gitignore` files are not applied by the scan (more of the sandbox's own files are kept);
+ * - a warm restore sends every file again (`reuse` keeps nothing of the previous copy).
  */
 export function shellEndpoints(
   handle: SandboxHandle,
