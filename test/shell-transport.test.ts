@@ -1,0 +1,392 @@
+import { createHash, randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { utimeOf } from '../src/core/fs-exact.js';
+import type { BwrapSandboxProvider } from '../src/sandbox/providers/bwrap.js';
+import type { SandboxHandle } from '../src/sandbox/sandbox-provider.js';
+import { chooseTransport, ProbeCache, parseProbe, probeSandbox } from '../src/sandbox/shell/probe.js';
+import { parseScanAnswer } from '../src/sandbox/shell/shell-scan.js';
+import type { OpenedBackends } from './support/backends.js';
+import { openBwrapBackends } from './support/bwrap-backends.js';
+import { codeOf } from './support/error-code.js';
+import { bwrapWorkspaceOnHost, type ShellEndpointOptions, shellCheckpoint, shellRestore } from './support/shell-endpoints.js';
+import { DockerExecHandle, withoutStdin } from './support/shell-handles.js';
+
+const MiB = 1024 * 1024;
+/** A name that is not UTF-8 (bytes FF FE), kept exactly. */
+const BYTE_NAME = Buffer.concat([Buffer.from('bad-'), Buffer.from([0xff, 0xfe]), Buffer.from('.txt')]);
+/** A name with a newline: Holdfast refuses control characters in names (`invalid-path`), the scan must still frame it. */
+const NEWLINE_NAME = Buffer.from('new\nline.txt');
+const TEN_MIB = randomBytes(10 * MiB);
+
+/** Builds the fidelity fixture in `dir` on the host (the sandbox's disk), names as bytes. */
+function fillFidelity(dir: string): void {
+  const at = (...parts: Array<string | Buffer>): Buffer =>
+    Buffer.concat(parts.map((p, i) => Buffer.concat([i === 0 ? Buffer.alloc(0) : Buffer.from('/'), Buffer.from(p)])));
+  const root = Buffer.from(dir);
+  fs.mkdirSync(at(root, 'src', 'deep'), { recursive: true });
+  fs.mkdirSync(at(root, 'ro'));
+  fs.mkdirSync(at(root, 'empty'));
+  fs.writeFileSync(at(root, BYTE_NAME), 'not utf-8 name\n');
+  fs.writeFileSync(at(root, NEWLINE_NAME), 'left out\n');
+  fs.writeFileSync(at(root, 'empty.txt'), '');
+  fs.writeFileSync(at(root, 'ten.bin'), TEN_MIB);
+  fs.writeFileSync(at(root, 'src', 'a.txt'), 'alpha\n');
+  fs.linkSync(at(root, 'src', 'a.txt'), at(root, 'src', 'b-link.txt'));
+  fs.writeFileSync(at(root, 'src', 'deep', 'run.sh'), '#!/bin/sh\necho hi\n');
+  fs.writeFileSync(at(root, 'ro', 'inside.txt'), 'in a read-only directory\n');
+  fs.writeFileSync(at(root, 'readonly.txt'), 'r\n');
+  fs.symlinkSync('src/a.txt', at(root, 'link'));
+  fs.symlinkSync(Buffer.concat([Buffer.from('../'), BYTE_NAME]), at(root, 'src', 'to-bytes'));
+  fs.symlinkSync('missing-target', at(root, 'dangling'));
+  const times: Array<[Buffer, number, number | undefined]> = [
+    [at(root, BYTE_NAME), Date.UTC(2024, 0, 2, 3, 4, 5, 678), 0o644],
+    [at(root, 'empty.txt'), Date.UTC(2023, 5, 6, 7, 8, 9, 1), 0o600],
+    [at(root, 'ten.bin'), Date.UTC(2022, 1, 2, 3, 4, 5, 999), 0o644],
+    [at(root, 'src', 'a.txt'), Date.UTC(2021, 1, 2, 3, 4, 5, 250), 0o640],
+    [at(root, 'src', 'deep', 'run.sh'), Date.UTC(1965, 1, 2, 3, 4, 5, 500), 0o755],
+    [at(root, 'readonly.txt'), Date.UTC(2020, 1, 2, 3, 4, 5, 42), 0o444],
+    [at(root, 'ro', 'inside.txt'), Date.UTC(2020, 2, 2, 3, 4, 5, 43), 0o644],
+    [at(root, 'src', 'deep'), Date.UTC(2019, 1, 2, 3, 4, 5, 7), 0o700],
+    [at(root, 'src'), Date.UTC(2019, 1, 2, 3, 4, 6, 8), 0o755],
+    [at(root, 'ro'), Date.UTC(2019, 1, 2, 3, 4, 7, 9), 0o555],
+    [at(root, 'empty'), Date.UTC(2019, 1, 2, 3, 4, 8, 10), 0o750],
+    [root, Date.UTC(2018, 1, 2, 3, 4, 5, 6), 0o755],
+  ];
+  for (const [p, ms, mode] of times) {
+    if (mode !== undefined) fs.chmodSync(p, mode);
+    fs.utimesSync(p, utimeOf(ms), utimeOf(ms));
+  }
+  for (const [p, ms] of [
+    [at(root, 'link'), Date.UTC(2017, 1, 2, 3, 4, 5, 111)],
+    [at(root, 'src', 'to-bytes'), Date.UTC(2017, 1, 2, 3, 4, 5, 222)],
+    [at(root, 'dangling'), Date.UTC(2017, 1, 2, 3, 4, 5, 333)],
+  ] as const)
+    fs.lutimesSync(p, utimeOf(ms), utimeOf(ms));
+}
+
+type Seen = { type: string; mode?: number; mtimeMs: number; sha256?: string; target?: string; inode?: string };
+
+/** Everything under `dir` on the host, names as hex of their bytes: type, mode, whole-ms mtime, hash, target, and inode groups. */
+function manifest(dir: string): Record<string, Seen> {
+  const out: Record<string, Seen> = {};
+  const inodes = new Map<string, string>();
+  const walk = (abs: Buffer, rel: string): void => {
+    for (const name of fs.readdirSync(abs, { encoding: 'buffer' }).sort(Buffer.compare)) {
+      const p = Buffer.concat([abs, Buffer.from('/'), name]);
+      const r = rel === '' ? name.toString('hex') : `${rel}/${name.toString('hex')}`;
+      const st = fs.lstatSync(p, { bigint: false });
+      const mtimeMs = Math.floor(st.mtimeMs);
+      if (st.isDirectory()) {
+        out[r] = { type: 'dir', mode: st.mode & 0o7777, mtimeMs };
+        walk(p, r);
+      } else if (st.isSymbolicLink())
+        out[r] = { type: 'symlink', mtimeMs, target: fs.readlinkSync(p, { encoding: 'buffer' }).toString('hex') };
+      else {
+        const key = `${st.dev}:${st.ino}`;
+        if (st.nlink > 1 && !inodes.has(key)) inodes.set(key, r);
+        out[r] = {
+          type: 'file',
+          mode: st.mode & 0o7777,
+          mtimeMs,
+          sha256: createHash('sha256').update(fs.readFileSync(p)).digest('hex'),
+          ...(st.nlink > 1 ? { inode: inodes.get(key) as string } : {}),
+        };
+      }
+    }
+  };
+  walk(Buffer.from(dir), '');
+  const root = fs.statSync(dir);
+  out['.'] = { type: 'dir', mode: root.mode & 0o7777, mtimeMs: Math.floor(root.mtimeMs) };
+  return out;
+}
+
+describe('shell transport through bwrap: fidelity, attacks, probe', () => {
+  let b: OpenedBackends;
+  let provider: BwrapSandboxProvider;
+  let providerRoot: string;
+  const made: string[] = [];
+  const create = async (env?: Record<string, string>): Promise<SandboxHandle> => {
+    const s = await provider.create(env === undefined ? {} : { env });
+    made.push(s.id);
+    return s;
+  };
+
+  beforeAll(async () => {
+    ({ b, provider } = await openBwrapBackends());
+    providerRoot = path.join(b.dir, 'sandboxes', 'bwrap');
+  }, 60_000);
+  afterAll(async () => {
+    for (const id of made) await provider.destroy(id);
+    await b?.cleanup();
+  }, 60_000);
+
+  for (const [mode, tar] of [
+    ['stdin', true],
+    ['args', true],
+    ['stdin', false],
+    ['args', false],
+  ] as const) {
+    it(`${mode}${tar ? ' with tar' : ', a write per file'}: checkpoint, destroy, restore into a fresh sandbox: bytes, modes, mtimes, byte names, links come back`, async () => {
+      const options: ShellEndpointOptions = { mode, tar, cacheDir: path.join(b.dir, `cache-${mode}-${tar}`) };
+      const first = await create();
+      const onHost = bwrapWorkspaceOnHost(providerRoot, first.id);
+      fillFidelity(onHost);
+      const before = manifest(onHost);
+      delete before[NEWLINE_NAME.toString('hex')];
+      const handle = mode === 'args' ? withoutStdin(first) : first;
+      const ws = `fidelity-${mode}-${tar}`;
+      const saved = await shellCheckpoint(b.snapshots, handle, ws, options);
+      expect(saved.stats).toMatchObject({ files: 8, symlinks: 3, hardlinks: 1 });
+      expect(saved.excluded).toContainEqual(expect.objectContaining({ reason: 'invalid-path' }));
+      // Unchanged: the host's stat cache vouches for every file but the byte-named one (a stat
+      // cache cannot hold a name that is not UTF-8, as for a local directory).
+      const again = await shellCheckpoint(b.snapshots, handle, ws, options);
+      expect(again.stats.filesHashed).toBe(1);
+      expect(again.checkpoint.rootTree).toBe(saved.checkpoint.rootTree);
+
+      await provider.destroy(first.id);
+      const second = await create();
+      const target = mode === 'args' ? withoutStdin(second) : second;
+      const receipt = await shellRestore(b.snapshots, target, ws, options);
+      expect(receipt).toMatchObject({ files: 8, symlinks: 3, verified: true, hardlinks: 1 });
+      expect(manifest(bwrapWorkspaceOnHost(providerRoot, second.id))).toEqual(before);
+
+      // What the restore wrote is in the host's cache: only the byte name is read again.
+      const third = await shellCheckpoint(b.snapshots, target, ws, options);
+      expect(third.checkpoint.rootTree).toBe(saved.checkpoint.rootTree);
+      expect(third.stats.filesHashed).toBe(1);
+
+      // Beside the target (not a mount point): staging is a sibling, published by rename.
+      const copyRoot = `${second.agentHome}/copy`;
+      await shellRestore(b.snapshots, target, ws, { ...options, root: copyRoot });
+      expect(manifest(path.join(providerRoot, second.id, 'home', 'copy'))).toEqual(before);
+      expect(fs.readdirSync(path.join(providerRoot, second.id, 'home')).filter((n) => n.startsWith('.holdfast'))).toEqual([]);
+    }, 180_000);
+  }
+
+  /** A sandbox whose PATH puts attacker tools (`$HOME/evil/<tool>`, shell scripts) before the real ones. */
+  const evilSandbox = async (tools: Record<string, string>): Promise<SandboxHandle> => {
+    const s = await create({ PATH: '/home/agent/evil:/usr/bin:/bin' });
+    const dir = path.join(providerRoot, s.id, 'home', 'evil');
+    fs.mkdirSync(dir);
+    for (const [name, body] of Object.entries(tools)) fs.writeFileSync(path.join(dir, name), `#!/bin/sh\n${body}\n`, { mode: 0o755 });
+    fs.writeFileSync(path.join(providerRoot, s.id, 'workspace', 'a.txt'), 'alpha\n');
+    fs.mkdirSync(path.join(providerRoot, s.id, 'workspace', 'dir'));
+    fs.writeFileSync(path.join(providerRoot, s.id, 'workspace', 'dir', 'b.txt'), 'beta\n');
+    return s;
+  };
+  const attack = (s: SandboxHandle, limits?: { maxEntries: number }) =>
+    shellCheckpoint(
+      b.snapshots,
+      withoutStdin(s),
+      `attack-${s.id}`,
+      { mode: 'args', cacheDir: path.join(b.dir, 'cache-attack') },
+      limits === undefined ? {} : { limits },
+    );
+
+  it('a scan that lists more stat lines than names is INTEGRITY', async () => {
+    const s = await evilSandbox({
+      stat: '/usr/bin/stat "$@"; echo "81a4 1 1 2024-01-01 00:00:00.0 +0000 1 2024-01-01 00:00:00.0 +0000 9 9 1"',
+    });
+    expect(await codeOf(attack(s))).toBe('INTEGRITY');
+  }, 60_000);
+
+  it('a scan that names a path with a ".." segment is INTEGRITY', async () => {
+    const s = await evilSandbox({ find: '/usr/bin/find "$@"; printf \'./../etc\\0\'' });
+    expect(await codeOf(attack(s))).toBe('INTEGRITY');
+  }, 60_000);
+
+  it('an oversized scan answer is LIMIT_EXCEEDED, never held', async () => {
+    const s = await evilSandbox({ find: '/usr/bin/find "$@"; head -c 100000000 /dev/zero | tr "\\0" a' });
+    expect(await codeOf(attack(s, { maxEntries: 100 }))).toBe('LIMIT_EXCEEDED');
+  }, 60_000);
+
+  it('sizes that do not match the bytes: every read counts as changed, the checkpoint fails WORKSPACE_CHANGED', async () => {
+    const s = await evilSandbox({ stat: `/usr/bin/stat "$@" | awk '$1 == "81a4" { $2 = $2 + 1 } { print }'` });
+    expect(await codeOf(attack(s))).toBe('WORKSPACE_CHANGED');
+  }, 60_000);
+
+  it('a file that changes between the scan and its read: the checkpoint scans again and saves the new bytes', async () => {
+    // The first `cat` of a read grows a.txt first (once), as a process in the sandbox would.
+    const s = await evilSandbox({
+      cat: 'if [ ! -e /home/agent/grown ] && [ "$#" -gt 1 ]; then : > /home/agent/grown; echo more >> /workspace/a.txt; fi; exec /usr/bin/cat "$@"',
+    });
+    const saved = await attack(s);
+    expect(saved.stats.attempts).toBe(2);
+    const parts: Uint8Array[] = [];
+    for await (const part of b.snapshots.cat(saved.checkpoint.id, 'a.txt')) parts.push(part);
+    expect(Buffer.concat(parts).toString()).toBe('alpha\nmore\n');
+  }, 60_000);
+
+  it('crafted answers no real tree gives are INTEGRITY: an entry outside any listed directory, an empty segment', () => {
+    const answer = (names: string[], stats: string[]) => {
+      const list = Buffer.from(names.map((n) => `${n}\0`).join(''), 'latin1');
+      return Buffer.concat([Buffer.from(`1700000000.%N\n${list.length}\n`), list, Buffer.from(`${stats.join('\n')}\nN\nN\nok\n`)]);
+    };
+    const dir = '41ed 4096 1700000000 2023-11-14 22:13:20.5 +0000 1700000000 2023-11-14 22:13:20.5 +0000 2 3 2';
+    const file = '81a4 3 1700000000 2023-11-14 22:13:20.5 +0000 1700000000 2023-11-14 22:13:20.5 +0000 4 3 1';
+    expect(parseScanAnswer(answer(['.', './a'], [dir, file]), 'N')).not.toBe('moved');
+    expect(() => parseScanAnswer(answer(['.', './a', './a/b'], [dir, file, file]), 'N')).toThrow(
+      expect.objectContaining({ code: 'INTEGRITY' }),
+    );
+    expect(() => parseScanAnswer(answer(['.', './x//b'], [dir, file]), 'N')).toThrow(expect.objectContaining({ code: 'INTEGRITY' }));
+    expect(() => parseScanAnswer(answer(['.', '/etc'], [dir, file]), 'N')).toThrow(expect.objectContaining({ code: 'INTEGRITY' }));
+    expect(() => parseScanAnswer(answer(['.', './a'], [dir]), 'N')).toThrow(expect.objectContaining({ code: 'INTEGRITY' }));
+  });
+
+  it('probe: GNU tools and Node in bwrap; the transport follows stdin and Node; one probe per sandbox', async () => {
+    const s = await create();
+    const counted = withoutStdin(s);
+    const cache = new ProbeCache();
+    const probe = await cache.get(counted);
+    await cache.get(counted);
+    expect(counted.execs).toBe(1);
+    cache.forget(s.provider, s.id);
+    await cache.get(counted);
+    expect(counted.execs).toBe(2);
+    expect(probe).toMatchObject({ print0: true, ddFullblock: true, base64: true, mtimePrecision: 'ms', symlinkMtimes: true });
+    expect(probe.node).toMatch(/^v\d+\./);
+    expect(chooseTransport({ exec: true, stdin: true }, probe)).toBe('agent');
+    expect(chooseTransport({ exec: true, stdin: false }, probe)).toBe('shell-args');
+    expect(chooseTransport({ exec: true, stdin: true }, { ...probe, node: null })).toBe('shell-stdin');
+    expect(chooseTransport({ exec: true, stdin: true }, { ...probe, node: 'v16.20.0' })).toBe('shell-stdin');
+  }, 60_000);
+
+  it('probe: a sandbox with a shell but no tools gets STORE_UNAVAILABLE listing what is missing', async () => {
+    const s = await create({ PATH: '/home/agent/bin' });
+    fs.mkdirSync(path.join(providerRoot, s.id, 'home', 'bin'));
+    fs.symlinkSync('/bin/sh', path.join(providerRoot, s.id, 'home', 'bin', 'sh'));
+    const probe = await probeSandbox(s);
+    expect(probe.node).toBeNull();
+    let error: unknown;
+    try {
+      chooseTransport({ exec: true, stdin: false }, probe);
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toMatchObject({
+      code: 'STORE_UNAVAILABLE',
+      data: { missing: expect.arrayContaining(['find', 'stat', 'sha256sum', 'find -print0']) },
+    });
+    expect(() => parseProbe('probe=1\nsurprise=1\n')).toThrow(expect.objectContaining({ code: 'INTEGRITY' }));
+  }, 60_000);
+
+  it('cache directories are listed, not walked, and reported excluded; include reopens them', async () => {
+    const s = await create();
+    const ws = path.join(providerRoot, s.id, 'workspace');
+    fs.mkdirSync(path.join(ws, 'node_modules', 'pkg'), { recursive: true });
+    fs.mkdirSync(path.join(ws, 'src', '__pycache__'), { recursive: true });
+    fs.writeFileSync(path.join(ws, 'node_modules', 'pkg', 'index.js'), 'x\n');
+    fs.writeFileSync(path.join(ws, 'src', '__pycache__', 'a.pyc'), 'y\n');
+    fs.writeFileSync(path.join(ws, 'src', 'a.py'), 'z\n');
+    const options: ShellEndpointOptions = { mode: 'args', cacheDir: path.join(b.dir, 'cache-prune') };
+    const saved = await shellCheckpoint(b.snapshots, withoutStdin(s), `prune-${s.id}`, options);
+    expect(saved.stats.files).toBe(1);
+    expect(
+      saved.excluded
+        .filter((e) => e.reason === 'cache')
+        .map((e) => e.path)
+        .sort(),
+    ).toEqual(['node_modules', 'src/__pycache__']);
+    const opened = await shellCheckpoint(b.snapshots, withoutStdin(s), `prune-open-${s.id}`, options, {
+      excludes: { include: ['node_modules/'] },
+    });
+    expect(opened.stats.files).toBe(2);
+  }, 60_000);
+
+  it('the no-stdin double refuses stdin: a stdin-mode target over it fails INVALID_INPUT', async () => {
+    const s = await create();
+    fs.writeFileSync(path.join(providerRoot, s.id, 'workspace', 'x.txt'), 'x\n');
+    const ws = `nostdin-${s.id}`;
+    await shellCheckpoint(b.snapshots, withoutStdin(s), ws, { mode: 'args', cacheDir: path.join(b.dir, 'cache-x') });
+    const other = await create();
+    expect(await codeOf(shellRestore(b.snapshots, withoutStdin(other), ws, { mode: 'stdin', cacheDir: path.join(b.dir, 'cache-x') }))).toBe(
+      'INVALID_INPUT',
+    );
+  }, 60_000);
+});
+
+describe('shell transport in a busybox-only Docker container', () => {
+  let b: OpenedBackends;
+  const containers: DockerExecHandle[] = [];
+  beforeAll(async () => {
+    ({ b } = await openBwrapBackends());
+  }, 60_000);
+  afterAll(async () => {
+    for (const c of containers) c.destroy();
+    await b?.cleanup();
+  }, 60_000);
+
+  it('probe: no Node, busybox, whole-second touch; shell with stdin or args', async () => {
+    const c = DockerExecHandle.create();
+    containers.push(c);
+    const probe = await probeSandbox(c);
+    expect(probe).toMatchObject({
+      node: null,
+      busybox: true,
+      print0: true,
+      ddFullblock: true,
+      base64: true,
+      mtimePrecision: 's',
+      symlinkMtimes: true,
+    });
+    expect(chooseTransport({ exec: true, stdin: true }, probe)).toBe('shell-stdin');
+    expect(chooseTransport({ exec: true, stdin: false }, probe)).toBe('shell-args');
+  }, 60_000);
+
+  it('millisecond mtimes into whole-second tools: INTEGRITY (field mtime) unless accepted, and the target is left empty', async () => {
+    const from = DockerExecHandle.create();
+    const into = DockerExecHandle.create();
+    containers.push(from, into);
+    const fill = await from.run(['sh', '-c', 'cd /workspace && echo hi > a.txt && mkdir d && echo there > d/b.txt && ln -s a.txt l']);
+    expect(fill.code).toBe(0);
+    const options: ShellEndpointOptions = { mode: 'stdin', cacheDir: path.join(b.dir, 'cache-bb') };
+    // Files busybox makes carry nanoseconds: the checkpoint records their milliseconds.
+    const saved = await shellCheckpoint(b.snapshots, from, 'bb-ms', options);
+    expect(saved.stats.files).toBe(2);
+    const failed = shellRestore(b.snapshots, into, 'bb-ms', options);
+    await expect(failed).rejects.toMatchObject({ code: 'INTEGRITY', data: { field: 'mtime' } });
+    const left = await into.run(['ls', '-A', '/workspace']);
+    expect(left.stdout.toString()).toBe('');
+    // Accepted: whole seconds are kept (a documented loss), everything else exactly.
+    const receipt = await shellRestore(b.snapshots, into, 'bb-ms', { ...options, acceptSecondMtimes: true });
+    expect(receipt.verified).toBe(true);
+    const back = await shellCheckpoint(b.snapshots, into, 'bb-ms-copy', options);
+    expect(back.stats).toMatchObject({ files: 2, symlinks: 1 });
+  }, 120_000);
+
+  it('busybox without stdin: a name that is not UTF-8, a name with a newline, a 10 MiB file, hard links and symlinks round-trip exactly', async () => {
+    const from = DockerExecHandle.create();
+    const into = DockerExecHandle.create();
+    containers.push(from, into);
+    const fill = [
+      'set -e; cd /workspace',
+      "printf 'bytes\\n' > \"$(printf 'bad-\\377\\376.txt')\"",
+      "printf 'left out\\n' > \"$(printf 'new\\nline')\"",
+      ': > empty',
+      'head -c 10485760 /dev/urandom > ten.bin',
+      'mkdir -p d/e && echo deep > d/e/f.txt && ln d/e/f.txt d/linked.txt',
+      'ln -s "$(printf \'../bad-\\377\\376.txt\')" d/to-bytes && ln -s d/e/f.txt top-link',
+      'chmod 600 empty && chmod 750 d/e && chmod 555 d',
+      'for p in * d/* d/e/* d/e; do touch -h -t 202001020304.05 "$p"; done; touch -t 201901020304.05 . d',
+    ].join('\n');
+    const made = await from.run(['sh', '-c', fill]);
+    expect(made.code, made.stderr.toString()).toBe(0);
+    const options: ShellEndpointOptions = { mode: 'args', cacheDir: path.join(b.dir, 'cache-bb2'), acceptSecondMtimes: true };
+    const saved = await shellCheckpoint(b.snapshots, withoutStdin(from), 'bb-fidelity', options);
+    expect(saved.stats).toMatchObject({ files: 5, symlinks: 2, hardlinks: 1 });
+    expect(saved.excluded).toContainEqual(expect.objectContaining({ reason: 'invalid-path' }));
+    from.destroy();
+    containers.splice(containers.indexOf(from), 1);
+    const receipt = await shellRestore(b.snapshots, withoutStdin(into), 'bb-fidelity', options);
+    expect(receipt).toMatchObject({ files: 5, symlinks: 2, verified: true });
+    // Names, bytes, modes, whole-second mtimes (links' and the root's too) and the hard link hash into the tree.
+    const back = await shellCheckpoint(b.snapshots, withoutStdin(into), 'bb-fidelity-copy', options);
+    expect(back.checkpoint.rootTree).toBe(saved.checkpoint.rootTree);
+    expect(back.stats).toMatchObject({ hardlinks: 1 });
+    const names = await into.run(['sh', '-c', 'find /workspace -maxdepth 1 | od -An -c | tr -s " "']);
+    expect(names.stdout.toString()).toContain('b a d - 377 376');
+  }, 180_000);
+});
