@@ -9,6 +9,8 @@
  * restore, and a no-change checkpoint at most 1.5x local; the shell fallback within 3x of the
  * agent transport.
  */
+
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -17,8 +19,14 @@ import { openMetadataStore } from '../src/metadata/metadata-store.js';
 import { ContentWorkers } from '../src/objects/content-workers.js';
 import { AgentPool } from '../src/sandbox/agent/host/agent-pool.js';
 import { type BwrapSandboxHandle, BwrapSandboxProvider } from '../src/sandbox/providers/bwrap.js';
-import { checkpointHandle, restoreHandle } from '../src/sandbox/transport/sandbox-snapshots.js';
+import { DockerSandboxProvider } from '../src/sandbox/providers/docker.js';
+import type { SandboxHandle, SandboxProvider } from '../src/sandbox/sandbox-provider.js';
+import { probeSandbox } from '../src/sandbox/shell/probe.js';
+import { shellEndpoints } from '../src/sandbox/shell/shell-endpoints.js';
+import { SandboxEndpoints } from '../src/sandbox/transport/sandbox-snapshots.js';
 import { Snapshots } from '../src/snapshot/snapshots.js';
+import { nodeImage } from '../test/support/docker-images.js';
+import { withoutStdin } from '../test/support/shell-handles.js';
 import { tarZstdTool } from './reference-tools.js';
 import { median, printTable, timeMs } from './stats.js';
 import { generateWorkloadA } from './workspace-gen.js';
@@ -64,27 +72,63 @@ const localEndpoint: BenchEndpoint = {
   },
 };
 
-/** A bwrap sandbox reached through the agent; the pool keeps one connection, as runs do. */
-function bwrapAgentEndpoint(provider: BwrapSandboxProvider): BenchEndpoint {
+/** Copies `source` into a sandbox's workspace with `tar` through one exec's stdin (a provider whose disk the host cannot reach). */
+async function fillThroughTar(handle: SandboxHandle, source: string): Promise<void> {
+  const tar = spawn('tar', ['-cf', '-', '-C', source, '.'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const result = await handle.run(['tar', '-xf', '-', '-C', handle.workspaceRoot], { stdin: tar.stdout });
+  if (result.code !== 0) throw new Error(`filling ${handle.id} failed: ${result.stderr.toString()}`);
+}
+
+/** How one sandbox endpoint fills a new sandbox and reaches its workspace. */
+interface SandboxRoute {
+  readonly id: string;
+  readonly label: string;
+  readonly provider: SandboxProvider;
+  fill(handle: SandboxHandle, source: string): Promise<void>;
+  /** Wraps the handle the transport sees (a provider without stdin). */
+  readonly wrap?: (handle: SandboxHandle) => SandboxHandle;
+  /** Forces the shell transport (the sandbox has Node, so the choice would be the agent). */
+  readonly shell?: 'shell-stdin' | 'shell-args';
+}
+
+function fillBwrap(handle: SandboxHandle, source: string): Promise<void> {
+  const disk = (handle as BwrapSandboxHandle).hostDiskPath;
+  fs.rmSync(path.join(disk, 'workspace'), { recursive: true, force: true });
+  copyTree(source, path.join(disk, 'workspace'));
+  return Promise.resolve();
+}
+
+/** A sandbox endpoint: the agent through SandboxEndpoints (one pooled connection, as runs keep), or the shell transport forced. */
+function sandboxEndpoint(route: SandboxRoute): BenchEndpoint {
   return {
-    id: 'bwrap-agent',
-    label: 'bwrap + agent',
+    id: route.id,
+    label: route.label,
     async prepare(source) {
-      const sandbox = (await provider.create()) as BwrapSandboxHandle;
-      fs.rmSync(path.join(sandbox.hostDiskPath, 'workspace'), { recursive: true, force: true });
-      copyTree(source, path.join(sandbox.hostDiskPath, 'workspace'));
       const pool = new AgentPool();
-      const made = [sandbox.id];
+      const endpoints = new SandboxEndpoints(() => route.provider, { agents: pool });
+      const made: string[] = [];
+      const create = async (): Promise<{ raw: SandboxHandle; seen: SandboxHandle }> => {
+        const raw = await route.provider.create();
+        made.push(raw.id);
+        return { raw, seen: route.wrap?.(raw) ?? raw };
+      };
+      const via = async (snapshots: Snapshots, handle: SandboxHandle, op: 'checkpoint' | 'restore') => {
+        if (route.shell === undefined) {
+          return op === 'checkpoint'
+            ? endpoints.checkpoint(snapshots, handle, { workspace: 'w' })
+            : endpoints.restore(snapshots, handle, { workspace: 'w' });
+        }
+        const { source: from, target } = shellEndpoints(handle, { transport: route.shell, probe: await probeSandbox(handle) });
+        return op === 'checkpoint' ? snapshots.checkpoint({ workspace: 'w', source: from }) : snapshots.restore({ workspace: 'w', target });
+      };
+      const sandbox = await create();
+      await route.fill(sandbox.raw, source);
       return {
-        checkpoint: (snapshots) => checkpointHandle(snapshots, sandbox, { workspace: 'w' }, pool),
-        async restoreFresh(snapshots) {
-          const target = await provider.create();
-          made.push(target.id);
-          return restoreHandle(snapshots, target, { workspace: 'w' }, pool);
-        },
+        checkpoint: (snapshots) => via(snapshots, sandbox.seen, 'checkpoint'),
+        restoreFresh: async (snapshots) => via(snapshots, (await create()).seen, 'restore'),
         async dispose() {
-          await pool.close();
-          for (const id of made) await provider.destroy(id);
+          await endpoints.close();
+          for (const id of made) await route.provider.destroy(id);
         },
       };
     },
@@ -104,7 +148,21 @@ async function main(): Promise<void> {
   const workers = new ContentWorkers();
   process.env.HOLDFAST_SANDBOX_DIR = path.join(tmp, 'sandboxes');
   const bwrap = new BwrapSandboxProvider({ root: path.join(tmp, 'sandboxes', 'bwrap') });
-  const endpoints = [localEndpoint, bwrapAgentEndpoint(bwrap)].filter((e) => only === undefined || only.includes(e.id));
+  const docker = new DockerSandboxProvider({ image: nodeImage(), scope: `bench-endpoints-${process.pid}` });
+  const endpoints = [
+    localEndpoint,
+    sandboxEndpoint({ id: 'bwrap-agent', label: 'bwrap + agent', provider: bwrap, fill: fillBwrap }),
+    sandboxEndpoint({ id: 'docker-agent', label: 'docker + agent', provider: docker, fill: fillThroughTar }),
+    sandboxEndpoint({ id: 'shell-stdin', label: 'bwrap + shell, stdin', provider: bwrap, fill: fillBwrap, shell: 'shell-stdin' }),
+    sandboxEndpoint({
+      id: 'shell-args',
+      label: 'bwrap + shell, no stdin',
+      provider: bwrap,
+      fill: fillBwrap,
+      shell: 'shell-args',
+      wrap: withoutStdin,
+    }),
+  ].filter((e) => only === undefined || only.includes(e.id));
   const results = new Map<string, Figures>(endpoints.map((e) => [e.id, { full: [], noChange: [], restore: [] }]));
   const tar: Figures = { full: [], noChange: [], restore: [] };
   try {
@@ -146,6 +204,7 @@ async function main(): Promise<void> {
     const m = median;
     const local = results.get('local');
     const agent = results.get('bwrap-agent');
+    // The shell rows compare with the agent on the same provider (bwrap).
     const ratio = (x: number[], y: number[] | undefined) => (y === undefined ? '-' : (m(x) / m(y)).toFixed(2));
     printTable(
       `workspace endpoints, ${manifest.files} files / ${(manifest.bytes / 1e6).toFixed(0)} MB, medians of ${runs} (time ratios: higher is slower)`,

@@ -13,7 +13,7 @@ import { RunHost, type RunLogEvent, type RunSettings } from './runs/run-host.js'
 import { Runs } from './runs/runs.js';
 import { StraySweeper, type StraySweepReport } from './runs/stray-sweep.js';
 import type { SandboxProvider } from './sandbox/sandbox-provider.js';
-import { checkpointSandbox, restoreSandbox } from './sandbox/transport/sandbox-snapshots.js';
+import type { SandboxEndpoints } from './sandbox/transport/sandbox-snapshots.js';
 import type { CheckpointResult } from './snapshot/checkpoint.js';
 import type { RestoreReceipt } from './snapshot/restore.js';
 import { DEFAULT_TENANT, type Snapshots } from './snapshot/snapshots.js';
@@ -116,8 +116,8 @@ export interface Holdfast {
    * through this instance's providers (the injected `providers` included), as runs do.
    */
   readonly sandboxes: {
-    checkpoint(options: Parameters<typeof checkpointSandbox>[1]): Promise<CheckpointResult>;
-    restore(options: Parameters<typeof restoreSandbox>[1]): Promise<RestoreReceipt>;
+    checkpoint(options: Parameters<SandboxEndpoints['checkpointSandbox']>[1]): Promise<CheckpointResult>;
+    restore(options: Parameters<SandboxEndpoints['restoreSandbox']>[1]): Promise<RestoreReceipt>;
   };
   /** The sandbox provider named `name`: an injected one, or a shipped one. `INVALID_INPUT` for an unknown name. */
   provider(name: string): SandboxProvider;
@@ -210,8 +210,8 @@ export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<H
     runs: own.runs,
     checkpoints: own.checkpoints,
     sandboxes: {
-      checkpoint: (input) => checkpointSandbox(own.snapshots, input, (name) => host.provider(name)),
-      restore: (input) => restoreSandbox(own.snapshots, input, (name) => host.provider(name)),
+      checkpoint: (input) => host.endpoints.checkpointSandbox(own.snapshots, input),
+      restore: (input) => host.endpoints.restoreSandbox(own.snapshots, input),
     },
     provider: (name) => host.provider(name),
     tokens: new Tokens(meta, async (name) => (await forTenant(name)).tenant),

@@ -4,14 +4,16 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { utimeOf } from '../src/core/fs-exact.js';
 import type { BwrapSandboxProvider } from '../src/sandbox/providers/bwrap.js';
+import { DockerSandboxProvider } from '../src/sandbox/providers/docker.js';
 import type { SandboxHandle } from '../src/sandbox/sandbox-provider.js';
 import { chooseTransport, ProbeCache, parseProbe, probeSandbox } from '../src/sandbox/shell/probe.js';
 import { parseScanAnswer } from '../src/sandbox/shell/shell-scan.js';
 import type { OpenedBackends } from './support/backends.js';
 import { openBwrapBackends } from './support/bwrap-backends.js';
+import { busyboxImage, expectDockerInstalled } from './support/docker-images.js';
 import { codeOf } from './support/error-code.js';
 import { bwrapWorkspaceOnHost, type ShellEndpointOptions, shellCheckpoint, shellRestore } from './support/shell-endpoints.js';
-import { DockerExecHandle, withoutStdin } from './support/shell-handles.js';
+import { withoutStdin } from './support/shell-handles.js';
 
 const MiB = 1024 * 1024;
 /** A name that is not UTF-8 (bytes FF FE), kept exactly. */
@@ -129,7 +131,7 @@ describe('shell transport through bwrap: fidelity, attacks, probe', () => {
     ['args', false],
   ] as const) {
     it(`${mode}${tar ? ' with tar' : ', a write per file'}: checkpoint, destroy, restore into a fresh sandbox: bytes, modes, mtimes, byte names, links come back`, async () => {
-      const options: ShellEndpointOptions = { mode, tar, cacheDir: path.join(b.dir, `cache-${mode}-${tar}`) };
+      const options: ShellEndpointOptions = { mode, tar };
       const first = await create();
       const onHost = bwrapWorkspaceOnHost(providerRoot, first.id);
       fillFidelity(onHost);
@@ -178,13 +180,7 @@ describe('shell transport through bwrap: fidelity, attacks, probe', () => {
     return s;
   };
   const attack = (s: SandboxHandle, limits?: { maxEntries: number }) =>
-    shellCheckpoint(
-      b.snapshots,
-      withoutStdin(s),
-      `attack-${s.id}`,
-      { mode: 'args', cacheDir: path.join(b.dir, 'cache-attack') },
-      limits === undefined ? {} : { limits },
-    );
+    shellCheckpoint(b.snapshots, withoutStdin(s), `attack-${s.id}`, { mode: 'args' }, limits === undefined ? {} : { limits });
 
   it('a scan that lists more stat lines than names is INTEGRITY', async () => {
     const s = await evilSandbox({
@@ -281,7 +277,7 @@ describe('shell transport through bwrap: fidelity, attacks, probe', () => {
     fs.writeFileSync(path.join(ws, 'node_modules', 'pkg', 'index.js'), 'x\n');
     fs.writeFileSync(path.join(ws, 'src', '__pycache__', 'a.pyc'), 'y\n');
     fs.writeFileSync(path.join(ws, 'src', 'a.py'), 'z\n');
-    const options: ShellEndpointOptions = { mode: 'args', cacheDir: path.join(b.dir, 'cache-prune') };
+    const options: ShellEndpointOptions = { mode: 'args' };
     const saved = await shellCheckpoint(b.snapshots, withoutStdin(s), `prune-${s.id}`, options);
     expect(saved.stats.files).toBe(1);
     expect(
@@ -300,28 +296,28 @@ describe('shell transport through bwrap: fidelity, attacks, probe', () => {
     const s = await create();
     fs.writeFileSync(path.join(providerRoot, s.id, 'workspace', 'x.txt'), 'x\n');
     const ws = `nostdin-${s.id}`;
-    await shellCheckpoint(b.snapshots, withoutStdin(s), ws, { mode: 'args', cacheDir: path.join(b.dir, 'cache-x') });
+    await shellCheckpoint(b.snapshots, withoutStdin(s), ws, { mode: 'args' });
     const other = await create();
-    expect(await codeOf(shellRestore(b.snapshots, withoutStdin(other), ws, { mode: 'stdin', cacheDir: path.join(b.dir, 'cache-x') }))).toBe(
-      'INVALID_INPUT',
-    );
+    expect(await codeOf(shellRestore(b.snapshots, withoutStdin(other), ws, { mode: 'stdin' }))).toBe('INVALID_INPUT');
   }, 60_000);
 });
 
 describe('shell transport in a busybox-only Docker container', () => {
   let b: OpenedBackends;
-  const containers: DockerExecHandle[] = [];
+  let docker: DockerSandboxProvider;
+  const create = async (): Promise<SandboxHandle> => docker.create();
   beforeAll(async () => {
+    expectDockerInstalled();
     ({ b } = await openBwrapBackends());
+    docker = new DockerSandboxProvider({ image: busyboxImage(), scope: `test-shell-${process.pid}-${randomBytes(3).toString('hex')}` });
   }, 60_000);
   afterAll(async () => {
-    for (const c of containers) c.destroy();
+    for (const info of (await docker?.list()) ?? []) await docker.destroy(info.id);
     await b?.cleanup();
   }, 60_000);
 
   it('probe: no Node, busybox, whole-second touch; shell with stdin or args', async () => {
-    const c = DockerExecHandle.create();
-    containers.push(c);
+    const c = await create();
     const probe = await probeSandbox(c);
     expect(probe).toMatchObject({
       node: null,
@@ -337,12 +333,11 @@ describe('shell transport in a busybox-only Docker container', () => {
   }, 60_000);
 
   it('millisecond mtimes into whole-second tools: INTEGRITY (field mtime) unless accepted, and the target is left empty', async () => {
-    const from = DockerExecHandle.create();
-    const into = DockerExecHandle.create();
-    containers.push(from, into);
+    const from = await create();
+    const into = await create();
     const fill = await from.run(['sh', '-c', 'cd /workspace && echo hi > a.txt && mkdir d && echo there > d/b.txt && ln -s a.txt l']);
     expect(fill.code).toBe(0);
-    const options: ShellEndpointOptions = { mode: 'stdin', cacheDir: path.join(b.dir, 'cache-bb') };
+    const options: ShellEndpointOptions = { mode: 'stdin' };
     // Files busybox makes carry nanoseconds: the checkpoint records their milliseconds.
     const saved = await shellCheckpoint(b.snapshots, from, 'bb-ms', options);
     expect(saved.stats.files).toBe(2);
@@ -358,9 +353,8 @@ describe('shell transport in a busybox-only Docker container', () => {
   }, 120_000);
 
   it('busybox without stdin: a name that is not UTF-8, a name with a newline, a 10 MiB file, hard links and symlinks round-trip exactly', async () => {
-    const from = DockerExecHandle.create();
-    const into = DockerExecHandle.create();
-    containers.push(from, into);
+    const from = await create();
+    const into = await create();
     const fill = [
       'set -e; cd /workspace',
       "printf 'bytes\\n' > \"$(printf 'bad-\\377\\376.txt')\"",
@@ -374,12 +368,11 @@ describe('shell transport in a busybox-only Docker container', () => {
     ].join('\n');
     const made = await from.run(['sh', '-c', fill]);
     expect(made.code, made.stderr.toString()).toBe(0);
-    const options: ShellEndpointOptions = { mode: 'args', cacheDir: path.join(b.dir, 'cache-bb2'), acceptSecondMtimes: true };
+    const options: ShellEndpointOptions = { mode: 'args', acceptSecondMtimes: true };
     const saved = await shellCheckpoint(b.snapshots, withoutStdin(from), 'bb-fidelity', options);
     expect(saved.stats).toMatchObject({ files: 5, symlinks: 2, hardlinks: 1 });
     expect(saved.excluded).toContainEqual(expect.objectContaining({ reason: 'invalid-path' }));
-    from.destroy();
-    containers.splice(containers.indexOf(from), 1);
+    await docker.destroy(from.id);
     const receipt = await shellRestore(b.snapshots, withoutStdin(into), 'bb-fidelity', options);
     expect(receipt).toMatchObject({ files: 5, symlinks: 2, verified: true });
     // Names, bytes, modes, whole-second mtimes (links' and the root's too) and the hard link hash into the tree.

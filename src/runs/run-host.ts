@@ -4,6 +4,7 @@ import type { MetadataStore } from '../metadata/metadata-store.js';
 import { AgentPool } from '../sandbox/agent/host/agent-pool.js';
 import { openSandboxProvider } from '../sandbox/open-provider.js';
 import type { SandboxProvider } from '../sandbox/sandbox-provider.js';
+import { SandboxEndpoints } from '../sandbox/transport/sandbox-snapshots.js';
 import type { SnapshotDeps } from '../snapshot/checkpoint.js';
 import { Snapshots } from '../snapshot/snapshots.js';
 import type { TenantScope } from './deployments.js';
@@ -180,8 +181,8 @@ export class RunHost {
   readonly owner: string;
   readonly settings: RunSettings;
   readonly mutex = new KeyedMutex();
-  /** Agent connections kept open between a run's operations on the same sandbox. */
-  readonly agents = new AgentPool();
+  /** How runs reach their sandboxes' workspaces: probed once per sandbox, agent connections kept open between a run's operations. */
+  readonly endpoints = new SandboxEndpoints((name) => this.provider(name), { agents: new AgentPool() });
   readonly active = new Map<string, ActiveTurn>();
   /** Runs whose sandbox this process has used, by run id, with their tenant. */
   readonly touched = new Map<string, TenantScope>();
@@ -227,7 +228,7 @@ export class RunHost {
 
   /** Closes what the host keeps open (pooled agent connections). */
   close(): Promise<void> {
-    return this.agents.close();
+    return this.endpoints.close();
   }
 
   /** Adds a listener for every {@link RunLogEvent}; returns its removal. */

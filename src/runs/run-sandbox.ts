@@ -1,7 +1,6 @@
 import { errorToJson, isHoldfastError } from '../errors.js';
 import type { Checkpoint, CheckpointReason, MetadataTransaction, Run } from '../metadata/metadata-store.js';
 import type { SandboxHandle } from '../sandbox/sandbox-provider.js';
-import { checkpointHandle } from '../sandbox/transport/sandbox-snapshots.js';
 import type { CheckpointResult } from '../snapshot/checkpoint.js';
 import type { Deployment, Deployments, TenantScope } from './deployments.js';
 import { type HeldLease, recoveryRequired } from './lease.js';
@@ -36,20 +35,15 @@ export function saveSandbox(
   options: { signal?: AbortSignal; onCommit?: (tx: MetadataTransaction, checkpoint: Checkpoint) => Promise<void> } = {},
 ): Promise<CheckpointResult> {
   const runId = lease.run.id;
-  return checkpointHandle(
-    scope.host.snapshotsFor(scope.tenant.name),
-    sandbox,
-    {
-      workspace: runWorkspaceName(runId),
-      reason,
-      ...(options.signal === undefined ? {} : { signal: options.signal }),
-      onCommit: async (tx, checkpoint) => {
-        await tx.runs.fence(runId, lease.epoch);
-        await options.onCommit?.(tx, checkpoint);
-      },
+  return scope.host.endpoints.checkpoint(scope.host.snapshotsFor(scope.tenant.name), sandbox, {
+    workspace: runWorkspaceName(runId),
+    reason,
+    ...(options.signal === undefined ? {} : { signal: options.signal }),
+    onCommit: async (tx, checkpoint) => {
+      await tx.runs.fence(runId, lease.epoch);
+      await options.onCommit?.(tx, checkpoint);
     },
-    scope.host.agents,
-  );
+  });
 }
 
 /**

@@ -3,7 +3,6 @@ import { withholdSecrets } from '../core/withhold-secrets.js';
 import { errorToJson, HoldfastError, InputError } from '../errors.js';
 import type { Checkpoint } from '../metadata/metadata-store.js';
 import type { SandboxHandle } from '../sandbox/sandbox-provider.js';
-import { restoreHandle } from '../sandbox/transport/sandbox-snapshots.js';
 import type { DeploymentSpec } from './deployment-spec.js';
 import type { RunHost } from './run-host.js';
 
@@ -164,16 +163,11 @@ export async function prepareSandbox(input: PrepareInput): Promise<SandboxHandle
       const receipt = await recorder.step(
         'restore',
         () =>
-          restoreHandle(
-            host.snapshotsFor(input.tenantName),
-            sandbox,
-            {
-              workspace: input.workspaceName,
-              checkpoint: checkpoint.id,
-              replace: true,
-            },
-            host.agents,
-          ),
+          host.endpoints.restore(host.snapshotsFor(input.tenantName), sandbox, {
+            workspace: input.workspaceName,
+            checkpoint: checkpoint.id,
+            replace: true,
+          }),
         (r) => ({ checkpointId: r.checkpointId, files: r.files, bytes: r.bytes }),
       );
       if (receipt.rootTree !== checkpoint.rootTree) {
@@ -217,7 +211,7 @@ export async function stopSandbox(host: RunHost, providerName: string, id: strin
       host.settings.stopTimeoutMs,
     );
   });
-  host.agents.evict(providerName, id);
+  host.endpoints.forget(providerName, id);
   try {
     await Promise.race([host.provider(providerName).destroy(id), timeout]);
   } finally {

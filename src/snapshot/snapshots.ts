@@ -117,7 +117,7 @@ export class Snapshots {
 
   /** What a source or target made for `workspace` may use of this service. */
   private endpointContext(workspace: Workspace): EndpointContext {
-    return { workspace, workers: this.deps.workers, baseFiles: this.baseFiles };
+    return { workspace, workers: this.deps.workers, baseFiles: this.baseFiles, cacheDir: this.deps.cacheDir };
   }
 
   /** Checkpoints of a workspace, newest first (failed ones included, with their errors). */

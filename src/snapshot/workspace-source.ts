@@ -20,6 +20,8 @@ export interface EndpointContext {
   readonly workspace: Workspace;
   readonly workers: ContentWorkers;
   readonly baseFiles: BaseFiles;
+  /** This service's cache directory: where a transport that keeps host-side state (stat caches) keeps it. */
+  readonly cacheDir: string;
 }
 
 /** What one scan of a workspace gives a checkpoint. */

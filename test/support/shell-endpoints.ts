@@ -12,8 +12,6 @@ import { type FixtureEntry, fillScriptShell } from './endpoint-fixture.js';
 /** Options of a shell-transport checkpoint or restore in tests. */
 export interface ShellEndpointOptions {
   readonly mode: ShellMode;
-  /** Where the host keeps the transport's stat caches. */
-  readonly cacheDir: string;
   readonly root?: string;
   readonly acceptSecondMtimes?: boolean;
   /** Use the sandbox's `tar` when the probe finds it (default true). */
@@ -32,7 +30,7 @@ export function shellCheckpoint(
   return snapshots.checkpoint({
     ...extra,
     workspace,
-    source: (context) => new ShellWorkspaceSource({ handle, root, cacheDir: options.cacheDir }, context),
+    source: (context) => new ShellWorkspaceSource({ handle, root, cacheDir: context.cacheDir }, context),
   });
 }
 
@@ -48,7 +46,6 @@ export async function shellRestore(
   const { target } = shellEndpoints(handle, {
     transport: options.mode === 'args' ? 'shell-args' : 'shell-stdin',
     probe: { ...probe, tar: probe.tar && options.tar !== false },
-    cacheDir: options.cacheDir,
     ...(options.root === undefined ? {} : { root: options.root }),
     ...(options.acceptSecondMtimes === undefined ? {} : { acceptSecondMtimes: options.acceptSecondMtimes }),
   });

@@ -135,8 +135,7 @@ export function shellMissing(probe: SandboxProbe, mode: 'stdin' | 'args'): strin
  * what is missing.
  */
 export function chooseTransport(capabilities: Pick<SandboxCapabilities, 'exec' | 'stdin'>, probe: SandboxProbe): Transport {
-  if (!capabilities.exec)
-    throw new StoreError('the provider cannot run commands (exec): Holdfast cannot reach its workspace', { data: { missing: ['exec'] } });
+  requireExec(capabilities);
   const major = probe.node === null ? 0 : Number(probe.node.slice(1).split('.')[0]);
   if (capabilities.stdin && major >= AGENT_MIN_NODE_MAJOR) return 'agent';
   if (capabilities.stdin && shellMissing(probe, 'stdin').length === 0) return 'shell-stdin';
@@ -148,6 +147,15 @@ export function chooseTransport(capabilities: Pick<SandboxCapabilities, 'exec' |
   );
 }
 
+/** Throws `STORE_UNAVAILABLE` for a provider that cannot run commands: no transport can reach its workspace (check it before probing). */
+export function requireExec(capabilities: Pick<SandboxCapabilities, 'exec'>): void {
+  if (!capabilities.exec)
+    throw new StoreError('the provider cannot run commands (exec): Holdfast cannot reach its workspace', { data: { missing: ['exec'] } });
+}
+
+/** Probes a {@link ProbeCache} keeps at most. */
+const MAX_REMEMBERED_PROBES = 10_000;
+
 /**
  * Probes each sandbox once and remembers the answer, keyed by provider and sandbox id; call
  * {@link ProbeCache.forget} when a sandbox is destroyed (a new one may reuse nothing of it).
@@ -156,12 +164,16 @@ export function chooseTransport(capabilities: Pick<SandboxCapabilities, 'exec' |
 export class ProbeCache {
   private readonly probes = new Map<string, Promise<SandboxProbe>>();
 
+  constructor(private readonly maxEntries = MAX_REMEMBERED_PROBES) {}
+
   /** The probe of `handle`'s sandbox, running it the first time. */
   get(handle: SandboxHandle): Promise<SandboxProbe> {
     const key = `${handle.provider}\0${handle.id}`;
     let got = this.probes.get(key);
     if (got === undefined) {
       got = probeSandbox(handle);
+      // Oldest first out: a sandbox gone without `forget` costs a probe again at most, never memory without bound.
+      if (this.probes.size >= this.maxEntries) this.probes.delete(this.probes.keys().next().value as string);
       this.probes.set(key, got);
       got.catch(() => this.probes.delete(key));
     }

@@ -11,8 +11,6 @@ export interface ShellEndpointConfig {
   readonly transport: Exclude<Transport, 'agent'>;
   /** The sandbox's probe (its `touch` precision and `tar`). */
   readonly probe: SandboxProbe;
-  /** Where the host keeps the transport's stat caches (`defaultCacheDir()` for the CLI's). */
-  readonly cacheDir: string;
   /** The workspace root inside the sandbox; default the handle's `workspaceRoot`. */
   readonly root?: string;
   /** See `ShellTargetConfig.acceptSecondMtimes`: whole-second tools keep whole seconds instead of failing. */
@@ -40,15 +38,15 @@ export function shellEndpoints(
 ): { source: (context: EndpointContext) => WorkspaceSource; target: (context: EndpointContext) => WorkspaceTarget } {
   const root = config.root ?? handle.workspaceRoot;
   return {
-    source: (context) => new ShellWorkspaceSource({ handle, root, cacheDir: config.cacheDir }, context),
-    target: () =>
+    source: (context) => new ShellWorkspaceSource({ handle, root, cacheDir: context.cacheDir }, context),
+    target: (context) =>
       new ShellWorkspaceTarget({
         handle,
         root,
         mode: config.transport === 'shell-args' ? 'args' : 'stdin',
         mtimePrecision: config.probe.mtimePrecision,
         tar: config.probe.tar,
-        cacheDir: config.cacheDir,
+        cacheDir: context.cacheDir,
         ...(config.acceptSecondMtimes === undefined ? {} : { acceptSecondMtimes: config.acceptSecondMtimes }),
       }),
   };

@@ -1,16 +1,18 @@
 import type { CheckpointResult } from '../../snapshot/checkpoint.js';
 import type { RestoreReceipt } from '../../snapshot/restore.js';
 import type { Snapshots } from '../../snapshot/snapshots.js';
-import { type AgentSource, ONE_SHOT_AGENTS } from '../agent/host/agent-pool.js';
+import { AgentPool, type AgentSource, ONE_SHOT_AGENTS } from '../agent/host/agent-pool.js';
 import { findSandbox, openSandboxProvider } from '../open-provider.js';
 import type { SandboxHandle, SandboxProvider } from '../sandbox-provider.js';
+import { chooseTransport, ProbeCache, requireExec, type Transport } from '../shell/probe.js';
+import { shellEndpoints } from '../shell/shell-endpoints.js';
 import { AgentWorkspaceSource } from './agent-source.js';
 import { AgentWorkspaceTarget } from './agent-target.js';
 
 type CheckpointInput = Omit<Parameters<Snapshots['checkpoint']>[0], 'dir' | 'source'>;
 type RestoreInput = Omit<Parameters<Snapshots['restore']>[0], 'dir' | 'target'>;
 
-/** Which sandbox: its id and, optionally, its provider (otherwise every shipped provider name is asked). */
+/** Which sandbox: its id (or a unique prefix, or `latest`) and, optionally, its provider (otherwise every shipped provider name is asked). */
 export interface SandboxRef {
   readonly sandbox: string;
   readonly provider?: string;
@@ -19,53 +21,123 @@ export interface SandboxRef {
 /** Turns a provider name into a provider: the shipped ones by default, or those a library user injected (`openHoldfast({ providers })`). */
 export type ProviderLookup = (name: string) => SandboxProvider;
 
+/** How a sandbox's workspace is reached: its host path, or one of the exec transports. */
+export type WorkspaceRoute = 'local' | Transport;
+
+/** Options of {@link SandboxEndpoints}. */
+export interface SandboxEndpointsOptions {
+  /** How the agent is reached: a pool keeps one connection per sandbox (runs); default a connection per operation. */
+  readonly agents?: AgentSource;
+  /** Whole-second `touch` (busybox) keeps whole seconds instead of failing a restore of millisecond mtimes (`INTEGRITY`). */
+  readonly acceptSecondMtimes?: boolean;
+}
+
 /**
- * Checkpoints a sandbox's workspace. A provider that exposes the workspace as a host path is
- * read directly; otherwise the engine goes through the in-sandbox agent over exec.
+ * How Holdfast reaches sandboxes' workspaces for checkpoints and restores: the one place the
+ * route to a sandbox is chosen. A provider that exposes the workspace as a host path
+ * (`localPath`) is read and written directly; otherwise the sandbox is probed once (one exec,
+ * no stdin; remembered per sandbox) and, with the provider's declared `stdin`, gets the
+ * in-sandbox agent (Node >= 18 and stdin), the shell transport with stdin, or the shell
+ * transport over exec arguments alone (see `chooseTransport`). Whatever the route, the
+ * engine's guarantees are the same: what comes out of the sandbox is checked and hashed on
+ * this side, and every restored file is verified where it lands.
  */
-export async function checkpointSandbox(
-  snapshots: Snapshots,
-  options: CheckpointInput & SandboxRef,
-  providers: ProviderLookup = openSandboxProvider,
-): Promise<CheckpointResult> {
-  const { sandbox, provider, ...rest } = options;
-  return checkpointHandle(snapshots, await findSandbox(sandbox, provider, providers), rest);
+export class SandboxEndpoints {
+  private readonly probes = new ProbeCache();
+  private readonly agents: AgentSource;
+
+  constructor(
+    private readonly providers: ProviderLookup = openSandboxProvider,
+    private readonly options: SandboxEndpointsOptions = {},
+  ) {
+    this.agents = options.agents ?? ONE_SHOT_AGENTS;
+  }
+
+  /** The route to `handle`'s workspace (probing the sandbox the first time). `STORE_UNAVAILABLE` when none fits, listing what is missing. */
+  async route(handle: SandboxHandle): Promise<WorkspaceRoute> {
+    if (handle.localPath !== undefined) return 'local';
+    const { capabilities } = this.providers(handle.provider);
+    requireExec(capabilities);
+    return chooseTransport(capabilities, await this.probes.get(handle));
+  }
+
+  /** Checkpoints the workspace of the sandbox `ref` names (found through this instance's providers). */
+  async checkpointSandbox(snapshots: Snapshots, options: CheckpointInput & SandboxRef): Promise<CheckpointResult> {
+    const { sandbox, provider, ...rest } = options;
+    return this.checkpoint(snapshots, await findSandbox(sandbox, provider, this.providers), rest);
+  }
+
+  /** Restores a checkpoint (default: the head) into the workspace of the sandbox `ref` names. */
+  async restoreSandbox(snapshots: Snapshots, options: RestoreInput & SandboxRef): Promise<RestoreReceipt> {
+    const { sandbox, provider, ...rest } = options;
+    return this.restore(snapshots, await findSandbox(sandbox, provider, this.providers), rest);
+  }
+
+  /** Checkpoints the workspace of a sandbox in hand, by its {@link route}. */
+  async checkpoint(snapshots: Snapshots, handle: SandboxHandle, input: CheckpointInput): Promise<CheckpointResult> {
+    const route = await this.route(handle);
+    if (route === 'local') return snapshots.checkpoint({ ...input, dir: handle.localPath as string });
+    if (route === 'agent') {
+      return this.agents.use(handle, (client) =>
+        snapshots.checkpoint({ ...input, source: (context) => new AgentWorkspaceSource(client, handle.workspaceRoot, handle.id, context) }),
+      );
+    }
+    return snapshots.checkpoint({ ...input, source: (await this.shell(handle, route)).source });
+  }
+
+  /** Restores into the workspace of a sandbox in hand, by its {@link route}. */
+  async restore(snapshots: Snapshots, handle: SandboxHandle, input: RestoreInput): Promise<RestoreReceipt> {
+    // The restore point is resolved first, so a missing workspace or checkpoint never probes or stages anything.
+    await snapshots.restorePoint(input.workspace, input.checkpoint);
+    const route = await this.route(handle);
+    if (route === 'local') return snapshots.restore({ ...input, dir: handle.localPath as string });
+    if (route === 'agent') {
+      return this.agents.use(handle, (client) =>
+        snapshots.restore({ ...input, target: () => new AgentWorkspaceTarget(client, handle.workspaceRoot, handle.id) }),
+      );
+    }
+    return snapshots.restore({ ...input, target: (await this.shell(handle, route)).target });
+  }
+
+  /** Forgets what is kept for a sandbox (its agent connection, its probe): call it when the sandbox is destroyed. */
+  forget(provider: string, id: string): void {
+    if (this.agents instanceof AgentPool) this.agents.evict(provider, id);
+    this.probes.forget(provider, id);
+  }
+
+  /** Closes pooled agent connections. */
+  async close(): Promise<void> {
+    if (this.agents instanceof AgentPool) await this.agents.close();
+  }
+
+  private async shell(handle: SandboxHandle, transport: Exclude<Transport, 'agent'>) {
+    return shellEndpoints(handle, {
+      transport,
+      probe: await this.probes.get(handle),
+      ...(this.options.acceptSecondMtimes === undefined ? {} : { acceptSecondMtimes: this.options.acceptSecondMtimes }),
+    });
+  }
 }
 
-/** {@link checkpointSandbox} for a sandbox already in hand; `agents` says how to reach its agent (default: a connection per call). */
-export async function checkpointHandle(
-  snapshots: Snapshots,
-  handle: SandboxHandle,
-  rest: CheckpointInput,
-  agents: AgentSource = ONE_SHOT_AGENTS,
-): Promise<CheckpointResult> {
-  if (handle.localPath !== undefined) return snapshots.checkpoint({ ...rest, dir: handle.localPath });
-  return agents.use(handle, (client) =>
-    snapshots.checkpoint({ ...rest, source: (context) => new AgentWorkspaceSource(client, handle.workspaceRoot, handle.id, context) }),
-  );
+/** The shipped providers, an agent connection per operation: what the free functions below use. */
+const SHIPPED = new SandboxEndpoints();
+
+/** Checkpoints a sandbox's workspace through the shipped providers; see {@link SandboxEndpoints}. */
+export function checkpointSandbox(snapshots: Snapshots, options: CheckpointInput & SandboxRef): Promise<CheckpointResult> {
+  return SHIPPED.checkpointSandbox(snapshots, options);
 }
 
-/** Restores a checkpoint (default: the head) into a sandbox's workspace, the same two ways. */
-export async function restoreSandbox(
-  snapshots: Snapshots,
-  options: RestoreInput & SandboxRef,
-  providers: ProviderLookup = openSandboxProvider,
-): Promise<RestoreReceipt> {
-  const { sandbox, provider, ...rest } = options;
-  return restoreHandle(snapshots, await findSandbox(sandbox, provider, providers), rest);
+/** Restores into a sandbox's workspace through the shipped providers; see {@link SandboxEndpoints}. */
+export function restoreSandbox(snapshots: Snapshots, options: RestoreInput & SandboxRef): Promise<RestoreReceipt> {
+  return SHIPPED.restoreSandbox(snapshots, options);
 }
 
-/** {@link restoreSandbox} for a sandbox already in hand; `agents` as in {@link checkpointHandle}. */
-export async function restoreHandle(
-  snapshots: Snapshots,
-  handle: SandboxHandle,
-  rest: RestoreInput,
-  agents: AgentSource = ONE_SHOT_AGENTS,
-): Promise<RestoreReceipt> {
-  if (handle.localPath !== undefined) return snapshots.restore({ ...rest, dir: handle.localPath });
-  // The restore point is resolved first, so a missing workspace or checkpoint never stages an agent.
-  await snapshots.restorePoint(rest.workspace, rest.checkpoint);
-  return agents.use(handle, (client) =>
-    snapshots.restore({ ...rest, target: () => new AgentWorkspaceTarget(client, handle.workspaceRoot, handle.id) }),
-  );
+/** {@link checkpointSandbox} for a sandbox in hand (of a shipped provider). */
+export function checkpointHandle(snapshots: Snapshots, handle: SandboxHandle, input: CheckpointInput): Promise<CheckpointResult> {
+  return SHIPPED.checkpoint(snapshots, handle, input);
+}
+
+/** {@link restoreSandbox} for a sandbox in hand (of a shipped provider). */
+export function restoreHandle(snapshots: Snapshots, handle: SandboxHandle, input: RestoreInput): Promise<RestoreReceipt> {
+  return SHIPPED.restore(snapshots, handle, input);
 }
