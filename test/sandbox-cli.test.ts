@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { busyboxImage } from './support/docker-images.js';
 import { expectBwrapInstalled } from './support/sandbox-processes.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -155,4 +156,21 @@ describe('holdfast sandbox (compiled bin)', () => {
     expect((await holdfast([...cacheEnv, 'restore', dir, '--sandbox', second.id, '-w', 'moved'])).code).toBe(2);
     expect((await holdfast(['sandbox', 'destroy', second.id])).code).toBe(0);
   }, 120_000);
+
+  it('creates a docker sandbox from an image, runs in it and destroys it; an image on a provider without images is INVALID_INPUT', async () => {
+    const image = busyboxImage();
+    const created = await holdfast(['--json', 'sandbox', 'create', '--provider', 'docker', '--image', image]);
+    expect(created.code, created.stderr).toBe(0);
+    const { id, provider } = JSON.parse(created.stdout) as { id: string; provider: string };
+    expect(provider).toBe('docker');
+    try {
+      const run = await holdfast(['sandbox', 'exec', id, '--', 'sh', '-c', 'id -u; pwd']);
+      expect(run).toMatchObject({ code: 0, stdout: '1000\n/workspace\n' });
+    } finally {
+      expect((await holdfast(['sandbox', 'destroy', id])).code).toBe(0);
+    }
+    const refused = await holdfast(['--json', 'sandbox', 'create', '--provider', 'local', '--image', image]);
+    expect(refused.code).toBe(2);
+    expect(JSON.parse(refused.stdout || refused.stderr)).toMatchObject({ error: { code: 'INVALID_INPUT' } });
+  }, 60_000);
 });

@@ -22,10 +22,15 @@ export function registerSandbox(program: Command): void {
     .option('-p, --provider <name>', `${SANDBOX_PROVIDER_NAMES.join(' | ')} (local has no isolation: development only)`, 'bwrap')
     .option('-l, --label <key=value>', 'label the sandbox (repeatable)', collect, [])
     .option('-e, --env <name=value>', 'variable for every command in the sandbox (repeatable)', collect, [])
-    .action(async (flags: { provider: string; label: string[]; env: string[] }, command: Command) => {
+    .option('--image <name>', 'image to create it from (docker; providers without images refuse it)')
+    .action(async (flags: { provider: string; label: string[]; env: string[]; image?: string }, command: Command) => {
       const output = outputOf(command);
       const provider = openSandboxProvider(flags.provider);
-      const handle = await provider.create({ labels: pairs(flags.label, '--label'), env: pairs(flags.env, '--env') });
+      const handle = await provider.create({
+        labels: pairs(flags.label, '--label'),
+        env: pairs(flags.env, '--env'),
+        ...(flags.image === undefined ? {} : { image: flags.image }),
+      });
       output.result(
         { id: handle.id, provider: handle.provider, workspaceRoot: handle.workspaceRoot, agentHome: handle.agentHome },
         () => handle.id,
