@@ -292,6 +292,29 @@ describe('shell transport through bwrap: fidelity, attacks, probe', () => {
     expect(opened.stats.files).toBe(2);
   }, 60_000);
 
+  it('a workspace of more files than one command line may name (bwrap refuses 9,000 arguments) is checkpointed and restored in bounded execs', async () => {
+    const s = await create();
+    const ws = path.join(providerRoot, s.id, 'workspace');
+    for (let d = 0; d < 10; d += 1) {
+      fs.mkdirSync(path.join(ws, `d${d}`));
+      for (let f = 0; f < 1000; f += 1) {
+        const p = path.join(ws, `d${d}`, `f${f}`);
+        fs.writeFileSync(p, `${d}/${f}\n`);
+        // An hour old: outside the racy window, so the second checkpoint may trust the stat cache.
+        fs.utimesSync(p, new Date(Date.now() - 3_600_000), new Date(Date.now() - 3_600_000));
+      }
+    }
+    const options: ShellEndpointOptions = { mode: 'args' };
+    const saved = await shellCheckpoint(b.snapshots, withoutStdin(s), `many-${s.id}`, options);
+    expect(saved.stats.files).toBe(10_000);
+    const again = await shellCheckpoint(b.snapshots, withoutStdin(s), `many-${s.id}`, options);
+    expect(again.stats.filesHashed).toBe(0);
+    const into = await create();
+    const receipt = await shellRestore(b.snapshots, withoutStdin(into), `many-${s.id}`, options);
+    expect(receipt).toMatchObject({ files: 10_000, verified: true });
+    expect(fs.readFileSync(path.join(providerRoot, into.id, 'workspace', 'd9', 'f999'), 'utf8')).toBe('9/999\n');
+  }, 180_000);
+
   it('the no-stdin double refuses stdin: a stdin-mode target over it fails INVALID_INPUT', async () => {
     const s = await create();
     fs.writeFileSync(path.join(providerRoot, s.id, 'workspace', 'x.txt'), 'x\n');

@@ -10,6 +10,11 @@ import type { RunResult, SandboxHandle } from '../sandbox-provider.js';
 export const SHELL_MAX_ARG_BYTES = 64 * 1024;
 /** Most bytes of all arguments of one exec together: Linux allows about 2 MiB with the environment. */
 export const SHELL_MAX_ARGV_BYTES = 1024 * 1024;
+/**
+ * Most arguments of one exec: bubblewrap refuses a command line of more than 9,000 arguments
+ * (its own setup included), and providers that wrap the command have bounds of their own.
+ */
+export const SHELL_MAX_ARGS = 4096;
 /** An exec of the shell transport that runs longer than this is killed and fails the operation. */
 export const SHELL_EXEC_TIMEOUT_MS = 10 * 60 * 1000;
 /** Bytes a command's stderr may add to its bound (messages only). */
@@ -48,21 +53,27 @@ export function argBytes(arg: string): number {
 
 /**
  * Splits `items` into groups whose arguments (with `fixed` bytes of other arguments per exec)
- * stay within {@link SHELL_MAX_ARGV_BYTES}; an item's arguments never span two groups.
+ * stay within {@link SHELL_MAX_ARGV_BYTES} and {@link SHELL_MAX_ARGS}; an item's arguments
+ * never span two groups.
  */
 export function groupByArgBytes<T>(items: readonly T[], argsOf: (item: T) => readonly string[], fixed: number, maxItems = Infinity): T[][] {
   const groups: T[][] = [];
   let current: T[] = [];
   let bytes = fixed;
+  let count = 0;
   for (const item of items) {
-    const cost = argsOf(item).reduce((n, a) => n + argBytes(a), 0);
-    if (current.length > 0 && (bytes + cost > SHELL_MAX_ARGV_BYTES || current.length >= maxItems)) {
+    const args = argsOf(item);
+    const cost = args.reduce((n, a) => n + argBytes(a), 0);
+    const full = bytes + cost > SHELL_MAX_ARGV_BYTES || count + args.length > SHELL_MAX_ARGS || current.length >= maxItems;
+    if (current.length > 0 && full) {
       groups.push(current);
       current = [];
       bytes = fixed;
+      count = 0;
     }
     current.push(item);
     bytes += cost;
+    count += args.length;
   }
   if (current.length > 0) groups.push(current);
   return groups;
