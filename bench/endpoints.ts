@@ -63,11 +63,17 @@ const localEndpoint: BenchEndpoint = {
   id: 'local',
   label: 'local directory',
   async prepare(source, tmp) {
-    let restores = 0;
+    const made: string[] = [];
     return {
       checkpoint: (snapshots) => snapshots.checkpoint({ dir: source, workspace: 'w' }),
-      restoreFresh: (snapshots) => snapshots.restore({ dir: path.join(tmp, `local-restore-${restores++}`), workspace: 'w' }),
-      dispose: async () => undefined,
+      restoreFresh: (snapshots) => {
+        const dir = fs.mkdtempSync(path.join(tmp, 'local-restore-'));
+        made.push(dir);
+        return snapshots.restore({ dir, workspace: 'w', replace: false });
+      },
+      dispose: async () => {
+        for (const dir of made) fs.rmSync(dir, { recursive: true, force: true });
+      },
     };
   },
 };
@@ -186,6 +192,10 @@ async function main(): Promise<void> {
           figures.full.push(await timeMs(() => prepared.checkpoint(store.snapshots)));
           figures.noChange.push(await timeMs(() => prepared.checkpoint(store.snapshots)));
           figures.restore.push(await timeMs(() => prepared.restoreFresh(store.snapshots)));
+          const last = (xs: number[]) => (xs[xs.length - 1] as number).toFixed(0);
+          process.stderr.write(
+            `[endpoints] run ${run + 1} ${endpoint.id}: full ${last(figures.full)} ms, no-change ${last(figures.noChange)} ms, restore ${last(figures.restore)} ms\n`,
+          );
         } finally {
           await store.close();
           await prepared.dispose();
