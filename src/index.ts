@@ -4,6 +4,7 @@ import type { BlobStore } from './blob-store/blob-store.js';
 import { openBlobStore } from './blob-store/open-blob-store.js';
 import { type HoldfastConfig, loadConfig, parseBlobsUrl, parseMetaUrl } from './config.js';
 import { IntegrityError } from './errors.js';
+import { Folders, type FoldersOptions } from './folders/folders.js';
 import { type MetadataStore, openMetadataStore } from './metadata/metadata-store.js';
 import { ContentWorkers } from './objects/content-workers.js';
 import { Checkpoints } from './runs/checkpoints.js';
@@ -25,6 +26,17 @@ export { LocalDiskBlobStore } from './blob-store/drivers/local-disk.js';
 export { openBlobStore } from './blob-store/open-blob-store.js';
 export * from './config.js';
 export * from './errors.js';
+export {
+  type CollectionRef,
+  DEFAULT_FOLDER_LIMITS,
+  FOLDER_SCOPES,
+  type FolderEntry,
+  type FolderLimits,
+  type FolderScope,
+  Folders,
+  type ListPage,
+  type OpenedFile,
+} from './folders/folders.js';
 export type { Channel, Lease, MetadataStore, Run, RunEvent, Turn } from './metadata/metadata-store.js';
 export { openMetadataStore } from './metadata/metadata-store.js';
 export type { RebuildOptions, RebuildReport } from './objects/index-rebuild.js';
@@ -78,6 +90,8 @@ export interface OpenHoldfastOptions {
   readonly owner?: string;
   /** Receives what the runs layer does (turns, recoveries, upgrades, lease changes). */
   readonly onRunEvent?: (event: RunLogEvent) => void;
+  /** Limits of work folders (defaults: the issue's). */
+  readonly folders?: FoldersOptions;
 }
 
 /** The services of one tenant. */
@@ -121,6 +135,8 @@ export interface Holdfast {
   };
   /** The sandbox provider named `name`: an injected one, or a shipped one. `INVALID_INPUT` for an unknown name. */
   provider(name: string): SandboxProvider;
+  /** Work folders of every tenant (the caller passes the tenant id and does the authorization). */
+  readonly folders: Folders;
   /** API tokens of every tenant (created hashed; the CLI and the HTTP API both use this). */
   readonly tokens: Tokens;
   /** The services of another tenant (created on first use), sharing this instance's stores and leases. */
@@ -214,6 +230,7 @@ export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<H
       restore: (input) => host.endpoints.restoreSandbox(own.snapshots, input),
     },
     provider: (name) => host.provider(name),
+    folders: new Folders({ meta, blobs, workers }, options.folders),
     tokens: new Tokens(meta, async (name) => (await forTenant(name)).tenant),
     forTenant,
     async shutdown(shutdownOptions) {
