@@ -6,6 +6,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { MetadataStore, TokenRecord } from '../metadata/metadata-store.js';
 import type { TenantScope } from '../runs/deployments.js';
+import type { Principal } from './folder-access.js';
 
 /** Prefix that makes Holdfast tokens recognisable to secret scanners and to people. */
 export const TOKEN_PREFIX = 'hf_';
@@ -22,15 +23,7 @@ export function hashToken(token: string): string {
   return createHash('sha256').update(token, 'utf8').digest('hex');
 }
 
-/** Who is calling: resolved from a token. */
-export interface Principal {
-  /** Id of the token row, for audit logs and revocation. */
-  readonly tokenId: string;
-  readonly tenantId: string;
-  readonly tenantName: string;
-  /** Admin tokens may manage tenants and tokens. */
-  readonly admin: boolean;
-}
+export type { Principal } from './folder-access.js';
 
 /** A token just created: the only moment its secret exists outside the caller's hands. */
 export interface CreatedToken {
@@ -73,6 +66,6 @@ export class Tokens {
     const token = await this.meta.tokens.findByHash(tokenHash);
     return token === undefined
       ? undefined
-      : { tokenId: token.id, tenantId: token.tenantId, tenantName: token.tenantName, admin: token.admin };
+      : { kind: 'service', tokenId: token.id, tenantId: token.tenantId, tenantName: token.tenantName, admin: token.admin };
   }
 }

@@ -8,7 +8,7 @@ import { bearerAuth, MAX_AUTHORIZATION_HEADER_CHARS, type Principal } from './au
 import { errorHandler } from './error-response.js';
 import { silentLogger } from './logger.js';
 
-const PRINCIPAL: Principal = { tokenId: 'tok1', tenantId: 'ten1', tenantName: 'acme', admin: false };
+const PRINCIPAL: Principal = { kind: 'service', tokenId: 'tok1', tenantId: 'ten1', tenantName: 'acme', admin: false };
 
 function app(tokens: ReadonlyMap<string, Principal>) {
   const seen: string[] = [];

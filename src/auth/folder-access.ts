@@ -1,0 +1,134 @@
+/**
+ * Who may see what in work folders (DESIGN section 10): the principals a bearer token
+ * resolves to, and the one policy every work-folder route and library caller consults.
+ *
+ * The policy only ever answers `true` or `false`; a route turns `false` into 404 `NOT_FOUND`
+ * (never 403), so a denied caller cannot tell a collection it may not see from one that does
+ * not exist.
+ */
+
+/** The principal kinds, in the order they were introduced. */
+export const PRINCIPAL_KINDS = ['service', 'user', 'run'] as const;
+/** One of {@link PRINCIPAL_KINDS}. */
+export type PrincipalKind = (typeof PRINCIPAL_KINDS)[number];
+
+/** What every principal carries: the token it came from and the tenant it acts in. */
+interface PrincipalBase {
+  /** Id of the token row, for audit logs, revocation and idempotency receipts. */
+  readonly tokenId: string;
+  readonly tenantId: string;
+  readonly tenantName: string;
+}
+
+/** A service token: a platform's servers (every token before users and runs existed). */
+export interface ServicePrincipal extends PrincipalBase {
+  readonly kind: 'service';
+  /** Admin tokens may manage tenants and tokens; they gain nothing in work folders (never a user collection). */
+  readonly admin: boolean;
+}
+
+/** The roles of a user: members read and write shared collections, viewers only read them. */
+export const USER_ROLES = ['member', 'viewer'] as const;
+/** One of {@link USER_ROLES}. */
+export type UserRole = (typeof USER_ROLES)[number];
+
+/** A person's token; only ever resolved while the user is not revoked. */
+export interface UserPrincipal extends PrincipalBase {
+  readonly kind: 'user';
+  /** The user's name in its tenant, which is also the owner id of its user collection. */
+  readonly userId: string;
+  readonly role: UserRole;
+}
+
+/**
+ * The owners a run is bound to (owner ids of the collections it may reach), each optional:
+ * an absent owner means the run reaches no collection of that scope.
+ */
+export interface RunBindings {
+  readonly task?: string;
+  readonly agent?: string;
+  readonly user?: string;
+  readonly project?: string;
+}
+
+/** A run token: the run-scoped transfer capability, only while its run is active. */
+export interface RunPrincipal extends PrincipalBase {
+  readonly kind: 'run';
+  readonly runId: string;
+  readonly bindings: RunBindings;
+}
+
+/** Who is calling: resolved from a bearer token (`Tokens.principal`). */
+export type Principal = ServicePrincipal | UserPrincipal | RunPrincipal;
+
+/** The collection scopes (the same list as `FOLDER_SCOPES` in `folders/folders.ts`). */
+export type CollectionScope = 'task' | 'agent' | 'user' | 'project';
+
+/** The collection being asked about; `CollectionRef` of `folders/folders.ts` is one. */
+export interface CollectionTarget {
+  readonly tenantId: string;
+  readonly scope: CollectionScope;
+  readonly ownerId: string;
+}
+
+/**
+ * What a caller wants to do with a collection: `read` (list, download), `write` (upload,
+ * mkdir, delete to trash, restore, purge one trashed file) or `purge-collection` (delete
+ * the owner's whole collection for good).
+ */
+export type FolderAction = 'read' | 'write' | 'purge-collection';
+
+/**
+ * What the policy looks up at the moment of the decision, so a revocation or a run's end
+ * takes effect on the next request even if the principal was resolved earlier.
+ */
+export interface FolderAccessLookups {
+  /** Whether tenant `tenantId` has a user named `userId` that is not revoked. */
+  isUserActive(tenantId: string, userId: string): Promise<boolean>;
+  /** Whether run `runId` of tenant `tenantId` exists and is active (not ended, not deleted). */
+  isRunActive(tenantId: string, runId: string): Promise<boolean>;
+}
+
+/**
+ * Whether `principal` may do `action` on `collection`. The rules, every other case `false`:
+ * - Another tenant's collection: never, whoever asks (admin tokens included).
+ * - `task`, `agent`, `project` collections: `read` by the tenant's active users (member and
+ *   viewer) and service tokens; `write` by active members and service tokens.
+ * - A `user` collection: `read` and `write` only by that user (while not revoked) and by an
+ *   active run bound to that user (while the user is not revoked); never by another user, a
+ *   service token or an admin token.
+ * - A run token: `read` and `write` only on the collections it is bound to (so it writes the
+ *   agent collection of its own agent only), only while the run is active.
+ * - `purge-collection`: service tokens only, and not on a user collection: a token that may
+ *   not see a collection may not destroy it or learn from the answer whether it held files.
+ */
+export async function canAccessFolder(
+  principal: Principal,
+  collection: CollectionTarget,
+  action: FolderAction,
+  lookups: FolderAccessLookups,
+): Promise<boolean> {
+  if (principal.tenantId !== collection.tenantId) return false;
+  switch (principal.kind) {
+    case 'service':
+      return collection.scope !== 'user';
+    case 'user':
+      return userMay(principal, collection, action, lookups);
+    case 'run':
+      return runMay(principal, collection, action, lookups);
+  }
+}
+
+async function userMay(principal: UserPrincipal, collection: CollectionTarget, action: FolderAction, lookups: FolderAccessLookups) {
+  if (action === 'purge-collection') return false;
+  if (collection.scope === 'user' && collection.ownerId !== principal.userId) return false;
+  if (collection.scope !== 'user' && action === 'write' && principal.role !== 'member') return false;
+  return lookups.isUserActive(principal.tenantId, principal.userId);
+}
+
+async function runMay(principal: RunPrincipal, collection: CollectionTarget, action: FolderAction, lookups: FolderAccessLookups) {
+  if (action === 'purge-collection') return false;
+  if (principal.bindings[collection.scope] !== collection.ownerId) return false;
+  if (!(await lookups.isRunActive(principal.tenantId, principal.runId))) return false;
+  return collection.scope !== 'user' || lookups.isUserActive(principal.tenantId, collection.ownerId);
+}
