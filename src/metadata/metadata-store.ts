@@ -12,6 +12,7 @@ import { createRunsRepo, type RunsRepo } from './repos/runs-repo.js';
 import { createTenantsRepo, type TenantsRepo } from './repos/tenants-repo.js';
 import { createTokensRepo, type TokensRepo } from './repos/tokens-repo.js';
 import { createTurnsRepo, type TurnsRepo } from './repos/turns-repo.js';
+import { createUsersRepo, type UsersRepo } from './repos/users-repo.js';
 import { createWorkspacesRepo, type WorkspacesRepo } from './repos/workspaces-repo.js';
 import type { Database } from './schema.js';
 
@@ -26,12 +27,22 @@ export type { Channel, DeploymentRecord } from './repos/deployments-repo.js';
 export type { DeletionRecord, QueuedOrphan, UploadIntent } from './repos/gc-repo.js';
 export type { IdempotencyBegin } from './repos/idempotency-repo.js';
 export type { ObjectLocation, ObjectRecord, PackInfo, PackRecord } from './repos/objects-repo.js';
-export type { CreateRunInput, Lease, Run } from './repos/runs-repo.js';
+export type { CreateRunInput, Lease, Run, StoredRunBindings } from './repos/runs-repo.js';
 export type { CreateTenantInput, Tenant } from './repos/tenants-repo.js';
-export type { TokenRecord } from './repos/tokens-repo.js';
+export type { CreateTokenInput, TokenGrant, TokenRecord } from './repos/tokens-repo.js';
 export type { RunEvent, RunEventInput, Turn } from './repos/turns-repo.js';
+export type { UserRecord } from './repos/users-repo.js';
 export type { CreateWorkspaceInput, Workspace } from './repos/workspaces-repo.js';
-export type { CheckpointReason, CheckpointStatus, Database, LeaseState, ObjectCodec, ObjectKind, TurnStatus } from './schema.js';
+export type {
+  CheckpointReason,
+  CheckpointStatus,
+  Database,
+  LeaseState,
+  ObjectCodec,
+  ObjectKind,
+  TurnStatus,
+  UserRoleColumn,
+} from './schema.js';
 export type {
   CheckpointsRepo,
   DeploymentsRepo,
@@ -42,6 +53,7 @@ export type {
   TenantsRepo,
   TokensRepo,
   TurnsRepo,
+  UsersRepo,
   WorkspacesRepo,
 };
 
@@ -69,6 +81,8 @@ export interface MetadataRepositories {
   readonly turns: TurnsRepo;
   /** API tokens (hashed). */
   readonly tokens: TokensRepo;
+  /** Users of tenants (member or viewer, revocable). */
+  readonly users: UsersRepo;
   /** HTTP idempotency receipts. */
   readonly idempotency: IdempotencyRepo;
 }
@@ -143,6 +157,7 @@ function repositories(context: RepoContext): MetadataRepositories {
     runs: createRunsRepo(context),
     turns: createTurnsRepo(context),
     tokens: createTokensRepo(context),
+    users: createUsersRepo(context),
     idempotency: createIdempotencyRepo(context),
   };
 }

@@ -13,6 +13,7 @@ import {
 import type { MetadataStore } from './metadata-store.js';
 import { LATEST_SCHEMA_VERSION, MIGRATIONS } from './migrations.js';
 import { describeObjectIndexCases } from './object-index.contract.js';
+import { describePrincipalsCases } from './principals.contract.js';
 import { describeRunsCases } from './runs.contract.js';
 
 export type { MetadataContractOptions, MetadataTestDatabase } from './metadata-contract-support.contract.js';
@@ -32,6 +33,7 @@ export function describeMetadataContract(options: MetadataContractOptions): void
     describeObjectIndexCases(ctx);
     describeGcCases(ctx);
     describeRunsCases(ctx);
+    describePrincipalsCases(ctx);
     describeIdPrefixCases(ctx);
   });
 }

@@ -398,6 +398,38 @@ const packSeqPostgres: readonly string[] = [
 ];
 
 /**
+ * Principals beyond service tokens (issue 12): `users` of a tenant (member or viewer,
+ * revocable; a name is unique among the tenant's live users, so a revoked name may be added
+ * again as a new row that old tokens do not reach), tokens bound to a user or to a run (never
+ * both, never admin), and a run's collection bindings (JSON, `NULL` when unbound) and the
+ * moment it ended (`NULL` while active). Nullable columns: no existing row is rewritten.
+ */
+function principalsTables(t: { text: string; int: string; strict: string }): string[] {
+  return [
+    `CREATE TABLE users (
+  id ${t.text} PRIMARY KEY NOT NULL,
+  tenant_id ${t.text} NOT NULL REFERENCES tenants (id),
+  name ${t.text} NOT NULL,
+  role ${t.text} NOT NULL CONSTRAINT users_role_check CHECK (role IN ('member', 'viewer')),
+  created_at ${t.int} NOT NULL,
+  revoked_at ${t.int}
+)${t.strict}`,
+    'CREATE UNIQUE INDEX users_tenant_live_name_key ON users (tenant_id, name) WHERE revoked_at IS NULL',
+    'CREATE INDEX users_tenant_name_idx ON users (tenant_id, name)',
+    `ALTER TABLE tokens ADD COLUMN user_id ${t.text} REFERENCES users (id)`,
+    `ALTER TABLE tokens ADD COLUMN run_id ${t.text} REFERENCES runs (id)
+  CONSTRAINT tokens_owner_check CHECK ((user_id IS NULL OR run_id IS NULL) AND (admin = 0 OR (user_id IS NULL AND run_id IS NULL)))`,
+    'CREATE INDEX tokens_user_idx ON tokens (user_id)',
+    'CREATE INDEX tokens_run_idx ON tokens (run_id)',
+    `ALTER TABLE runs ADD COLUMN bindings ${t.text}`,
+    `ALTER TABLE runs ADD COLUMN ended_at ${t.int}`,
+  ];
+}
+
+const principalsSqlite = principalsTables({ text: 'TEXT', int: 'INTEGER', strict: ' STRICT' });
+const principalsPostgres = principalsTables({ text: 'text', int: 'bigint', strict: '' });
+
+/**
  * Every migration this build knows, ascending by version. The migrator refuses a database
  * whose highest applied version is above the last entry here.
  */
@@ -409,6 +441,7 @@ export const MIGRATIONS: readonly Migration[] = Object.freeze([
   { version: 5, name: 'principal_receipts_and_upload_intents', sqlite: receiptsAndIntentsSqlite, postgres: receiptsAndIntentsPostgres },
   { version: 6, name: 'object_block_offset', sqlite: blockOffsetSqlite, postgres: blockOffsetPostgres },
   { version: 7, name: 'objects_pack_seq', sqlite: packSeqSqlite, postgres: packSeqPostgres },
+  { version: 8, name: 'users_run_bindings_scoped_tokens', sqlite: principalsSqlite, postgres: principalsPostgres },
 ]);
 
 /** The highest schema version this build can run against. */

@@ -151,6 +151,10 @@ export interface RunsTable {
   turn_count: ColumnType<number, number | undefined, number>;
   created_at: number;
   updated_at: number;
+  /** JSON object of owner ids by scope (migration 8); `null` for a run bound to no collection. */
+  bindings: ColumnType<string | null, string | null | undefined, string | null>;
+  /** When the run ended (migration 8); `null` while it is active. */
+  ended_at: ColumnType<number | null, number | null | undefined, number | null>;
 }
 
 /** Lifecycle of a turn. */
@@ -194,6 +198,24 @@ export interface TokensTable {
   name: string;
   /** 1 for admin tokens (may create tenants and tokens), else 0. */
   admin: number;
+  created_at: number;
+  revoked_at: number | null;
+  /** The user a user token acts for (migration 8); `null` for service and run tokens. */
+  user_id: ColumnType<string | null, string | null | undefined, string | null>;
+  /** The run a run token acts for (migration 8); `null` for service and user tokens. */
+  run_id: ColumnType<string | null, string | null | undefined, string | null>;
+}
+
+/** A user's role: members read and write shared collections, viewers only read them. */
+export type UserRoleColumn = 'member' | 'viewer';
+
+/** `users` (migration 8): the people of a tenant; a revoked row stays, and its tokens stop. */
+export interface UsersTable {
+  id: string;
+  tenant_id: string;
+  /** Unique among the tenant's live users; the owner id of the user's collection. */
+  name: string;
+  role: UserRoleColumn;
   created_at: number;
   revoked_at: number | null;
 }
@@ -246,6 +268,7 @@ export interface Database {
   turns: TurnsTable;
   run_events: RunEventsTable;
   tokens: TokensTable;
+  users: UsersTable;
   idempotency_receipts: IdempotencyReceiptsTable;
   upload_intents: UploadIntentsTable;
   holdfast_schema_migrations: SchemaMigrationsTable;
