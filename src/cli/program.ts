@@ -4,6 +4,7 @@ import { type HoldfastConfig, loadConfig } from '../config.js';
 import type { Holdfast } from '../index.js';
 import { registerBrowse } from './commands/browse.js';
 import { registerCheckpoint } from './commands/checkpoint.js';
+import { registerFolder } from './commands/folder.js';
 import { registerInit } from './commands/init.js';
 import { registerLease } from './commands/lease.js';
 import { registerMaintenance } from './commands/maintenance.js';
@@ -104,5 +105,6 @@ Exit codes: 0 ok, 1 error, 2 usage.`,
   registerToken(program);
   registerRun(program);
   registerLease(program);
+  registerFolder(program);
   return program;
 }

@@ -1,4 +1,5 @@
 import { Hono, type MiddlewareHandler } from 'hono';
+import { type FolderAccessLookups, PRINCIPAL_KINDS } from '../auth/folder-access.js';
 import type { Holdfast } from '../index.js';
 import type { AppEnv } from './app-env.js';
 import { bearerAuth } from './auth.js';
@@ -14,6 +15,7 @@ import { checkpointRoutes } from './routes/checkpoints.js';
 import { deploymentRoutes } from './routes/deployments.js';
 import { runRoutes } from './routes/runs.js';
 import { tokenRoutes } from './routes/tokens.js';
+import { workFolderRoutes } from './routes/work-folders.js';
 
 /** What {@link createApp} needs. */
 export interface AppOptions {
@@ -53,7 +55,8 @@ export function createApp(options: AppOptions): Hono<AppEnv> {
   registerRunMetrics(hf, metrics);
 
   const routes: RouteDef[] = [...deploymentRoutes(hf), ...runRoutes(hf), ...checkpointRoutes(hf), ...tokenRoutes(hf)];
-  const docs = [...PUBLIC_DOCS, ...routes.map((r) => r.doc)];
+  const folderRoutes = workFolderRoutes({ folders: hf.folders, lookups: folderAccessLookups(hf) });
+  const docs = [...PUBLIC_DOCS, ...routes.map((r) => r.doc), ...folderRoutes.map((r) => r.doc)];
   const openapi = buildOpenApi({ title: 'Holdfast API', version: options.version }, docs);
   app.notFound(routeNotFound(docs));
 
@@ -74,7 +77,27 @@ export function createApp(options: AppOptions): Hono<AppEnv> {
     const limit = bodyLimit(route.maxBodyBytes ?? MAX_REQUEST_BODY_BYTES);
     app.on(route.doc.method.toUpperCase(), route.doc.path, limit, authorizeRoute(route), idempotency(hf.meta, route), route.handler);
   }
+  // Work folders: every token kind; each route asks the folder policy itself. No receipt
+  // middleware (it reads the body whole): their Idempotency-Key is the operation id `Folders` keeps.
+  const anyPrincipal = bearerAuth((hash) => hf.tokens.principal(hash), { kinds: PRINCIPAL_KINDS });
+  for (const route of folderRoutes) {
+    const limit = bodyLimit(route.maxBodyBytes ?? MAX_REQUEST_BODY_BYTES);
+    app.on(route.doc.method.toUpperCase(), route.doc.path, limit, anyPrincipal, route.handler);
+  }
   return app;
+}
+
+/** What the folder policy looks up at each decision: live users and active runs, from the metadata store. */
+function folderAccessLookups(hf: Holdfast): FolderAccessLookups {
+  return {
+    async isUserActive(tenantId, userId) {
+      return (await hf.meta.users.findActive(tenantId, userId)) !== undefined;
+    },
+    async isRunActive(tenantId, runId) {
+      const run = await hf.meta.runs.find(tenantId, runId);
+      return run !== undefined && run.endedAt === null;
+    },
+  };
 }
 
 /** The route's own authorization, before its idempotency receipt is consulted. */
