@@ -61,8 +61,15 @@ describe.each(BACKENDS)('work folders on $name', (backend) => {
   it('streams nested and empty files back byte for byte, creating parents, with ranges', async () => {
     const r = ref();
     const big = randomBytes(5 * 1024 * 1024 + 17);
-    const w = await folders.write(r, 'a/b/big.bin', pieces(big), { operationId: 'w1', executable: true, contentType: 'application/x-demo' });
-    expect(w).toMatchObject({ applied: true, entry: { path: 'a/b/big.bin', kind: 'file', size: big.length, sha256: sha(big), executable: true } });
+    const w = await folders.write(r, 'a/b/big.bin', pieces(big), {
+      operationId: 'w1',
+      executable: true,
+      contentType: 'application/x-demo',
+    });
+    expect(w).toMatchObject({
+      applied: true,
+      entry: { path: 'a/b/big.bin', kind: 'file', size: big.length, sha256: sha(big), executable: true },
+    });
     await folders.write(r, 'empty', pieces(new Uint8Array(0)), { operationId: 'w2' });
     const page = await folders.list(r);
     expect(page.files.map((f) => [f.path, f.kind])).toEqual([
@@ -181,7 +188,23 @@ describe.each(BACKENDS)('work folders on $name', (backend) => {
 
   it('rejects bad paths with INVALID_PATH and writes nothing', async () => {
     const r = ref();
-    const bad = ['../secret', '/absolute', 'a/../../x', 'a//b', 'a\\b', 'a\u0000b', 'a\u007fb', '.holdfast/x', 'a/.holdfast', './a', 'a/.', 'a/', '', 'x'.repeat(1025), '\ud800'];
+    const bad = [
+      '../secret',
+      '/absolute',
+      'a/../../x',
+      'a//b',
+      'a\\b',
+      'a\u0000b',
+      'a\u007fb',
+      '.holdfast/x',
+      'a/.holdfast',
+      './a',
+      'a/.',
+      'a/',
+      '',
+      'x'.repeat(1025),
+      '\ud800',
+    ];
     for (const path of bad) {
       let read = false;
       const body = (async function* () {
@@ -208,7 +231,7 @@ describe.each(BACKENDS)('work folders on $name', (backend) => {
     const large = randomBytes(6 * 1024 * 1024);
     await fs.writeFile(path.join(ws, 'small.bin'), small);
     await fs.writeFile(path.join(ws, 'large.bin'), large);
-    await b.snapshots.checkpoint(`dedup-${n}`, { dir: ws });
+    await b.snapshots.checkpoint({ dir: ws, workspace: `dedup-${n}` });
     const before = await packBlobs(b);
     const w1 = await folders.write(r, 'small.bin', pieces(small, 7000), { operationId: 's' });
     const w2 = await folders.write(r, 'large.bin', pieces(large, 100_000), { operationId: 'l' });
