@@ -8,8 +8,12 @@
  */
 
 import type { BlobStore } from '../blob-store/blob-store.js';
-import type { MetadataStore } from '../metadata/metadata-store.js';
+import { InputError, NotFoundError } from '../errors.js';
+import type { FolderFileRecord, MetadataStore } from '../metadata/metadata-store.js';
 import type { ContentWorkers } from '../objects/content-workers.js';
+import { readContent } from './content-read.js';
+import { FolderOperations } from './folder-operations.js';
+import { validateFolderPath, validateName } from './folder-paths.js';
 
 /** The four scopes a collection can be bound to. */
 export const FOLDER_SCOPES = ['task', 'agent', 'user', 'project'] as const;
@@ -155,6 +159,8 @@ export interface Applied {
 /** Settings of a {@link Folders} instance. */
 export interface FoldersOptions {
   readonly limits?: Partial<FolderLimits>;
+  /** Clock of `updatedAt`, `deletedAt` and receipts, epoch ms; default `Date.now`. */
+  readonly now?: () => number;
 }
 
 /** The stores a {@link Folders} works on (the content workers are shared with checkpoints). */
@@ -182,28 +188,66 @@ export interface FoldersDeps {
 export class Folders {
   /** The limits in force (defaults overridden by `options.limits`). */
   readonly limits: FolderLimits;
+  private readonly ops: FolderOperations;
 
   constructor(
     private readonly deps: FoldersDeps,
     options: FoldersOptions = {},
   ) {
     this.limits = Object.freeze({ ...DEFAULT_FOLDER_LIMITS, ...options.limits });
+    this.ops = new FolderOperations(deps, this.limits, options.now ?? Date.now);
   }
 
   /**
    * Live rows (or the trash) of a collection, a page at a time, by a stable keyset cursor.
    * A collection never written lists empty (and is not created by listing).
    */
-  list(_ref: CollectionRef, _options: ListOptions = {}): Promise<ListPage> {
-    throw new Error('Folders.list: not implemented yet');
+  async list(ref: CollectionRef, options: ListOptions = {}): Promise<ListPage> {
+    checkRef(ref);
+    const limit = options.limit ?? this.limits.defaultPageSize;
+    if (!Number.isSafeInteger(limit) || limit < 1 || limit > this.limits.maxPageSize) {
+      throw new InputError('INVALID_INPUT', `limit must be an integer from 1 to ${this.limits.maxPageSize}`, { data: { field: 'limit' } });
+    }
+    const after = options.cursor === undefined ? undefined : decodeCursor(options.cursor);
+    const collection = await this.deps.meta.folders.findCollection(ref.tenantId, ref.scope, ref.ownerId);
+    if (collection === undefined) return { files: [], nextCursor: null, lastOperationAt: null };
+    const rows = await this.deps.meta.folders.listFiles(collection.id, {
+      trash: options.trash === true,
+      ...(after === undefined ? {} : { after }),
+      limit: limit + 1,
+    });
+    const page = rows.slice(0, limit);
+    const last = page.at(-1);
+    return {
+      files: page.map(toEntry),
+      nextCursor: rows.length > limit && last !== undefined ? encodeCursor(last.path, last.id) : null,
+      lastOperationAt: collection.lastOperationAt,
+    };
   }
 
   /**
    * Opens the live file at `path` for a streamed, verified read. `NOT_FOUND` when no live
-   * row is there; `INVALID_INPUT` for a directory; `INVALID_PATH` for a bad path.
+   * row is there; `INVALID_INPUT` for a directory or a bad range; `INVALID_PATH` for a bad
+   * path; `LIMIT_EXCEEDED` for a preview (`maxBytes`) of a larger file.
    */
-  open(_ref: CollectionRef, _path: string, _options: OpenOptions = {}): Promise<OpenedFile> {
-    throw new Error('Folders.open: not implemented yet');
+  async open(ref: CollectionRef, path: string, options: OpenOptions = {}): Promise<OpenedFile> {
+    checkRef(ref);
+    validateFolderPath(path, this.limits.maxPathBytes);
+    const collection = await this.deps.meta.folders.findCollection(ref.tenantId, ref.scope, ref.ownerId);
+    const [file] = collection === undefined ? [] : await this.deps.meta.folders.liveAt(collection.id, [path]);
+    if (file === undefined) throw new NotFoundError(`no file at ${path} in ${ref.scope} folder ${ref.ownerId}`, { data: { path } });
+    if (file.kind !== 'file') throw new InputError('INVALID_INPUT', `${path} is a directory, not a file`, { data: { path } });
+    if (options.maxBytes !== undefined) {
+      const cap = Math.min(options.maxBytes, this.limits.maxPreviewBytes);
+      if (file.size > cap) {
+        throw new InputError('LIMIT_EXCEEDED', `${path} is ${file.size} bytes, more than a preview's ${cap}: download it instead`, {
+          data: { path, size: file.size, limit: cap },
+        });
+      }
+    }
+    const range = options.range === undefined ? undefined : clipRange(options.range, file.size);
+    const body = readContent(this.deps, file, range?.offset ?? 0, range?.length ?? file.size);
+    return { entry: toEntry(file), body, ...(range === undefined ? {} : { range }) };
   }
 
   /**
@@ -214,24 +258,25 @@ export class Folders {
    * Missing parent directories are created; a parent that is a file is `CONFLICT`; a
    * directory at `path` is `CONFLICT` unless `replaceKind`. Overwriting keeps the row's id;
    * the old content is not versioned. Idempotent by `operationId` (fingerprint: path, sha256,
-   * executable, contentType, replaceKind, onlyIfMissing).
+   * executable, contentType, replaceKind, onlyIfMissing). Arguments are checked before the
+   * first byte of `body` is read.
    */
   write(
-    _ref: CollectionRef,
-    _path: string,
-    _body: AsyncIterable<Uint8Array>,
-    _options: WriteOptions,
+    ref: CollectionRef,
+    path: string,
+    body: AsyncIterable<Uint8Array>,
+    options: WriteOptions,
   ): Promise<{ entry: FolderEntry | null } & Applied> {
-    throw new Error('Folders.write: not implemented yet');
+    return this.ops.write(ref, path, body, options);
   }
 
   /**
    * Creates directory `path` and its missing parents. An existing live directory is kept
-   * (still `applied: true`); a file there is `CONFLICT` unless `replaceKind`. Idempotent by
-   * `operationId` (fingerprint: path, replaceKind).
+   * (still `applied: true`); a file there is `CONFLICT` unless `replaceKind`; a parent that is
+   * a file is `CONFLICT`. Idempotent by `operationId` (fingerprint: path, replaceKind).
    */
-  mkdir(_ref: CollectionRef, _path: string, _options: MkdirOptions): Promise<{ entry: FolderEntry | null } & Applied> {
-    throw new Error('Folders.mkdir: not implemented yet');
+  mkdir(ref: CollectionRef, path: string, options: MkdirOptions): Promise<{ entry: FolderEntry | null } & Applied> {
+    return this.ops.mkdir(ref, path, options);
   }
 
   /**
@@ -239,8 +284,8 @@ export class Folders {
    * unit). `NOT_FOUND` when nothing live is at `path`. Resolves with how many rows went.
    * Idempotent by `operationId` (fingerprint: path).
    */
-  remove(_ref: CollectionRef, _path: string, _options: OperationOptions): Promise<{ removed: number } & Applied> {
-    throw new Error('Folders.remove: not implemented yet');
+  remove(ref: CollectionRef, path: string, options: OperationOptions): Promise<{ removed: number } & Applied> {
+    return this.ops.remove(ref, path, options);
   }
 
   /**
@@ -249,8 +294,8 @@ export class Folders {
    * changed if any of those paths is live again or a parent is a file; `NOT_FOUND` when the
    * row is not in this collection's trash. Idempotent by `operationId` (fingerprint: fileId).
    */
-  restore(_ref: CollectionRef, _fileId: string, _options: OperationOptions): Promise<{ restored: number } & Applied> {
-    throw new Error('Folders.restore: not implemented yet');
+  restore(ref: CollectionRef, fileId: string, options: OperationOptions): Promise<{ restored: number } & Applied> {
+    return this.ops.restore(ref, fileId, options);
   }
 
   /**
@@ -258,15 +303,73 @@ export class Folders {
    * good; its objects become garbage for GC (after the grace). `NOT_FOUND` when the row is
    * not in this collection's trash. Idempotent by `operationId` (fingerprint: fileId).
    */
-  purge(_ref: CollectionRef, _fileId: string, _options: OperationOptions): Promise<{ purged: number } & Applied> {
-    throw new Error('Folders.purge: not implemented yet');
+  purge(ref: CollectionRef, fileId: string, options: OperationOptions): Promise<{ purged: number } & Applied> {
+    return this.ops.purge(ref, fileId, options);
   }
 
   /**
    * Removes the whole collection (live rows, trash, receipts) for good; its objects become
    * garbage for GC. Idempotent: a missing collection resolves `{purged: 0}`.
    */
-  purgeCollection(_ref: CollectionRef): Promise<{ purged: number }> {
-    throw new Error('Folders.purgeCollection: not implemented yet');
+  purgeCollection(ref: CollectionRef): Promise<{ purged: number }> {
+    return this.ops.purgeCollection(ref);
   }
+}
+
+/** Checks the scope, owner and tenant of a collection reference (`INVALID_INPUT`). */
+export function checkRef(ref: CollectionRef): void {
+  if (!(FOLDER_SCOPES as readonly string[]).includes(ref.scope)) {
+    throw new InputError('INVALID_INPUT', `scope must be one of ${FOLDER_SCOPES.join(', ')}`, { data: { field: 'scope' } });
+  }
+  validateName(ref.ownerId, 'ownerId');
+  validateName(ref.tenantId, 'tenantId');
+}
+
+/** The public form of a row. */
+export function toEntry(row: FolderFileRecord): FolderEntry {
+  return {
+    id: row.id,
+    path: row.path,
+    kind: row.kind,
+    size: row.size,
+    sha256: row.sha256,
+    executable: row.executable,
+    contentType: row.contentType,
+    updatedAt: row.updatedAt,
+    deletedAt: row.deletedAt,
+  };
+}
+
+function encodeCursor(path: string, id: string): string {
+  return Buffer.from(JSON.stringify([path, id]), 'utf8').toString('base64url');
+}
+
+function decodeCursor(cursor: string): { path: string; id: string } {
+  let value: unknown;
+  try {
+    value = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+  } catch {
+    value = undefined;
+  }
+  if (!Array.isArray(value) || value.length !== 2 || typeof value[0] !== 'string' || typeof value[1] !== 'string') {
+    throw new InputError('INVALID_INPUT', 'cursor is not one this listing handed out', { data: { field: 'cursor' } });
+  }
+  return { path: value[0], id: value[1] };
+}
+
+function clipRange(range: { offset: number; length: number }, size: number): { offset: number; length: number } {
+  const { offset, length } = range;
+  if (
+    !Number.isSafeInteger(offset) ||
+    !Number.isSafeInteger(length) ||
+    offset < 0 ||
+    length < 0 ||
+    (offset >= size && size > 0) ||
+    offset > size
+  ) {
+    throw new InputError('INVALID_INPUT', `range ${offset}+${length} is outside a ${size}-byte file`, {
+      data: { field: 'range', size },
+    });
+  }
+  return { offset, length: Math.min(length, size - offset) };
 }

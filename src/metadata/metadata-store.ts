@@ -3,7 +3,9 @@ import type { Kysely, Transaction } from 'kysely';
 import type { MetaConfig } from '../config.js';
 import type { MigratedDatabase } from './migrator.js';
 import { type CheckpointsRepo, createCheckpointsRepo } from './repos/checkpoints-repo.js';
+import { type ClaimsRepo, createClaimsRepo } from './repos/claims-repo.js';
 import { createDeploymentsRepo, type DeploymentsRepo } from './repos/deployments-repo.js';
+import { createFoldersRepo, type FoldersRepo } from './repos/folders-repo.js';
 import { createGcRepo, type GcRepo } from './repos/gc-repo.js';
 import { createIdempotencyRepo, type IdempotencyRepo } from './repos/idempotency-repo.js';
 import { createObjectIndexRepo, type ObjectIndexRepo } from './repos/objects-repo.js';
@@ -24,6 +26,14 @@ export type {
   ReadyCheckpointInput,
 } from './repos/checkpoints-repo.js';
 export type { Channel, DeploymentRecord } from './repos/deployments-repo.js';
+export type {
+  FolderChunk,
+  FolderCollection,
+  FolderFileContent,
+  FolderFileRecord,
+  FolderReceipt,
+  NewFolderFile,
+} from './repos/folders-repo.js';
 export type { DeletionRecord, QueuedOrphan, UploadIntent } from './repos/gc-repo.js';
 export type { IdempotencyBegin } from './repos/idempotency-repo.js';
 export type { ObjectLocation, ObjectRecord, PackInfo, PackRecord } from './repos/objects-repo.js';
@@ -45,7 +55,9 @@ export type {
 } from './schema.js';
 export type {
   CheckpointsRepo,
+  ClaimsRepo,
   DeploymentsRepo,
+  FoldersRepo,
   GcRepo,
   IdempotencyRepo,
   ObjectIndexRepo,
@@ -85,6 +97,10 @@ export interface MetadataRepositories {
   readonly users: UsersRepo;
   /** HTTP idempotency receipts. */
   readonly idempotency: IdempotencyRepo;
+  /** Work folders: collections, their files and operation receipts. */
+  readonly folders: FoldersRepo;
+  /** Named, expiring claims of service jobs (one replica at a time). */
+  readonly claims: ClaimsRepo;
 }
 
 /** The repositories bound to one open transaction, plus its raw Kysely handle. */
@@ -159,6 +175,8 @@ function repositories(context: RepoContext): MetadataRepositories {
     tokens: createTokensRepo(context),
     users: createUsersRepo(context),
     idempotency: createIdempotencyRepo(context),
+    folders: createFoldersRepo(context),
+    claims: createClaimsRepo(context),
   };
 }
 
