@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { Tokens } from './auth/tokens.js';
+import { Users } from './auth/users.js';
 import type { BlobStore } from './blob-store/blob-store.js';
 import { openBlobStore } from './blob-store/open-blob-store.js';
 import { type HoldfastConfig, loadConfig, parseBlobsUrl, parseMetaUrl } from './config.js';
@@ -20,7 +21,21 @@ import type { RestoreReceipt } from './snapshot/restore.js';
 import { DEFAULT_TENANT, type Snapshots } from './snapshot/snapshots.js';
 import { defaultCacheDir } from './snapshot/stat-cache.js';
 
+export {
+  canAccessFolder,
+  type FolderAccessLookups,
+  type FolderAction,
+  folderAccessLookups,
+  PRINCIPAL_KINDS,
+  type PrincipalKind,
+  type RunBindings,
+  type RunPrincipal,
+  type ServicePrincipal,
+  type UserPrincipal,
+  type UserRole,
+} from './auth/folder-access.js';
 export { type CreatedToken, generateToken, hashToken, type Principal, Tokens } from './auth/tokens.js';
+export { Users, type UserView } from './auth/users.js';
 export type { BlobBody, BlobStat, BlobStore, ByteRange, PutOptions, PutResult } from './blob-store/blob-store.js';
 export { LocalDiskBlobStore } from './blob-store/drivers/local-disk.js';
 export { openBlobStore } from './blob-store/open-blob-store.js';
@@ -139,6 +154,8 @@ export interface Holdfast {
   readonly folders: Folders;
   /** API tokens of every tenant (created hashed; the CLI and the HTTP API both use this). */
   readonly tokens: Tokens;
+  /** Users of every tenant (member or viewer, revocable), whom user tokens act for. */
+  readonly users: Users;
   /** The services of another tenant (created on first use), sharing this instance's stores and leases. */
   forTenant(name: string): Promise<TenantServices>;
   /**
@@ -232,6 +249,7 @@ export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<H
     provider: (name) => host.provider(name),
     folders: new Folders({ meta, blobs, workers }, options.folders),
     tokens: new Tokens(meta, async (name) => (await forTenant(name)).tenant),
+    users: new Users(meta, async (name) => (await forTenant(name)).tenant),
     forTenant,
     async shutdown(shutdownOptions) {
       // The sweep in flight stops at its next run once shutdownRuns marks the host draining.

@@ -7,6 +7,9 @@
  * not exist.
  */
 
+import { InputError } from '../errors.js';
+import type { MetadataStore } from '../metadata/metadata-store.js';
+
 /** The principal kinds, in the order they were introduced. */
 export const PRINCIPAL_KINDS = ['service', 'user', 'run'] as const;
 /** One of {@link PRINCIPAL_KINDS}. */
@@ -51,6 +54,58 @@ export interface RunBindings {
   readonly project?: string;
 }
 
+/** The scopes a run may be bound in (every collection scope). */
+export const BINDING_SCOPES = ['task', 'agent', 'user', 'project'] as const satisfies readonly CollectionScope[];
+
+/** Longest owner id accepted in a binding. */
+export const MAX_OWNER_ID_CHARS = 128;
+/**
+ * An owner id: printable ASCII without spaces, slashes or backslashes (it becomes a URL
+ * segment and a sandbox folder name), starting with a letter or digit.
+ */
+const OWNER_ID_RE = /^[A-Za-z0-9][A-Za-z0-9._:@-]*$/;
+
+/** Whether `value` is an acceptable owner id (see {@link parseRunBindings}). */
+export function isOwnerId(value: unknown): value is string {
+  return typeof value === 'string' && value.length <= MAX_OWNER_ID_CHARS && OWNER_ID_RE.test(value);
+}
+
+/**
+ * Validates what a caller offers as a run's bindings: an object whose keys are among
+ * {@link BINDING_SCOPES} and whose values are owner ids of at most {@link MAX_OWNER_ID_CHARS}
+ * characters (letters, digits, `. _ : @ -`, starting with a letter or digit). Anything else is
+ * `INVALID_INPUT` naming the field. An object without owners reads as no bindings (`undefined`).
+ */
+export function parseRunBindings(input: unknown): RunBindings | undefined {
+  if (input === undefined || input === null) return undefined;
+  if (typeof input !== 'object' || Array.isArray(input)) {
+    throw new InputError('INVALID_INPUT', 'bindings must be an object of owner ids by scope (task, agent, user, project)', {
+      data: { field: 'bindings' },
+    });
+  }
+  const bindings: Record<string, string> = {};
+  for (const [scope, owner] of Object.entries(input)) {
+    if (!(BINDING_SCOPES as readonly string[]).includes(scope)) {
+      throw new InputError('INVALID_INPUT', `bindings.${scope.slice(0, 64)}: the scopes are task, agent, user and project`, {
+        data: { field: 'bindings' },
+      });
+    }
+    if (owner === undefined) continue;
+    if (!isOwnerId(owner)) {
+      throw new InputError(
+        'INVALID_INPUT',
+        `bindings.${scope} must be an owner id of at most ${MAX_OWNER_ID_CHARS} letters, digits and . _ : @ - (starting with a letter or digit)`,
+        { data: { field: `bindings.${scope}` } },
+      );
+    }
+    bindings[scope] = owner;
+  }
+  return Object.keys(bindings).length === 0 ? undefined : bindings;
+}
+
+/** What a caller may offer as bindings ({@link parseRunBindings} validates it); an `undefined` owner is no binding. */
+export type RunBindingsInput = { readonly [S in CollectionScope]?: string | undefined };
+
 /** A run token: the run-scoped transfer capability, only while its run is active. */
 export interface RunPrincipal extends PrincipalBase {
   readonly kind: 'run';
@@ -87,6 +142,23 @@ export interface FolderAccessLookups {
   isUserActive(tenantId: string, userId: string): Promise<boolean>;
   /** Whether run `runId` of tenant `tenantId` exists and is active (not ended, not deleted). */
   isRunActive(tenantId: string, runId: string): Promise<boolean>;
+}
+
+/**
+ * The lookups over the metadata store: a user is active while a live (not revoked) row of
+ * that name exists in the tenant; a run is active while it exists in the tenant and has not
+ * ended. One indexed query each, on every decision.
+ */
+export function folderAccessLookups(meta: MetadataStore): FolderAccessLookups {
+  return {
+    async isUserActive(tenantId, userId) {
+      return (await meta.users.findActive(tenantId, userId)) !== undefined;
+    },
+    async isRunActive(tenantId, runId) {
+      const run = await meta.runs.find(tenantId, runId);
+      return run !== undefined && run.endedAt === null;
+    },
+  };
 }
 
 /**

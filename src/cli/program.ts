@@ -13,6 +13,7 @@ import { registerRun } from './commands/run.js';
 import { registerSandbox } from './commands/sandbox.js';
 import { registerServe } from './commands/serve.js';
 import { registerToken } from './commands/token.js';
+import { registerUser } from './commands/user.js';
 import { Output } from './output.js';
 
 /** Options every command inherits from the program. */
@@ -103,6 +104,7 @@ Exit codes: 0 ok, 1 error, 2 usage.`,
   registerSandbox(program);
   registerServe(program);
   registerToken(program);
+  registerUser(program);
   registerRun(program);
   registerLease(program);
   registerFolder(program);
