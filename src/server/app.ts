@@ -1,5 +1,5 @@
 import { Hono, type MiddlewareHandler } from 'hono';
-import { type FolderAccessLookups, PRINCIPAL_KINDS } from '../auth/folder-access.js';
+import { folderAccessLookups, PRINCIPAL_KINDS } from '../auth/folder-access.js';
 import type { Holdfast } from '../index.js';
 import type { AppEnv } from './app-env.js';
 import { bearerAuth } from './auth.js';
@@ -55,7 +55,7 @@ export function createApp(options: AppOptions): Hono<AppEnv> {
   registerRunMetrics(hf, metrics);
 
   const routes: RouteDef[] = [...deploymentRoutes(hf), ...runRoutes(hf), ...checkpointRoutes(hf), ...tokenRoutes(hf)];
-  const folderRoutes = workFolderRoutes({ folders: hf.folders, lookups: folderAccessLookups(hf) });
+  const folderRoutes = workFolderRoutes({ folders: hf.folders, lookups: folderAccessLookups(hf.meta) });
   const docs = [...PUBLIC_DOCS, ...routes.map((r) => r.doc), ...folderRoutes.map((r) => r.doc)];
   const openapi = buildOpenApi({ title: 'Holdfast API', version: options.version }, docs);
   app.notFound(routeNotFound(docs));
@@ -85,19 +85,6 @@ export function createApp(options: AppOptions): Hono<AppEnv> {
     app.on(route.doc.method.toUpperCase(), route.doc.path, limit, anyPrincipal, route.handler);
   }
   return app;
-}
-
-/** What the folder policy looks up at each decision: live users and active runs, from the metadata store. */
-function folderAccessLookups(hf: Holdfast): FolderAccessLookups {
-  return {
-    async isUserActive(tenantId, userId) {
-      return (await hf.meta.users.findActive(tenantId, userId)) !== undefined;
-    },
-    async isRunActive(tenantId, runId) {
-      const run = await hf.meta.runs.find(tenantId, runId);
-      return run !== undefined && run.endedAt === null;
-    },
-  };
 }
 
 /** The route's own authorization, before its idempotency receipt is consulted. */
