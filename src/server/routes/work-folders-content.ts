@@ -20,8 +20,13 @@ export const DOWNLOAD_HEADERS: Readonly<Record<string, string>> = Object.freeze(
   'accept-ranges': 'bytes',
 });
 
-/** A stored content type served as is only when it is one plain `type/subtype` (no parameters smuggling anything). */
-const SERVABLE_CONTENT_TYPE = /^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}\/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}$/;
+/**
+ * A stored content type is served as is only when it is a well-formed `type/subtype` with
+ * plain `; name=value` parameters (`text/plain; charset=utf-8`); anything else is served as
+ * {@link FALLBACK_CONTENT_TYPE}, so no stored string is ever interpreted as more than a type.
+ */
+const SERVABLE_CONTENT_TYPE =
+  /^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}\/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}(?: *; *[A-Za-z0-9!#$&^_.+-]{1,64}=[A-Za-z0-9!#$&^_.+-]{1,64})*$/;
 /** What a file without a servable content type is served as. */
 const FALLBACK_CONTENT_TYPE = 'application/octet-stream';
 /** `bytes=START-END`, `bytes=START-` or `bytes=-SUFFIX`: one range, RFC 9110 §14.1.2. */
