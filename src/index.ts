@@ -17,6 +17,7 @@ import { StraySweeper, type StraySweepReport } from './runs/stray-sweep.js';
 import type { SandboxProvider } from './sandbox/sandbox-provider.js';
 import type { SandboxEndpoints } from './sandbox/transport/sandbox-snapshots.js';
 import type { CheckpointResult } from './snapshot/checkpoint.js';
+import { GcSweeper, type GcSweepOutcome } from './snapshot/gc-sweeper.js';
 import type { RestoreReceipt } from './snapshot/restore.js';
 import { DEFAULT_TENANT, type Snapshots } from './snapshot/snapshots.js';
 import { defaultCacheDir } from './snapshot/stat-cache.js';
@@ -75,6 +76,7 @@ export type { SandboxHandle, SandboxProvider } from './sandbox/sandbox-provider.
 export type { CheckpointProgress, CheckpointResult, CheckpointStats } from './snapshot/checkpoint.js';
 export type { DiffEntry } from './snapshot/diff.js';
 export type { GcOptions, GcReport } from './snapshot/gc.js';
+export { GC_SWEEP_INTERVAL_MS, type GcSweepOutcome } from './snapshot/gc-sweeper.js';
 export type { RestoreProgress, RestoreReceipt } from './snapshot/restore.js';
 export type { RetentionPolicy } from './snapshot/retention.js';
 export { DEFAULT_TENANT, Snapshots, type WorkspaceSummary } from './snapshot/snapshots.js';
@@ -107,6 +109,10 @@ export interface OpenHoldfastOptions {
   readonly onRunEvent?: (event: RunLogEvent) => void;
   /** Limits of work folders (defaults: the issue's). */
   readonly folders?: FoldersOptions;
+  /** Interval of the periodic GC sweep `startGcSweeps` starts (default 3 min; 0: never). */
+  readonly gcSweepIntervalMs?: number;
+  /** Receives the failure of a timer-driven GC sweep (the next tick tries again). */
+  readonly onGcSweepError?: (error: unknown) => void;
 }
 
 /** The services of one tenant. */
@@ -175,6 +181,16 @@ export interface Holdfast {
    * 0: never). Idempotent. `shutdown` and `close` stop it; `holdfast serve` starts it.
    */
   startStraySweeps(): void;
+  /**
+   * One GC sweep attempt now: runs GC over the whole store if this instance gets the sweep
+   * claim in the metadata store (one replica at a time), else reports the holder.
+   */
+  sweepGarbage(): Promise<GcSweepOutcome>;
+  /**
+   * Starts the periodic GC sweep every `gcSweepIntervalMs` (default 3 min; 0: never), on one
+   * replica at a time. Idempotent. `shutdown` and `close` stop it; `holdfast serve` starts it.
+   */
+  startGcSweeps(): void;
   /** Subscribes to what the runs layer does; returns the unsubscribe function. */
   onRunEvent(listener: (event: RunLogEvent) => void): () => void;
   /** Turns running in this process now. */
@@ -214,6 +230,11 @@ export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<H
     ...(options.onRunEvent === undefined ? {} : { onEvent: options.onRunEvent }),
   });
   const strays = new StraySweeper(host);
+  const garbage = new GcSweeper(deps, {
+    ...(options.gcSweepIntervalMs === undefined ? {} : { intervalMs: options.gcSweepIntervalMs }),
+    ...(options.owner === undefined ? {} : { holder: `gc:${options.owner}` }),
+    ...(options.onGcSweepError === undefined ? {} : { onError: options.onGcSweepError }),
+  });
   const tenants = new Map<string, Promise<TenantServices>>();
   const forTenant = (name: string): Promise<TenantServices> => {
     let services = tenants.get(name);
@@ -253,11 +274,13 @@ export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<H
     forTenant,
     async shutdown(shutdownOptions) {
       // The sweep in flight stops at its next run once shutdownRuns marks the host draining.
-      const [report] = await Promise.all([shutdownRuns(host, shutdownOptions), strays.stop()]);
+      const [report] = await Promise.all([shutdownRuns(host, shutdownOptions), strays.stop(), garbage.stop()]);
       return report;
     },
     sweepStrays: () => strays.runOnce(),
     startStraySweeps: () => strays.start(),
+    sweepGarbage: () => garbage.runOnce(),
+    startGcSweeps: () => garbage.start(),
     onRunEvent: (listener) => host.subscribe(listener),
     activeTurns: () => host.active.size,
     async selfCheck() {
@@ -280,6 +303,7 @@ export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<H
     },
     async close() {
       await strays.stop();
+      await garbage.stop();
       await host.close();
       await workers.close();
       if (ownsBlobs) await blobs.close();

@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import { describeSnapshotCases } from './checkpoints.contract.js';
+import { describeFoldersCases } from './folders.contract.js';
 import { describeGcCases } from './gc.contract.js';
 import { describeIdPrefixCases } from './id-prefix.contract.js';
 import {
@@ -35,6 +36,7 @@ export function describeMetadataContract(options: MetadataContractOptions): void
     describeRunsCases(ctx);
     describePrincipalsCases(ctx);
     describeIdPrefixCases(ctx);
+    describeFoldersCases(ctx);
   });
 }
 
