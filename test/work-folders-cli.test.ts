@@ -58,7 +58,10 @@ describe('holdfast folder (compiled bin)', () => {
     fs.writeFileSync(local, '# notes\n');
     const put = await holdfast(['--json', 'folder', 'put', ...on, 'docs/notes.md', local, '--content-type', 'text/markdown']);
     expect(put.code, put.stderr).toBe(0);
-    expect(json(put)).toMatchObject({ applied: true, entry: { path: 'docs/notes.md', size: 8, sha256: sha256('# notes\n'), contentType: 'text/markdown' } });
+    expect(json(put)).toMatchObject({
+      applied: true,
+      entry: { path: 'docs/notes.md', size: 8, sha256: sha256('# notes\n'), contentType: 'text/markdown' },
+    });
 
     const large = randomBytes(LARGE_BYTES);
     const fromStdin = await holdfast(['--json', 'folder', 'put', ...on, 'bin/tool', '--executable', '--sha256', sha256(large)], large);
