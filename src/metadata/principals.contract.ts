@@ -73,6 +73,13 @@ export function describePrincipalsCases(ctx: ContractContext): void {
       await expect(make({ admin: true, runId: run.id })).rejects.toMatchObject({ code: 'INVALID_INPUT' });
       await expect(make({ admin: false, userId: uniqueName('nobody') })).rejects.toMatchObject({ code: 'CONFLICT' });
       await expect(make({ admin: false, runId: uniqueName('norun') })).rejects.toMatchObject({ code: 'CONFLICT' });
+      // A token of one tenant pointing at another tenant's user or run resolves to nothing.
+      const { tenantId: otherTenant } = await makeWorkspace(store);
+      for (const owner of [{ userId: user.id }, { runId: run.id }]) {
+        const hash = sha256(uniqueName('cross'));
+        await store.tokens.create({ tenantId: otherTenant, name: 'cross', hash, admin: false, ...owner });
+        expect(await store.tokens.findByHash(hash)).toBeUndefined();
+      }
     });
 
     it('a run keeps its bindings; its token resolves with them, also after the run ended (the policy refuses it then)', async () => {

@@ -88,10 +88,17 @@ export function createTokensRepo({ db, now }: RepoContext): TokensRepo {
       const row = await db
         .selectFrom('tokens')
         .innerJoin('tenants', 'tenants.id', 'tokens.tenant_id')
-        .leftJoin('users', 'users.id', 'tokens.user_id')
-        .leftJoin('runs', 'runs.id', 'tokens.run_id')
+        // A user or run of another tenant than the token's never joins, so such a token resolves to nothing.
+        .leftJoin('users', (join) => join.onRef('users.id', '=', 'tokens.user_id').onRef('users.tenant_id', '=', 'tokens.tenant_id'))
+        .leftJoin('runs', (join) => join.onRef('runs.id', '=', 'tokens.run_id').onRef('runs.tenant_id', '=', 'tokens.tenant_id'))
         .selectAll('tokens')
-        .select(['tenants.name as tenant_name', 'users.name as user_name', 'users.role as user_role', 'runs.bindings as run_bindings'])
+        .select([
+          'tenants.name as tenant_name',
+          'users.name as user_name',
+          'users.role as user_role',
+          'runs.id as joined_run_id',
+          'runs.bindings as run_bindings',
+        ])
         .where('tokens.hash', '=', hash)
         .where('tokens.revoked_at', 'is', null)
         // A user token lives only while its user does (revocation also revokes the tokens; this holds even if that was missed).
@@ -100,7 +107,7 @@ export function createTokensRepo({ db, now }: RepoContext): TokensRepo {
       if (row === undefined) return undefined;
       const user =
         row.user_id === null || row.user_name === null || row.user_role === null ? null : { name: row.user_name, role: row.user_role };
-      if (row.user_id !== null && user === null) return undefined;
+      if ((row.user_id !== null && user === null) || (row.run_id !== null && row.joined_run_id === null)) return undefined;
       const run =
         row.run_id === null
           ? null
