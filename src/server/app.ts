@@ -45,6 +45,8 @@ const PUBLIC_DOCS: readonly RouteDoc[] = [
  * document needs a bearer token and acts inside the token's tenant only, so another tenant's
  * ids answer 404. Errors are `{error: {code, message, data}}`, mapped in one place. Every
  * route's request body is bounded while it streams (413 `LIMIT_EXCEEDED` past its limit).
+ * The work-folder routes (`/api/companies/:companyId/work-folders/…`) take every token kind
+ * (service, user, run) and decide with the folder policy, route by route.
  */
 export function createApp(options: AppOptions): Hono<AppEnv> {
   const { hf, log, metrics } = options;
