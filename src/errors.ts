@@ -23,6 +23,7 @@ export type ErrorCode =
   | 'FORBIDDEN'
   | 'METHOD_NOT_ALLOWED'
   | 'UNSUPPORTED_MEDIA_TYPE'
+  | 'RANGE_NOT_SATISFIABLE'
   | 'SETUP_FAILED'
   | 'TIMEOUT'
   | 'CANCELLED'
@@ -47,6 +48,7 @@ export const ERROR_CODES: readonly ErrorCode[] = Object.freeze([
   'FORBIDDEN',
   'METHOD_NOT_ALLOWED',
   'UNSUPPORTED_MEDIA_TYPE',
+  'RANGE_NOT_SATISFIABLE',
   'SETUP_FAILED',
   'TIMEOUT',
   'CANCELLED',

@@ -1,9 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { Tokens } from './auth/tokens.js';
+import { Users } from './auth/users.js';
 import type { BlobStore } from './blob-store/blob-store.js';
 import { openBlobStore } from './blob-store/open-blob-store.js';
 import { type HoldfastConfig, loadConfig, parseBlobsUrl, parseMetaUrl } from './config.js';
 import { IntegrityError } from './errors.js';
+import { Folders, type FoldersOptions } from './folders/folders.js';
 import { type MetadataStore, openMetadataStore } from './metadata/metadata-store.js';
 import { ContentWorkers } from './objects/content-workers.js';
 import { Checkpoints } from './runs/checkpoints.js';
@@ -15,16 +17,42 @@ import { StraySweeper, type StraySweepReport } from './runs/stray-sweep.js';
 import type { SandboxProvider } from './sandbox/sandbox-provider.js';
 import type { SandboxEndpoints } from './sandbox/transport/sandbox-snapshots.js';
 import type { CheckpointResult } from './snapshot/checkpoint.js';
+import { GcSweeper, type GcSweepOutcome } from './snapshot/gc-sweeper.js';
 import type { RestoreReceipt } from './snapshot/restore.js';
 import { DEFAULT_TENANT, type Snapshots } from './snapshot/snapshots.js';
 import { defaultCacheDir } from './snapshot/stat-cache.js';
 
+export {
+  canAccessFolder,
+  type FolderAccessLookups,
+  type FolderAction,
+  folderAccessLookups,
+  PRINCIPAL_KINDS,
+  type PrincipalKind,
+  type RunBindings,
+  type RunPrincipal,
+  type ServicePrincipal,
+  type UserPrincipal,
+  type UserRole,
+} from './auth/folder-access.js';
 export { type CreatedToken, generateToken, hashToken, type Principal, Tokens } from './auth/tokens.js';
+export { Users, type UserView } from './auth/users.js';
 export type { BlobBody, BlobStat, BlobStore, ByteRange, PutOptions, PutResult } from './blob-store/blob-store.js';
 export { LocalDiskBlobStore } from './blob-store/drivers/local-disk.js';
 export { openBlobStore } from './blob-store/open-blob-store.js';
 export * from './config.js';
 export * from './errors.js';
+export {
+  type CollectionRef,
+  DEFAULT_FOLDER_LIMITS,
+  FOLDER_SCOPES,
+  type FolderEntry,
+  type FolderLimits,
+  type FolderScope,
+  Folders,
+  type ListPage,
+  type OpenedFile,
+} from './folders/folders.js';
 export type { Channel, Lease, MetadataStore, Run, RunEvent, Turn } from './metadata/metadata-store.js';
 export { openMetadataStore } from './metadata/metadata-store.js';
 export type { RebuildOptions, RebuildReport } from './objects/index-rebuild.js';
@@ -48,6 +76,7 @@ export type { SandboxHandle, SandboxProvider } from './sandbox/sandbox-provider.
 export type { CheckpointProgress, CheckpointResult, CheckpointStats } from './snapshot/checkpoint.js';
 export type { DiffEntry } from './snapshot/diff.js';
 export type { GcOptions, GcReport } from './snapshot/gc.js';
+export { GC_SWEEP_INTERVAL_MS, type GcSweepOutcome } from './snapshot/gc-sweeper.js';
 export type { RestoreProgress, RestoreReceipt } from './snapshot/restore.js';
 export type { RetentionPolicy } from './snapshot/retention.js';
 export { DEFAULT_TENANT, Snapshots, type WorkspaceSummary } from './snapshot/snapshots.js';
@@ -78,6 +107,12 @@ export interface OpenHoldfastOptions {
   readonly owner?: string;
   /** Receives what the runs layer does (turns, recoveries, upgrades, lease changes). */
   readonly onRunEvent?: (event: RunLogEvent) => void;
+  /** Limits of work folders (defaults: the issue's). */
+  readonly folders?: FoldersOptions;
+  /** Interval of the periodic GC sweep `startGcSweeps` starts (default 3 min; 0: never). */
+  readonly gcSweepIntervalMs?: number;
+  /** Receives the failure of a timer-driven GC sweep (the next tick tries again). */
+  readonly onGcSweepError?: (error: unknown) => void;
 }
 
 /** The services of one tenant. */
@@ -121,8 +156,12 @@ export interface Holdfast {
   };
   /** The sandbox provider named `name`: an injected one, or a shipped one. `INVALID_INPUT` for an unknown name. */
   provider(name: string): SandboxProvider;
+  /** Work folders of every tenant (the caller passes the tenant id and does the authorization). */
+  readonly folders: Folders;
   /** API tokens of every tenant (created hashed; the CLI and the HTTP API both use this). */
   readonly tokens: Tokens;
+  /** Users of every tenant (member or viewer, revocable), whom user tokens act for. */
+  readonly users: Users;
   /** The services of another tenant (created on first use), sharing this instance's stores and leases. */
   forTenant(name: string): Promise<TenantServices>;
   /**
@@ -142,6 +181,16 @@ export interface Holdfast {
    * 0: never). Idempotent. `shutdown` and `close` stop it; `holdfast serve` starts it.
    */
   startStraySweeps(): void;
+  /**
+   * One GC sweep attempt now: runs GC over the whole store if this instance gets the sweep
+   * claim in the metadata store (one replica at a time), else reports the holder.
+   */
+  sweepGarbage(): Promise<GcSweepOutcome>;
+  /**
+   * Starts the periodic GC sweep every `gcSweepIntervalMs` (default 3 min; 0: never), on one
+   * replica at a time. Idempotent. `shutdown` and `close` stop it; `holdfast serve` starts it.
+   */
+  startGcSweeps(): void;
   /** Subscribes to what the runs layer does; returns the unsubscribe function. */
   onRunEvent(listener: (event: RunLogEvent) => void): () => void;
   /** Turns running in this process now. */
@@ -181,6 +230,11 @@ export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<H
     ...(options.onRunEvent === undefined ? {} : { onEvent: options.onRunEvent }),
   });
   const strays = new StraySweeper(host);
+  const garbage = new GcSweeper(deps, {
+    ...(options.gcSweepIntervalMs === undefined ? {} : { intervalMs: options.gcSweepIntervalMs }),
+    ...(options.owner === undefined ? {} : { holder: `gc:${options.owner}` }),
+    ...(options.onGcSweepError === undefined ? {} : { onError: options.onGcSweepError }),
+  });
   const tenants = new Map<string, Promise<TenantServices>>();
   const forTenant = (name: string): Promise<TenantServices> => {
     let services = tenants.get(name);
@@ -214,15 +268,19 @@ export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<H
       restore: (input) => host.endpoints.restoreSandbox(own.snapshots, input),
     },
     provider: (name) => host.provider(name),
+    folders: new Folders({ meta, blobs, workers }, options.folders),
     tokens: new Tokens(meta, async (name) => (await forTenant(name)).tenant),
+    users: new Users(meta, async (name) => (await forTenant(name)).tenant),
     forTenant,
     async shutdown(shutdownOptions) {
       // The sweep in flight stops at its next run once shutdownRuns marks the host draining.
-      const [report] = await Promise.all([shutdownRuns(host, shutdownOptions), strays.stop()]);
+      const [report] = await Promise.all([shutdownRuns(host, shutdownOptions), strays.stop(), garbage.stop()]);
       return report;
     },
     sweepStrays: () => strays.runOnce(),
     startStraySweeps: () => strays.start(),
+    sweepGarbage: () => garbage.runOnce(),
+    startGcSweeps: () => garbage.start(),
     onRunEvent: (listener) => host.subscribe(listener),
     activeTurns: () => host.active.size,
     async selfCheck() {
@@ -245,6 +303,7 @@ export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<H
     },
     async close() {
       await strays.stop();
+      await garbage.stop();
       await host.close();
       await workers.close();
       if (ownsBlobs) await blobs.close();

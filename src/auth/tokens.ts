@@ -1,11 +1,16 @@
 /**
  * API tokens: random, high-entropy strings shown once; only their SHA-256 is stored, so a
  * leaked metadata database does not leak usable tokens. The CLI and the HTTP API both create
- * and check tokens here.
+ * and check tokens here. A token acts as a service (today's tokens, optionally admin), as a
+ * user of its tenant, or as a run (see `folder-access.ts` for what each may reach).
  */
 import { createHash, randomBytes } from 'node:crypto';
-import type { MetadataStore, TokenRecord } from '../metadata/metadata-store.js';
+import { NotFoundError } from '../errors.js';
+import type { MetadataRepositories, MetadataStore, TokenGrant, TokenRecord } from '../metadata/metadata-store.js';
 import type { TenantScope } from '../runs/deployments.js';
+import { BINDING_SCOPES, type Principal, type RunBindings } from './folder-access.js';
+
+export type { Principal } from './folder-access.js';
 
 /** Prefix that makes Holdfast tokens recognisable to secret scanners and to people. */
 export const TOKEN_PREFIX = 'hf_';
@@ -22,24 +27,29 @@ export function hashToken(token: string): string {
   return createHash('sha256').update(token, 'utf8').digest('hex');
 }
 
-/** Who is calling: resolved from a token. */
-export interface Principal {
-  /** Id of the token row, for audit logs and revocation. */
-  readonly tokenId: string;
-  readonly tenantId: string;
-  readonly tenantName: string;
-  /** Admin tokens may manage tenants and tokens. */
-  readonly admin: boolean;
-}
-
 /** A token just created: the only moment its secret exists outside the caller's hands. */
 export interface CreatedToken {
   readonly id: string;
   readonly tenant: string;
   readonly name: string;
   readonly admin: boolean;
+  /** The user (by name) a user token acts for; `null` for service and run tokens. */
+  readonly user: string | null;
+  /** The run a run token acts for; `null` for service and user tokens. */
+  readonly runId: string | null;
   /** The bearer token itself; only its hash is stored. */
   readonly token: string;
+}
+
+/**
+ * Mints a token for run `runId` of `tenant` (the run-scoped transfer capability): the secret
+ * is returned here only and stored as its hash. The runs layer calls this; it checks that the
+ * run is bound and active first; `meta` may be a transaction.
+ */
+export async function issueRunToken(meta: Pick<MetadataRepositories, 'tokens'>, tenant: TenantScope, runId: string): Promise<CreatedToken> {
+  const token = generateToken();
+  const record = await meta.tokens.create({ tenantId: tenant.id, name: `run ${runId}`, hash: hashToken(token), admin: false, runId });
+  return { id: record.id, tenant: tenant.name, name: record.name, admin: false, user: null, runId, token };
 }
 
 /** Tokens of every tenant (an operator's or an admin token's view). */
@@ -50,12 +60,30 @@ export class Tokens {
     private readonly tenant: (name: string) => Promise<TenantScope>,
   ) {}
 
-  /** Creates a token for tenant `tenant` (creating the tenant if it is missing); the result holds the token once. */
+  /** Creates a service token for tenant `tenant` (creating the tenant if it is missing); the result holds the token once. */
   async create(input: { tenant: string; name: string; admin: boolean }): Promise<CreatedToken> {
     const tenant = await this.tenant(input.tenant);
     const token = generateToken();
     const record = await this.meta.tokens.create({ tenantId: tenant.id, name: input.name, hash: hashToken(token), admin: input.admin });
-    return { id: record.id, tenant: tenant.name, name: record.name, admin: record.admin, token };
+    return { id: record.id, tenant: tenant.name, name: record.name, admin: record.admin, user: null, runId: null, token };
+  }
+
+  /**
+   * Creates a token acting as the live user `user` of tenant `tenant` (never admin); the
+   * result holds the token once. No such live user: `NOT_FOUND` (the tenant is not created).
+   */
+  async createForUser(input: { tenant: string; user: string; name?: string }): Promise<CreatedToken> {
+    const tenant = await this.meta.tenants.findByName(input.tenant);
+    const user = tenant === undefined ? undefined : await this.meta.users.findActive(tenant.id, input.user);
+    if (tenant === undefined || user === undefined) {
+      throw new NotFoundError(`no live user ${input.user} in tenant ${input.tenant}: add one with holdfast user add`, {
+        data: { tenant: input.tenant, user: input.user },
+      });
+    }
+    const token = generateToken();
+    const name = input.name ?? `user ${user.name}`;
+    const record = await this.meta.tokens.create({ tenantId: tenant.id, name, hash: hashToken(token), admin: false, userId: user.id });
+    return { id: record.id, tenant: tenant.name, name: record.name, admin: false, user: user.name, runId: null, token };
   }
 
   /** Every token, live and revoked, newest first (never a secret: only hashes are stored, and not returned). */
@@ -68,11 +96,31 @@ export class Tokens {
     return this.meta.tokens.revoke(id);
   }
 
-  /** The principal of the live token whose hash is `tokenHash`, or `undefined`. */
+  /**
+   * The principal of the live token whose hash is `tokenHash`, or `undefined`: a service
+   * principal for service tokens, a user principal while its user is not revoked (a revoked
+   * user's tokens resolve to nothing at once), a run principal with its run's bindings (also
+   * after the run ended: the access policy refuses it then, so it sees 404 everywhere).
+   */
   async principal(tokenHash: string): Promise<Principal | undefined> {
-    const token = await this.meta.tokens.findByHash(tokenHash);
-    return token === undefined
-      ? undefined
-      : { tokenId: token.id, tenantId: token.tenantId, tenantName: token.tenantName, admin: token.admin };
+    const grant = await this.meta.tokens.findByHash(tokenHash);
+    return grant === undefined ? undefined : principalOf(grant);
   }
+}
+
+function principalOf(grant: TokenGrant): Principal {
+  const base = { tokenId: grant.id, tenantId: grant.tenantId, tenantName: grant.tenantName };
+  if (grant.user !== null) return { kind: 'user', ...base, userId: grant.user.name, role: grant.user.role };
+  if (grant.runId !== null) return { kind: 'run', ...base, runId: grant.runId, bindings: storedBindings(grant.run?.bindings ?? null) };
+  return { kind: 'service', ...base, admin: grant.admin };
+}
+
+/** The bindings of a stored run, keeping only known scopes with string owners. */
+function storedBindings(stored: Readonly<Record<string, unknown>> | null): RunBindings {
+  const bindings: Record<string, string> = {};
+  for (const scope of BINDING_SCOPES) {
+    const owner = stored?.[scope];
+    if (typeof owner === 'string' && owner !== '') bindings[scope] = owner;
+  }
+  return bindings;
 }

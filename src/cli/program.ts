@@ -4,6 +4,7 @@ import { type HoldfastConfig, loadConfig } from '../config.js';
 import type { Holdfast } from '../index.js';
 import { registerBrowse } from './commands/browse.js';
 import { registerCheckpoint } from './commands/checkpoint.js';
+import { registerFolder } from './commands/folder.js';
 import { registerInit } from './commands/init.js';
 import { registerLease } from './commands/lease.js';
 import { registerMaintenance } from './commands/maintenance.js';
@@ -12,6 +13,7 @@ import { registerRun } from './commands/run.js';
 import { registerSandbox } from './commands/sandbox.js';
 import { registerServe } from './commands/serve.js';
 import { registerToken } from './commands/token.js';
+import { registerUser } from './commands/user.js';
 import { Output } from './output.js';
 
 /** Options every command inherits from the program. */
@@ -102,7 +104,9 @@ Exit codes: 0 ok, 1 error, 2 usage.`,
   registerSandbox(program);
   registerServe(program);
   registerToken(program);
+  registerUser(program);
   registerRun(program);
   registerLease(program);
+  registerFolder(program);
   return program;
 }

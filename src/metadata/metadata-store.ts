@@ -3,7 +3,9 @@ import type { Kysely, Transaction } from 'kysely';
 import type { MetaConfig } from '../config.js';
 import type { MigratedDatabase } from './migrator.js';
 import { type CheckpointsRepo, createCheckpointsRepo } from './repos/checkpoints-repo.js';
+import { type ClaimsRepo, createClaimsRepo } from './repos/claims-repo.js';
 import { createDeploymentsRepo, type DeploymentsRepo } from './repos/deployments-repo.js';
+import { createFoldersRepo, type FoldersRepo } from './repos/folders-repo.js';
 import { createGcRepo, type GcRepo } from './repos/gc-repo.js';
 import { createIdempotencyRepo, type IdempotencyRepo } from './repos/idempotency-repo.js';
 import { createObjectIndexRepo, type ObjectIndexRepo } from './repos/objects-repo.js';
@@ -12,6 +14,7 @@ import { createRunsRepo, type RunsRepo } from './repos/runs-repo.js';
 import { createTenantsRepo, type TenantsRepo } from './repos/tenants-repo.js';
 import { createTokensRepo, type TokensRepo } from './repos/tokens-repo.js';
 import { createTurnsRepo, type TurnsRepo } from './repos/turns-repo.js';
+import { createUsersRepo, type UsersRepo } from './repos/users-repo.js';
 import { createWorkspacesRepo, type WorkspacesRepo } from './repos/workspaces-repo.js';
 import type { Database } from './schema.js';
 
@@ -23,18 +26,38 @@ export type {
   ReadyCheckpointInput,
 } from './repos/checkpoints-repo.js';
 export type { Channel, DeploymentRecord } from './repos/deployments-repo.js';
+export type {
+  FolderChunk,
+  FolderCollection,
+  FolderFileContent,
+  FolderFileRecord,
+  FolderReceipt,
+  NewFolderFile,
+} from './repos/folders-repo.js';
 export type { DeletionRecord, QueuedOrphan, UploadIntent } from './repos/gc-repo.js';
 export type { IdempotencyBegin } from './repos/idempotency-repo.js';
 export type { ObjectLocation, ObjectRecord, PackInfo, PackRecord } from './repos/objects-repo.js';
-export type { CreateRunInput, Lease, Run } from './repos/runs-repo.js';
+export type { CreateRunInput, Lease, Run, StoredRunBindings } from './repos/runs-repo.js';
 export type { CreateTenantInput, Tenant } from './repos/tenants-repo.js';
-export type { TokenRecord } from './repos/tokens-repo.js';
+export type { CreateTokenInput, TokenGrant, TokenRecord } from './repos/tokens-repo.js';
 export type { RunEvent, RunEventInput, Turn } from './repos/turns-repo.js';
+export type { UserRecord } from './repos/users-repo.js';
 export type { CreateWorkspaceInput, Workspace } from './repos/workspaces-repo.js';
-export type { CheckpointReason, CheckpointStatus, Database, LeaseState, ObjectCodec, ObjectKind, TurnStatus } from './schema.js';
+export type {
+  CheckpointReason,
+  CheckpointStatus,
+  Database,
+  LeaseState,
+  ObjectCodec,
+  ObjectKind,
+  TurnStatus,
+  UserRoleColumn,
+} from './schema.js';
 export type {
   CheckpointsRepo,
+  ClaimsRepo,
   DeploymentsRepo,
+  FoldersRepo,
   GcRepo,
   IdempotencyRepo,
   ObjectIndexRepo,
@@ -42,6 +65,7 @@ export type {
   TenantsRepo,
   TokensRepo,
   TurnsRepo,
+  UsersRepo,
   WorkspacesRepo,
 };
 
@@ -69,8 +93,14 @@ export interface MetadataRepositories {
   readonly turns: TurnsRepo;
   /** API tokens (hashed). */
   readonly tokens: TokensRepo;
+  /** Users of tenants (member or viewer, revocable). */
+  readonly users: UsersRepo;
   /** HTTP idempotency receipts. */
   readonly idempotency: IdempotencyRepo;
+  /** Work folders: collections, their files and operation receipts. */
+  readonly folders: FoldersRepo;
+  /** Named, expiring claims of service jobs (one replica at a time). */
+  readonly claims: ClaimsRepo;
 }
 
 /** The repositories bound to one open transaction, plus its raw Kysely handle. */
@@ -143,7 +173,10 @@ function repositories(context: RepoContext): MetadataRepositories {
     runs: createRunsRepo(context),
     turns: createTurnsRepo(context),
     tokens: createTokensRepo(context),
+    users: createUsersRepo(context),
     idempotency: createIdempotencyRepo(context),
+    folders: createFoldersRepo(context),
+    claims: createClaimsRepo(context),
   };
 }
 

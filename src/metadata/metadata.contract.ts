@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import { describeSnapshotCases } from './checkpoints.contract.js';
+import { describeFoldersCases } from './folders.contract.js';
 import { describeGcCases } from './gc.contract.js';
 import { describeIdPrefixCases } from './id-prefix.contract.js';
 import {
@@ -13,6 +14,7 @@ import {
 import type { MetadataStore } from './metadata-store.js';
 import { LATEST_SCHEMA_VERSION, MIGRATIONS } from './migrations.js';
 import { describeObjectIndexCases } from './object-index.contract.js';
+import { describePrincipalsCases } from './principals.contract.js';
 import { describeRunsCases } from './runs.contract.js';
 
 export type { MetadataContractOptions, MetadataTestDatabase } from './metadata-contract-support.contract.js';
@@ -32,7 +34,9 @@ export function describeMetadataContract(options: MetadataContractOptions): void
     describeObjectIndexCases(ctx);
     describeGcCases(ctx);
     describeRunsCases(ctx);
+    describePrincipalsCases(ctx);
     describeIdPrefixCases(ctx);
+    describeFoldersCases(ctx);
   });
 }
 

@@ -398,6 +398,103 @@ const packSeqPostgres: readonly string[] = [
 ];
 
 /**
+ * Principals beyond service tokens (issue 12): `users` of a tenant (member or viewer,
+ * revocable; a name is unique among the tenant's live users, so a revoked name may be added
+ * again as a new row that old tokens do not reach), tokens bound to a user or to a run (never
+ * both, never admin), and a run's collection bindings (JSON, `NULL` when unbound) and the
+ * moment it ended (`NULL` while active). Nullable columns: no existing row is rewritten.
+ */
+function principalsTables(t: { text: string; int: string; strict: string }): string[] {
+  return [
+    `CREATE TABLE users (
+  id ${t.text} PRIMARY KEY NOT NULL,
+  tenant_id ${t.text} NOT NULL REFERENCES tenants (id),
+  name ${t.text} NOT NULL,
+  role ${t.text} NOT NULL CONSTRAINT users_role_check CHECK (role IN ('member', 'viewer')),
+  created_at ${t.int} NOT NULL,
+  revoked_at ${t.int}
+)${t.strict}`,
+    'CREATE UNIQUE INDEX users_tenant_live_name_key ON users (tenant_id, name) WHERE revoked_at IS NULL',
+    'CREATE INDEX users_tenant_name_idx ON users (tenant_id, name)',
+    `ALTER TABLE tokens ADD COLUMN user_id ${t.text} REFERENCES users (id)`,
+    `ALTER TABLE tokens ADD COLUMN run_id ${t.text} REFERENCES runs (id)
+  CONSTRAINT tokens_owner_check CHECK ((user_id IS NULL OR run_id IS NULL) AND (admin = 0 OR (user_id IS NULL AND run_id IS NULL)))`,
+    'CREATE INDEX tokens_user_idx ON tokens (user_id)',
+    'CREATE INDEX tokens_run_idx ON tokens (run_id)',
+    `ALTER TABLE runs ADD COLUMN bindings ${t.text}`,
+    `ALTER TABLE runs ADD COLUMN ended_at ${t.int}`,
+  ];
+}
+
+const principalsSqlite = principalsTables({ text: 'TEXT', int: 'INTEGER', strict: ' STRICT' });
+const principalsPostgres = principalsTables({ text: 'text', int: 'bigint', strict: '' });
+
+/**
+ * Work folders (DESIGN section 10). A collection is `(tenant, scope, owner)`, created on
+ * first use (insert-or-nothing, then select: race-safe). `last_operation_at` is stamped by
+ * every applied mutation; the row is also what a mutation locks (`FOR UPDATE`).
+ *
+ * `folder_files` holds one row per file or directory, live or trashed. At most one live row
+ * per path (a partial unique index); any number of trashed ones. `trash_unit` groups the rows
+ * one delete moved together, so a restore brings back exactly them; it is set exactly when
+ * `deleted_at` is. `chunks` is the JSON list of `[objectId, rawLength]` pairs of a file
+ * (NULL for a directory): GC treats every row's chunks as roots. Paths sort bytewise on both
+ * engines (`COLLATE "C"` on PostgreSQL) so keyset pages and prefix tests agree.
+ *
+ * `folder_operations` are the content-free receipts of applied operations, unique per
+ * collection: an old retry is recognised, never re-applied. `service_claims` are named,
+ * expiring claims (the periodic GC sweep runs on one replica at a time).
+ */
+function foldersTables(t: { text: string; path: string; int: string; bool: string; strict: string }): string[] {
+  return [
+    `CREATE TABLE folder_collections (
+  id ${t.text} PRIMARY KEY NOT NULL,
+  tenant_id ${t.text} NOT NULL REFERENCES tenants (id),
+  scope ${t.text} NOT NULL CONSTRAINT folder_collections_scope_check CHECK (scope IN ('task', 'agent', 'user', 'project')),
+  owner_id ${t.text} NOT NULL,
+  created_at ${t.int} NOT NULL,
+  last_operation_at ${t.int},
+  CONSTRAINT folder_collections_owner_key UNIQUE (tenant_id, scope, owner_id)
+)${t.strict}`,
+    `CREATE TABLE folder_files (
+  id ${t.text} PRIMARY KEY NOT NULL,
+  collection_id ${t.text} NOT NULL REFERENCES folder_collections (id),
+  path ${t.path} NOT NULL,
+  kind ${t.text} NOT NULL CONSTRAINT folder_files_kind_check CHECK (kind IN ('file', 'directory')),
+  size ${t.int} NOT NULL CONSTRAINT folder_files_size_check CHECK (size >= 0),
+  sha256 ${t.text},
+  chunks ${t.text},
+  executable ${t.bool} NOT NULL,
+  content_type ${t.text},
+  updated_at ${t.int} NOT NULL,
+  deleted_at ${t.int},
+  trash_unit ${t.text},
+  CONSTRAINT folder_files_trash_check CHECK ((deleted_at IS NULL) = (trash_unit IS NULL)),
+  CONSTRAINT folder_files_content_check CHECK ((kind = 'file') = (sha256 IS NOT NULL AND chunks IS NOT NULL))
+)${t.strict}`,
+    'CREATE UNIQUE INDEX folder_files_live_path_key ON folder_files (collection_id, path) WHERE deleted_at IS NULL',
+    'CREATE INDEX folder_files_path_idx ON folder_files (collection_id, path, id)',
+    'CREATE INDEX folder_files_trash_unit_idx ON folder_files (collection_id, trash_unit) WHERE trash_unit IS NOT NULL',
+    `CREATE TABLE folder_operations (
+  collection_id ${t.text} NOT NULL REFERENCES folder_collections (id),
+  operation_id ${t.text} NOT NULL,
+  fingerprint ${t.text} NOT NULL,
+  result_id ${t.text},
+  created_at ${t.int} NOT NULL,
+  PRIMARY KEY (collection_id, operation_id)
+)${t.strict}`,
+    `CREATE TABLE service_claims (
+  name ${t.text} PRIMARY KEY NOT NULL,
+  holder ${t.text} NOT NULL,
+  expires_at ${t.int} NOT NULL
+)${t.strict}`,
+  ];
+}
+
+const foldersSqlite = foldersTables({ text: 'TEXT', path: 'TEXT', int: 'INTEGER', bool: 'INTEGER', strict: ' STRICT' });
+const foldersPostgres = foldersTables({ text: 'text', path: 'text COLLATE "C"', int: 'bigint', bool: 'boolean', strict: '' });
+
+/**
  * Every migration this build knows, ascending by version. The migrator refuses a database
  * whose highest applied version is above the last entry here.
  */
@@ -409,6 +506,8 @@ export const MIGRATIONS: readonly Migration[] = Object.freeze([
   { version: 5, name: 'principal_receipts_and_upload_intents', sqlite: receiptsAndIntentsSqlite, postgres: receiptsAndIntentsPostgres },
   { version: 6, name: 'object_block_offset', sqlite: blockOffsetSqlite, postgres: blockOffsetPostgres },
   { version: 7, name: 'objects_pack_seq', sqlite: packSeqSqlite, postgres: packSeqPostgres },
+  { version: 8, name: 'users_run_bindings_scoped_tokens', sqlite: principalsSqlite, postgres: principalsPostgres },
+  { version: 9, name: 'work_folders', sqlite: foldersSqlite, postgres: foldersPostgres },
 ]);
 
 /** The highest schema version this build can run against. */

@@ -151,6 +151,10 @@ export interface RunsTable {
   turn_count: ColumnType<number, number | undefined, number>;
   created_at: number;
   updated_at: number;
+  /** JSON object of owner ids by scope (migration 8); `null` for a run bound to no collection. */
+  bindings: ColumnType<string | null, string | null | undefined, string | null>;
+  /** When the run ended (migration 8); `null` while it is active. */
+  ended_at: ColumnType<number | null, number | null | undefined, number | null>;
 }
 
 /** Lifecycle of a turn. */
@@ -196,6 +200,24 @@ export interface TokensTable {
   admin: number;
   created_at: number;
   revoked_at: number | null;
+  /** The user a user token acts for (migration 8); `null` for service and run tokens. */
+  user_id: ColumnType<string | null, string | null | undefined, string | null>;
+  /** The run a run token acts for (migration 8); `null` for service and user tokens. */
+  run_id: ColumnType<string | null, string | null | undefined, string | null>;
+}
+
+/** A user's role: members read and write shared collections, viewers only read them. */
+export type UserRoleColumn = 'member' | 'viewer';
+
+/** `users` (migration 8): the people of a tenant; a revoked row stays, and its tokens stop. */
+export interface UsersTable {
+  id: string;
+  tenant_id: string;
+  /** Unique among the tenant's live users; the owner id of the user's collection. */
+  name: string;
+  role: UserRoleColumn;
+  created_at: number;
+  revoked_at: number | null;
 }
 
 /**
@@ -224,6 +246,53 @@ export interface UploadIntentsTable {
   created_at: number;
 }
 
+/** `folder_collections` (migration 8): one per `(tenant, scope, owner)`, created on first use. */
+export interface FolderCollectionsTable {
+  id: string;
+  tenant_id: string;
+  scope: 'task' | 'agent' | 'user' | 'project';
+  owner_id: string;
+  created_at: number;
+  /** Epoch ms of the latest applied mutation; `null` before the first. */
+  last_operation_at: number | null;
+}
+
+/** `folder_files` (migration 8): one file or directory of a collection, live or trashed. */
+export interface FolderFilesTable {
+  id: string;
+  collection_id: string;
+  path: string;
+  kind: 'file' | 'directory';
+  size: number;
+  sha256: string | null;
+  /** JSON `[[objectId, rawLength], …]`; `null` for a directory. */
+  chunks: string | null;
+  /** 0/1 on SQLite, boolean on PostgreSQL. */
+  executable: ColumnType<boolean | number, boolean | number, boolean | number>;
+  content_type: string | null;
+  updated_at: number;
+  deleted_at: number | null;
+  /** The id shared by the rows one delete trashed together; set exactly when `deleted_at` is. */
+  trash_unit: string | null;
+}
+
+/** `folder_operations` (migration 8): content-free receipts of applied folder operations. */
+export interface FolderOperationsTable {
+  collection_id: string;
+  operation_id: string;
+  fingerprint: string;
+  /** The row the operation produced (write, mkdir), when there is one. */
+  result_id: string | null;
+  created_at: number;
+}
+
+/** `service_claims` (migration 8): named, expiring claims, e.g. the periodic GC sweep's. */
+export interface ServiceClaimsTable {
+  name: string;
+  holder: string;
+  expires_at: number;
+}
+
 /** `holdfast_schema_migrations`: one row per applied migration, written by the migrator only. */
 export interface SchemaMigrationsTable {
   version: number;
@@ -246,7 +315,12 @@ export interface Database {
   turns: TurnsTable;
   run_events: RunEventsTable;
   tokens: TokensTable;
+  users: UsersTable;
   idempotency_receipts: IdempotencyReceiptsTable;
   upload_intents: UploadIntentsTable;
+  folder_collections: FolderCollectionsTable;
+  folder_files: FolderFilesTable;
+  folder_operations: FolderOperationsTable;
+  service_claims: ServiceClaimsTable;
   holdfast_schema_migrations: SchemaMigrationsTable;
 }

@@ -1,5 +1,7 @@
+import { parseRunBindings, type RunBindingsInput } from '../auth/folder-access.js';
+import { type CreatedToken, issueRunToken } from '../auth/tokens.js';
 import { resolveIdOrPrefix } from '../core/id-prefix.js';
-import { HoldfastError, InputError } from '../errors.js';
+import { HoldfastError, InputError, NotFoundError } from '../errors.js';
 import type { Checkpoint, CheckpointReason, Run, RunEvent, Turn } from '../metadata/metadata-store.js';
 import type { RunResult, SandboxHandle } from '../sandbox/sandbox-provider.js';
 import type { RestoreReceipt } from '../snapshot/restore.js';
@@ -30,10 +32,22 @@ export const MAX_TURN_OUTPUT_BYTES = 4 * 1024 * 1024;
 /** Default bound on a turn's command. */
 const DEFAULT_COMMAND_TIMEOUT_MS = 10 * 60_000;
 
-/** Input of {@link Runs.create}: follow a channel (upgrades) or pin one deployment. */
-export type CreateRunInput =
+/**
+ * Input of {@link Runs.create}: follow a channel (upgrades) or pin one deployment, and
+ * optionally the owners of the collections the run is bound to (see `parseRunBindings`; a
+ * `user` binding must name a live user of the tenant).
+ */
+export type CreateRunInput = (
   | { readonly channel: string; readonly deploymentId?: never }
-  | { readonly deploymentId: string; readonly channel?: never };
+  | { readonly deploymentId: string; readonly channel?: never }
+) & { readonly bindings?: RunBindingsInput | undefined };
+
+/**
+ * A run just created. `runToken` is the secret of its run token when it has bindings, shown
+ * here once (only its hash is stored); `null` for a run bound to nothing. Whoever needs
+ * another (a sandbox's environment) mints one with {@link Runs.issueRunToken}.
+ */
+export type CreatedRun = Run & { readonly runToken: string | null };
 
 /**
  * Durable runs of one tenant (DESIGN section 9): a run's turns execute in its sandbox and
@@ -51,10 +65,19 @@ export class Runs {
     this.deployments = new Deployments(host.meta, tenant, (name) => host.provider(name));
   }
 
-  /** Creates a run and its workspace on a channel's active deployment or on a pinned one. */
-  async create(input: CreateRunInput): Promise<Run> {
+  /**
+   * Creates a run and its workspace on a channel's active deployment or on a pinned one; a
+   * run with bindings gets a run token in the same transaction as its row.
+   */
+  async create(input: CreateRunInput): Promise<CreatedRun> {
     if (typeof input !== 'object' || input === null || (input.channel === undefined) === (input.deploymentId === undefined)) {
       throw new InputError('INVALID_INPUT', 'a run needs exactly one of channel and deploymentId');
+    }
+    const bindings = parseRunBindings(input.bindings);
+    if (bindings?.user !== undefined && (await this.host.meta.users.findActive(this.tenant.id, bindings.user)) === undefined) {
+      throw new NotFoundError(`bindings.user: no live user ${bindings.user} in this tenant (holdfast user add)`, {
+        data: { field: 'bindings.user', user: bindings.user },
+      });
     }
     const deploymentId =
       input.channel === undefined
@@ -62,13 +85,42 @@ export class Runs {
         : (await this.deployments.channel(input.channel)).deploymentId;
     const id = crypto.randomUUID();
     const workspace = await this.host.snapshotsFor(this.tenant.name).workspace(runWorkspaceName(id), true);
-    return this.host.meta.runs.create({
-      id,
-      tenantId: this.tenant.id,
-      workspaceId: workspace.id,
-      channel: input.channel ?? null,
-      deploymentId,
+    return this.host.meta.transaction(async (tx) => {
+      const run = await tx.runs.create({
+        id,
+        tenantId: this.tenant.id,
+        workspaceId: workspace.id,
+        channel: input.channel ?? null,
+        deploymentId,
+        bindings: bindings ?? null,
+      });
+      const runToken = bindings === undefined ? null : (await issueRunToken(tx, this.tenant, run.id)).token;
+      return { ...run, runToken };
     });
+  }
+
+  /**
+   * Ends a run (idempotent: an ended run keeps its first end): it takes no more turns,
+   * upgrades or checkpoints (`CONFLICT`), and its run tokens reach nothing from now on (404
+   * everywhere). Its rows and checkpoints stay; a turn already running finishes.
+   */
+  async end(id: string): Promise<Run> {
+    const run = await this.get(id);
+    return this.host.meta.runs.end(run.id);
+  }
+
+  /**
+   * Mints another run token for a bound, active run (for a sandbox's environment; every
+   * token is stored hashed, so none can be read back). A run bound to nothing:
+   * `INVALID_INPUT`; an ended run: `CONFLICT`.
+   */
+  async issueRunToken(id: string): Promise<CreatedToken> {
+    const run = await this.get(id);
+    if (run.bindings === null) {
+      throw new InputError('INVALID_INPUT', `run ${run.id} is bound to no collection, so it has no run token`, { data: { runId: run.id } });
+    }
+    if (run.endedAt !== null) throw ended(run.id);
+    return issueRunToken(this.host.meta, this.tenant, run.id);
   }
 
   /**
@@ -117,7 +169,7 @@ export class Runs {
    */
   async turn<T>(id: string, body: TurnBody<T>, options: TurnOptions<T> = {}): Promise<TurnOutcome<T>> {
     const run = await this.get(id);
-    return this.withLease(run.id, options.waitMs, (lease) => executeTurn(this.scope(), lease, body, options));
+    return this.withLease(run, options.waitMs, (lease) => executeTurn(this.scope(), lease, body, options));
   }
 
   /**
@@ -161,7 +213,7 @@ export class Runs {
     if (target === undefined)
       throw new InputError('INVALID_INPUT', `run ${id} follows no channel: name the deploymentId to move it to`, { data: { runId: id } });
     const deployment = await this.deployments.get(target);
-    return this.withLease(run.id, options.waitMs, async (lease) => {
+    return this.withLease(run, options.waitMs, async (lease) => {
       const current = await ensureSandbox(this.scope(), lease, { upgrade: false });
       if (lease.run.deploymentId === deployment.id && current.run.deploymentId === deployment.id) return current.run;
       return (await upgradeSandbox(this.scope(), lease, current.run, current.sandbox, deployment)).run;
@@ -171,7 +223,7 @@ export class Runs {
   /** Checkpoints a run's sandbox now (reason `manual`), under its lease. */
   async checkpoint(id: string, options: { reason?: CheckpointReason; waitMs?: number } = {}): Promise<Checkpoint> {
     const run = await this.get(id);
-    return this.withLease(run.id, options.waitMs, async (lease) => {
+    return this.withLease(run, options.waitMs, async (lease) => {
       const { sandbox } = await ensureSandbox(this.scope(), lease, { upgrade: false });
       return (await saveSandbox(this.scope(), lease, sandbox, options.reason ?? 'manual')).checkpoint;
     });
@@ -226,7 +278,9 @@ export class Runs {
     return { host: this.host, tenant: this.tenant, deployments: this.deployments };
   }
 
-  private async withLease<T>(runId: string, waitMs: number | undefined, fn: (lease: HeldLease) => Promise<T>): Promise<T> {
+  private async withLease<T>(run: Run, waitMs: number | undefined, fn: (lease: HeldLease) => Promise<T>): Promise<T> {
+    const runId = run.id;
+    if (run.endedAt !== null) throw ended(runId);
     if (this.host.draining) {
       throw new HoldfastError('CANCELLED', 'this server is shutting down and takes no new turns; retry on another one', {
         data: { runId },
@@ -239,4 +293,8 @@ export class Runs {
       await lease.release();
     }
   }
+}
+
+function ended(runId: string): HoldfastError {
+  return new HoldfastError('CONFLICT', `run ${runId} has ended: create a new run`, { data: { runId, reason: 'ended' } });
 }

@@ -1,4 +1,5 @@
 import { Hono, type MiddlewareHandler } from 'hono';
+import { folderAccessLookups, PRINCIPAL_KINDS } from '../auth/folder-access.js';
 import type { Holdfast } from '../index.js';
 import type { AppEnv } from './app-env.js';
 import { bearerAuth } from './auth.js';
@@ -14,6 +15,7 @@ import { checkpointRoutes } from './routes/checkpoints.js';
 import { deploymentRoutes } from './routes/deployments.js';
 import { runRoutes } from './routes/runs.js';
 import { tokenRoutes } from './routes/tokens.js';
+import { workFolderRoutes } from './routes/work-folders.js';
 
 /** What {@link createApp} needs. */
 export interface AppOptions {
@@ -43,6 +45,8 @@ const PUBLIC_DOCS: readonly RouteDoc[] = [
  * document needs a bearer token and acts inside the token's tenant only, so another tenant's
  * ids answer 404. Errors are `{error: {code, message, data}}`, mapped in one place. Every
  * route's request body is bounded while it streams (413 `LIMIT_EXCEEDED` past its limit).
+ * The work-folder routes (`/api/companies/:companyId/work-folders/…`) take every token kind
+ * (service, user, run) and decide with the folder policy, route by route.
  */
 export function createApp(options: AppOptions): Hono<AppEnv> {
   const { hf, log, metrics } = options;
@@ -53,7 +57,8 @@ export function createApp(options: AppOptions): Hono<AppEnv> {
   registerRunMetrics(hf, metrics);
 
   const routes: RouteDef[] = [...deploymentRoutes(hf), ...runRoutes(hf), ...checkpointRoutes(hf), ...tokenRoutes(hf)];
-  const docs = [...PUBLIC_DOCS, ...routes.map((r) => r.doc)];
+  const folderRoutes = workFolderRoutes({ folders: hf.folders, lookups: folderAccessLookups(hf.meta) });
+  const docs = [...PUBLIC_DOCS, ...routes.map((r) => r.doc), ...folderRoutes.map((r) => r.doc)];
   const openapi = buildOpenApi({ title: 'Holdfast API', version: options.version }, docs);
   app.notFound(routeNotFound(docs));
 
@@ -73,6 +78,13 @@ export function createApp(options: AppOptions): Hono<AppEnv> {
   for (const route of routes) {
     const limit = bodyLimit(route.maxBodyBytes ?? MAX_REQUEST_BODY_BYTES);
     app.on(route.doc.method.toUpperCase(), route.doc.path, limit, authorizeRoute(route), idempotency(hf.meta, route), route.handler);
+  }
+  // Work folders: every token kind; each route asks the folder policy itself. No receipt
+  // middleware (it reads the body whole): their Idempotency-Key is the operation id `Folders` keeps.
+  const anyPrincipal = bearerAuth((hash) => hf.tokens.principal(hash), { kinds: PRINCIPAL_KINDS });
+  for (const route of folderRoutes) {
+    const limit = bodyLimit(route.maxBodyBytes ?? MAX_REQUEST_BODY_BYTES);
+    app.on(route.doc.method.toUpperCase(), route.doc.path, limit, anyPrincipal, route.handler);
   }
   return app;
 }

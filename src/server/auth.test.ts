@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { Hono } from 'hono';
 import { describe, expect, it } from 'vitest';
+import { PRINCIPAL_KINDS } from '../auth/folder-access.js';
 import { generateToken, hashToken } from '../auth/tokens.js';
 import { HoldfastError } from '../errors.js';
 import type { AppEnv } from './app-env.js';
@@ -8,7 +9,7 @@ import { bearerAuth, MAX_AUTHORIZATION_HEADER_CHARS, type Principal } from './au
 import { errorHandler } from './error-response.js';
 import { silentLogger } from './logger.js';
 
-const PRINCIPAL: Principal = { tokenId: 'tok1', tenantId: 'ten1', tenantName: 'acme', admin: false };
+const PRINCIPAL: Principal = { kind: 'service', tokenId: 'tok1', tenantId: 'ten1', tenantName: 'acme', admin: false };
 
 function app(tokens: ReadonlyMap<string, Principal>) {
   const seen: string[] = [];
@@ -91,5 +92,32 @@ describe('bearerAuth', () => {
     const res = await hono.request('/x', { headers: { Authorization: `Bearer ${token}` } });
     expect(res.status).toBe(503);
     expect(await codeOf(res)).toBe('STORE_UNAVAILABLE');
+  });
+
+  it('serves only service tokens by default: a user or run token is 404 NOT_FOUND; routes that ask for every kind accept them', async () => {
+    const user: Principal = { kind: 'user', tokenId: 'tok2', tenantId: 'ten1', tenantName: 'acme', userId: 'ada', role: 'member' };
+    const run: Principal = { kind: 'run', tokenId: 'tok3', tenantId: 'ten1', tenantName: 'acme', runId: 'r1', bindings: { task: 't1' } };
+    const [userToken, runToken] = [generateToken(), generateToken()];
+    const known = new Map<string, Principal>([
+      [hashToken(token), PRINCIPAL],
+      [hashToken(userToken), user],
+      [hashToken(runToken), run],
+    ]);
+    const { hono } = app(known);
+    hono.use(
+      '/api/*',
+      bearerAuth(async (hash) => known.get(hash), { kinds: PRINCIPAL_KINDS }),
+    );
+    hono.get('/api/me', (c) => c.json(c.get('principal')));
+    for (const [bearer, principal] of [
+      [userToken, user],
+      [runToken, run],
+    ] as const) {
+      const refused = await hono.request('/v1/me', { headers: { Authorization: `Bearer ${bearer}` } });
+      expect([refused.status, await codeOf(refused)]).toEqual([404, 'NOT_FOUND']);
+      const served = await hono.request('/api/me', { headers: { Authorization: `Bearer ${bearer}` } });
+      expect(await served.json()).toEqual(principal);
+    }
+    expect((await hono.request('/v1/me', { headers: { Authorization: `Bearer ${token}` } })).status).toBe(200);
   });
 });

@@ -3,6 +3,7 @@
  * looked up.
  */
 import type { MiddlewareHandler } from 'hono';
+import type { PrincipalKind } from '../auth/folder-access.js';
 import { hashToken, type Principal } from '../auth/tokens.js';
 import { HoldfastError } from '../errors.js';
 import type { AppEnv } from './app-env.js';
@@ -23,16 +24,29 @@ const BEARER_HEADER = /^bearer +([A-Za-z0-9\-._~+/]+=*) *$/i;
  */
 export type VerifyTokenHash = (tokenHash: string) => Promise<Principal | undefined>;
 
+/** What {@link bearerAuth} accepts. */
+export interface BearerAuthOptions {
+  /**
+   * The principal kinds these routes serve; default only `service` (the `/v1` API). A token
+   * of another kind is `NOT_FOUND` (404): user and run tokens reach work folders only, and
+   * to them nothing else exists. Work-folder routes pass every kind (`PRINCIPAL_KINDS`) and
+   * decide with `canAccessFolder`.
+   */
+  readonly kinds?: readonly PrincipalKind[];
+}
+
 /**
  * Middleware requiring `Authorization: Bearer <token>`. A missing, malformed, oversized or
  * unknown token throws `UNAUTHORIZED` (the error handler answers 401 with a
- * `WWW-Authenticate` challenge); otherwise the principal is stored as `c.get('principal')`.
+ * `WWW-Authenticate` challenge); a principal of a kind not in `options.kinds` throws
+ * `NOT_FOUND`; otherwise the principal is stored as `c.get('principal')`.
  *
  * The token is never compared with a secret here: it is hashed and the hash is looked up.
  * A timing difference in that lookup reveals at most a prefix of a SHA-256 digest, which
  * says nothing useful about any token, so constant-time comparison is not needed.
  */
-export function bearerAuth(verify: VerifyTokenHash): MiddlewareHandler<AppEnv> {
+export function bearerAuth(verify: VerifyTokenHash, options: BearerAuthOptions = {}): MiddlewareHandler<AppEnv> {
+  const kinds = new Set<PrincipalKind>(options.kinds ?? ['service']);
   return async (c, next) => {
     const header = c.req.header('authorization');
     if (header === undefined || header === '') {
@@ -45,6 +59,9 @@ export function bearerAuth(verify: VerifyTokenHash): MiddlewareHandler<AppEnv> {
     const principal = await verify(hashToken(token));
     if (principal === undefined) {
       throw unauthorized('unknown', 'unknown or revoked token: ask a Holdfast admin for a valid token');
+    }
+    if (!kinds.has(principal.kind)) {
+      throw new HoldfastError('NOT_FOUND', `no route ${c.req.method} ${c.req.path} for this token`, { data: {} });
     }
     c.set('principal', principal);
     await next();

@@ -31,6 +31,8 @@ const STATUS_BY_CODE: Readonly<Record<ErrorCode, number>> = {
   // The path exists with other methods; the answer's `Allow` header lists them.
   METHOD_NOT_ALLOWED: 405,
   UNSUPPORTED_MEDIA_TYPE: 415,
+  // A byte range past the end of a file; the answer's `Content-Range: bytes */SIZE` gives the size (RFC 9110 §15.5.17).
+  RANGE_NOT_SATISFIABLE: 416,
   // The caller's setup step failed, not the server: the request was valid but not achievable.
   SETUP_FAILED: 422,
   TIMEOUT: 504,
@@ -47,6 +49,7 @@ const CODE_BY_HTTP_STATUS: Readonly<Record<number, ErrorCode>> = {
   408: 'TIMEOUT',
   409: 'CONFLICT',
   413: 'LIMIT_EXCEEDED',
+  416: 'RANGE_NOT_SATISFIABLE',
   503: 'STORE_UNAVAILABLE',
   504: 'TIMEOUT',
 };

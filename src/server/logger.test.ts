@@ -64,7 +64,7 @@ describe('requestLogger', () => {
     const hono = new Hono<AppEnv>();
     hono.use('*', requestLogger(log));
     hono.use('/v1/*', async (c, next) => {
-      c.set('principal', { tokenId: 't1', tenantId: 'ten1', tenantName: 'acme', admin: false });
+      c.set('principal', { kind: 'service', tokenId: 't1', tenantId: 'ten1', tenantName: 'acme', admin: false });
       await next();
     });
     hono.get('/v1/runs/:id', (c) => c.json({ id: c.req.param('id'), requestId: c.get('requestId') }));

@@ -14,8 +14,16 @@ export interface RouteDoc {
   readonly tags?: readonly string[];
   /** Request body schema, documented as the input the client sends (before transforms). */
   readonly body?: z.ZodType;
-  /** Content type of `body`; defaults to `application/json`. */
+  /**
+   * Content type of `body`; defaults to `application/json`. Given without `body`, the request
+   * body is raw bytes of this type (an upload), documented as a binary string.
+   */
   readonly consumes?: string;
+  /**
+   * Request headers the route reads (`Idempotency-Key`, `Range`, …); each property becomes a
+   * header parameter, named as the property (header names are case-insensitive).
+   */
+  readonly headers?: z.ZodObject;
   /** Query string; each property becomes a query parameter. */
   readonly query?: z.ZodObject;
   /** Success body schema, documented as the output the server sends. */
@@ -26,6 +34,22 @@ export interface RouteDoc {
   readonly auth?: boolean;
   /** Content type of the success body (e.g. `application/octet-stream`); defaults to JSON. */
   readonly produces?: string;
+  /** Headers of the success answer, by name, with what each says. */
+  readonly responseHeaders?: Readonly<Record<string, string>>;
+  /**
+   * Further answers the route gives on purpose, by status: another success (206 Partial
+   * Content) or an error status worth naming (413, 415, 416). Every error still has the error
+   * body; a `headers` entry names the answer's headers as in {@link responseHeaders}.
+   */
+  readonly responses?: Readonly<Record<number, ResponseDoc>>;
+}
+
+/** One further documented answer of a route ({@link RouteDoc.responses}). */
+export interface ResponseDoc {
+  readonly description: string;
+  /** The answer's media type when it is not an error body (e.g. `application/octet-stream` for a 206). */
+  readonly produces?: string;
+  readonly headers?: Readonly<Record<string, string>>;
 }
 
 /** `info` of the document. */
@@ -94,12 +118,25 @@ function operation(route: RouteDoc, pathParams: readonly string[], schemas: Reco
       parameters.push({ name, in: 'query', required: required.includes(name), schema });
     }
   }
+  if (route.headers !== undefined) {
+    const headers = resolveRef(embed(route.headers, 'input', `${hint}_headers`, schemas), schemas);
+    const required = Array.isArray(headers.required) ? headers.required : [];
+    for (const [name, schema] of Object.entries((headers.properties ?? {}) as Json)) {
+      const { description, ...rest } = schema as Json;
+      const parameter: Json = { name, in: 'header', required: required.includes(name), schema: rest };
+      if (typeof description === 'string') parameter.description = description;
+      parameters.push(parameter);
+    }
+  }
   const op: Json = { summary: route.summary };
   if (route.tags !== undefined) op.tags = [...route.tags];
   if (parameters.length > 0) op.parameters = parameters;
   if (route.body !== undefined) {
     const schema = embed(route.body, 'input', `${hint}_body`, schemas);
     op.requestBody = { required: true, content: { [route.consumes ?? JSON_TYPE]: { schema } } };
+  } else if (route.consumes !== undefined) {
+    // OpenAPI 3.1 describes raw bytes by their media type; the schema says it is binary.
+    op.requestBody = { required: true, content: { [route.consumes]: { schema: { type: 'string', contentMediaType: route.consumes } } } };
   }
   const success: Json = { description: 'Success' };
   if (route.response !== undefined) {
@@ -108,10 +145,22 @@ function operation(route: RouteDoc, pathParams: readonly string[], schemas: Reco
     // OpenAPI 3.1: a media type without a schema means "any bytes of this type".
     success.content = { [route.produces]: {} };
   }
+  if (route.responseHeaders !== undefined) success.headers = headersDoc(route.responseHeaders);
   const errorRef = { $ref: '#/components/responses/Error' };
-  op.responses = { [String(route.responseStatus ?? 200)]: success, '4XX': errorRef, '5XX': errorRef };
+  const responses: Json = { [String(route.responseStatus ?? 200)]: success };
+  for (const [status, doc] of Object.entries(route.responses ?? {})) responses[status] = furtherResponse(doc);
+  op.responses = { ...responses, '4XX': errorRef, '5XX': errorRef };
   op.security = route.auth === false ? [] : [{ bearer: [] }];
   return op;
+}
+
+function headersDoc(headers: Readonly<Record<string, string>>): Json {
+  return Object.fromEntries(Object.entries(headers).map(([name, description]) => [name, { description, schema: { type: 'string' } }]));
+}
+
+function furtherResponse(doc: ResponseDoc): Json {
+  const content = doc.produces === undefined ? { [JSON_TYPE]: { schema: { $ref: `${SCHEMAS_PREFIX}Error` } } } : { [doc.produces]: {} };
+  return { description: doc.description, content, ...(doc.headers === undefined ? {} : { headers: headersDoc(doc.headers) }) };
 }
 
 function convertPath(honoPath: string): { path: string; params: string[] } {

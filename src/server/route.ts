@@ -32,7 +32,8 @@ export interface RouteDef extends IdempotentRoute {
 
 /** {@link RouteDef.authorize} for routes only admin tokens may call. */
 export function requireAdmin(principal: Principal): void {
-  if (!principal.admin) throw new HoldfastError('FORBIDDEN', 'only admin tokens may call this route: use an admin token', { data: {} });
+  if (principal.kind !== 'service' || !principal.admin)
+    throw new HoldfastError('FORBIDDEN', 'only admin tokens may call this route: use an admin token', { data: {} });
 }
 
 /** What route handlers share. */

@@ -3,6 +3,7 @@ import { InputError } from '../errors.js';
 import type { PackInfo } from '../metadata/metadata-store.js';
 import { ObjectReader } from '../objects/object-reader.js';
 import type { SnapshotDeps } from './checkpoint.js';
+import { folderRootSource } from './gc-folder-roots.js';
 import { type LiveRootSource, liveUsage, markLive, markNewCheckpoints } from './gc-mark.js';
 import { collectOrphans, type OrphanResult } from './gc-orphans.js';
 import { sweepStatCaches } from './gc-stat-caches.js';
@@ -148,7 +149,9 @@ export async function collectGarbage(deps: GcDeps, options: GcOptions = {}): Pro
   const retention = await applyRetention(meta, options.retention ?? DEFAULT_RETENTION, now, dryRun);
   phase('mark');
   const reader = new ObjectReader(deps.blobs, meta);
-  const { live, marked } = await markLive(reader, retention.retained, options.liveRootSources ?? []);
+  // Work-folder files (live and trashed) are roots of every run, whoever calls GC.
+  const folders = folderRootSource(meta);
+  const { live, marked } = await markLive(reader, retention.retained, [folders, ...(options.liveRootSources ?? [])]);
   const isLive = (id: Sha256Hex): boolean => live.data.has(id) || live.trees.has(id);
   const usage = await liveUsage(meta, packs, isLive);
   const open = packs.filter((p) => p.condemnedAt === null);
@@ -219,6 +222,8 @@ export async function collectGarbage(deps: GcDeps, options: GcOptions = {}): Pro
     now,
   );
   await markNewCheckpoints(meta, reader, marked, live, [...empty.map((p) => p.id), ...repack.repacked]);
+  // Folder writes committed since the mark may name objects of packs just condemned: the sweep revives those.
+  for (const id of (await folders.roots()).objects) live.data.add(id);
 
   phase('sweep');
   const swept = await sweepCondemned(deps, isLive, cutoff, now);

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { resolveIdOrPrefix } from '../../core/id-prefix.js';
-import { isHoldfastError, NotFoundError } from '../../errors.js';
+import { InputError, isHoldfastError, NotFoundError } from '../../errors.js';
 import type { Holdfast, Run, RunEvent, TenantServices, Turn } from '../../index.js';
 import { isoTime, renderTable } from '../output.js';
 import { positiveInt, withHoldfast } from '../program.js';
@@ -44,7 +44,7 @@ export async function locateRun(hf: Holdfast, runId: string, tenantName?: string
   return { run, services: await hf.forTenant(tenant.name) };
 }
 
-/** `holdfast run ls | show`: read runs, their turns and their recorded steps from the store. */
+/** `holdfast run ls | show | create | end`: runs, their turns and their recorded steps, in the store. */
 export function registerRun(program: Command): void {
   // Subcommands copy this when created; runCli overrides only the first level, and a usage
   // error in `run <sub>` must still reach it to exit 2.
@@ -85,6 +85,47 @@ export function registerRun(program: Command): void {
     });
 
   run
+    .command('create')
+    .description('create a run on a channel or a pinned deployment; with bindings it gets a run token, printed once')
+    .option('-t, --tenant <name>', 'tenant of the run', 'default')
+    .option('--channel <name>', 'follow this channel (upgrades)')
+    .option('--deployment <id>', 'pin this deployment id')
+    .option('--task <owner>', 'bind the task collection of this owner')
+    .option('--agent <owner>', 'bind the agent collection of this owner (the run may write it)')
+    .option('--user <name>', "bind this live user's collection")
+    .option('--project <owner>', 'bind the project collection of this owner')
+    .action(async (flags: RunCreateFlags, command: Command) => {
+      await withHoldfast(command, async (hf, { output }) => {
+        if ((flags.channel === undefined) === (flags.deployment === undefined)) {
+          throw new InputError('INVALID_INPUT', 'give exactly one of --channel and --deployment', { data: { field: 'channel' } });
+        }
+        const tenant = await tenantNamed(hf, flags.tenant);
+        const { runs } = await hf.forTenant(tenant.name);
+        const bindings = { task: flags.task, agent: flags.agent, user: flags.user, project: flags.project };
+        const created = await runs.create(
+          flags.channel === undefined ? { deploymentId: flags.deployment ?? '', bindings } : { channel: flags.channel, bindings },
+        );
+        if (created.runToken !== null) output.note(`run ${created.id}: its run token is shown only once, store it now`);
+        output.result({ ...created, tenant: tenant.name }, () =>
+          created.runToken === null ? created.id : `${created.id}\n${created.runToken}`,
+        );
+      });
+    });
+
+  run
+    .command('end')
+    .description('end a run of any tenant (idempotent): no more turns, and its run tokens reach nothing')
+    .argument('<runId>', 'run id, a unique prefix of it (8+ characters), or latest')
+    .option('-t, --tenant <name>', 'look only in this tenant')
+    .action(async (runId: string, flags: { tenant?: string }, command: Command) => {
+      await withHoldfast(command, async (hf, { output }) => {
+        const { run: located, services } = await locateRun(hf, runId, flags.tenant);
+        const ended = await services.runs.end(located.id);
+        output.result({ ...ended, tenant: services.tenant.name }, () => `run ${ended.id} ended at ${isoTime(ended.endedAt)}`);
+      });
+    });
+
+  run
     .command('show')
     .description('show a run of any tenant: deployment, sandbox, lease, its last turns and its recorded steps')
     .argument('<runId>', 'run id, a unique prefix of it (8+ characters), or latest')
@@ -100,6 +141,17 @@ export function registerRun(program: Command): void {
         );
       });
     });
+}
+
+/** Flags of `holdfast run create`. */
+interface RunCreateFlags {
+  readonly tenant: string;
+  readonly channel?: string;
+  readonly deployment?: string;
+  readonly task?: string;
+  readonly agent?: string;
+  readonly user?: string;
+  readonly project?: string;
 }
 
 /** The tenant named `name`; `NOT_FOUND` rather than creating it, since listing must not write. */
@@ -120,6 +172,7 @@ function renderShow(run: Run, tenant: string, turns: readonly Turn[], events: re
     ...(lease.error === null ? [] : [`  lease error ${JSON.stringify(lease.error)}`]),
     ...(lease.state === 'release_recovery_required' ? [`  resolve it with: holdfast lease resolve ${run.id}`] : []),
     `  turns       ${run.turnCount}, created ${isoTime(run.createdAt)}, updated ${isoTime(run.updatedAt)}`,
+    `  bindings    ${run.bindings === null ? 'none' : JSON.stringify(run.bindings)}${run.endedAt === null ? '' : `, ended ${isoTime(run.endedAt)}`}`,
     '',
     turns.length === 0 ? 'no turns' : `last ${turns.length} turns:`,
   ];

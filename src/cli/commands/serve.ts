@@ -28,6 +28,7 @@ interface ServeFlags {
   readonly checkpointIntervalMs?: number;
   readonly shutdownDeadlineMs?: number;
   readonly straySweepIntervalMs?: number;
+  readonly gcSweepIntervalMs?: number;
   readonly init?: boolean;
 }
 
@@ -61,6 +62,11 @@ export function registerServe(program: Command): void {
       'how often sandboxes left behind for runs are destroyed, 0 disables (default $HOLDFAST_STRAY_SWEEP_INTERVAL_MS or 600000)',
       intFlag('--stray-sweep-interval-ms', 0),
     )
+    .option(
+      '--gc-sweep-interval-ms <ms>',
+      'how often GC sweeps the store (one replica at a time), 0 disables (default $HOLDFAST_GC_SWEEP_INTERVAL_MS or 180000)',
+      intFlag('--gc-sweep-interval-ms', 0),
+    )
     .option('--init', 'if the store holds no live token, create an admin token for tenant default and print it once')
     .action(async (flags: ServeFlags, command: Command) => {
       const { config } = contextOf(command);
@@ -72,18 +78,22 @@ export function registerServe(program: Command): void {
         shutdownDeadlineMs: flags.shutdownDeadlineMs ?? envInt('HOLDFAST_SHUTDOWN_DEADLINE_MS', 1),
         straySweepIntervalMs: flags.straySweepIntervalMs ?? envInt('HOLDFAST_STRAY_SWEEP_INTERVAL_MS', 0),
       });
-      const [{ openHoldfast, DEFAULT_RUN_SETTINGS }, { createJsonLogger }, { Metrics }, { createApp }, { listen }] = await Promise.all([
-        import('../../index.js'),
-        import('../../server/logger.js'),
-        import('../../server/metrics.js'),
-        import('../../server/app.js'),
-        import('../../server/http-server.js'),
-      ]);
+      const [{ openHoldfast, DEFAULT_RUN_SETTINGS, GC_SWEEP_INTERVAL_MS }, { createJsonLogger }, { Metrics }, { createApp }, { listen }] =
+        await Promise.all([
+          import('../../index.js'),
+          import('../../server/logger.js'),
+          import('../../server/metrics.js'),
+          import('../../server/app.js'),
+          import('../../server/http-server.js'),
+        ]);
       const settings = { ...DEFAULT_RUN_SETTINGS, ...runSettings };
+      const gcSweepIntervalMs = flags.gcSweepIntervalMs ?? envInt('HOLDFAST_GC_SWEEP_INTERVAL_MS', 0) ?? GC_SWEEP_INTERVAL_MS;
       const log = createJsonLogger();
       const hf = await openHoldfast({
         config,
         runSettings,
+        gcSweepIntervalMs,
+        onGcSweepError: (error) => log.warn('gc sweep failed', { error }),
         onRunEvent: ({ level, msg, ...fields }) => log[level](msg, fields),
       });
       let created: CreatedToken | undefined;
@@ -100,6 +110,7 @@ export function registerServe(program: Command): void {
       const signalled = untilSignal(log);
       // Stopped by hf.shutdown() below, before the stores close.
       hf.startStraySweeps();
+      hf.startGcSweeps();
       const { leaseTtlMs, checkpointIntervalMs, shutdownDeadlineMs, straySweepIntervalMs } = settings;
       log.info('listening', {
         url: server.url,
@@ -111,6 +122,7 @@ export function registerServe(program: Command): void {
         checkpointIntervalMs,
         shutdownDeadlineMs,
         straySweepIntervalMs,
+        gcSweepIntervalMs,
       });
       process.stderr.write(banner(server.url, version, flags.init === true, created));
 

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { NotFoundError } from '../../errors.js';
+import { InputError, NotFoundError } from '../../errors.js';
 import { isoTime, renderTable } from '../output.js';
 import { withHoldfast } from '../program.js';
 
@@ -20,15 +20,27 @@ export function registerToken(program: Command): void {
   token
     .command('create')
     .description('create a token and print it once (stdout holds the token alone unless --json)')
-    .option('-t, --tenant <name>', 'tenant the token acts for (created if missing)', DEFAULT_TOKEN_TENANT)
-    .option('-n, --name <label>', 'label to recognise the token by in lists and logs', DEFAULT_TOKEN_NAME)
-    .option('--admin', 'may also manage tenants and tokens')
-    .action(async (flags: { tenant: string; name: string; admin?: boolean }, command: Command) => {
+    .option('-t, --tenant <name>', 'tenant the token acts for (created if missing, except for --user)', DEFAULT_TOKEN_TENANT)
+    .option('-n, --name <label>', 'label to recognise the token by in lists and logs (default: cli, or "user NAME")')
+    .option('--admin', 'may also manage tenants and tokens (service tokens only)')
+    .option('-u, --user <name>', 'a token acting as this live user of the tenant (see holdfast user add), not as a service')
+    .action(async (flags: { tenant: string; name?: string; admin?: boolean; user?: string }, command: Command) => {
       await withHoldfast(command, async (hf, { output }) => {
-        const created = await hf.tokens.create({ tenant: flags.tenant, name: flags.name, admin: flags.admin === true });
-        output.note(
-          `token ${created.id} (${created.name}) for tenant ${created.tenant}${created.admin ? ', admin' : ''}: shown only once, store it now`,
-        );
+        if (flags.user !== undefined && flags.admin === true) {
+          throw new InputError('INVALID_INPUT', 'a user token cannot be an admin token: drop --admin or --user', {
+            data: { field: 'admin' },
+          });
+        }
+        const created =
+          flags.user === undefined
+            ? await hf.tokens.create({ tenant: flags.tenant, name: flags.name ?? DEFAULT_TOKEN_NAME, admin: flags.admin === true })
+            : await hf.tokens.createForUser({
+                tenant: flags.tenant,
+                user: flags.user,
+                ...(flags.name === undefined ? {} : { name: flags.name }),
+              });
+        const who = created.user === null ? (created.admin ? ', admin' : '') : `, acting as user ${created.user}`;
+        output.note(`token ${created.id} (${created.name}) for tenant ${created.tenant}${who}: shown only once, store it now`);
         output.result(created, () => created.token);
       });
     });
@@ -45,6 +57,9 @@ export function registerToken(program: Command): void {
           tenant: tenants.get(t.tenantId) ?? null,
           name: t.name,
           admin: t.admin,
+          kind: t.userId !== null ? 'user' : t.runId !== null ? 'run' : 'service',
+          userId: t.userId,
+          runId: t.runId,
           createdAt: t.createdAt,
           revokedAt: t.revokedAt,
         }));
@@ -52,11 +67,12 @@ export function registerToken(program: Command): void {
           tokens.length === 0
             ? 'no tokens (holdfast token create --admin makes one)'
             : renderTable(
-                ['ID', 'TENANT', 'NAME', 'ADMIN', 'CREATED', 'REVOKED'],
+                ['ID', 'TENANT', 'NAME', 'KIND', 'ADMIN', 'CREATED', 'REVOKED'],
                 tokens.map((t) => [
                   t.id,
                   t.tenant ?? t.tenantId,
                   t.name,
+                  t.kind,
                   t.admin ? 'yes' : 'no',
                   isoTime(t.createdAt),
                   isoTime(t.revokedAt),

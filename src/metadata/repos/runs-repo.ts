@@ -24,8 +24,20 @@ export interface Run {
   readonly sandbox: { readonly provider: string; readonly id: string } | null;
   readonly lease: Lease;
   readonly turnCount: number;
+  /** Owner ids of the collections the run is bound to, by scope; `null` when bound to none. */
+  readonly bindings: StoredRunBindings | null;
   readonly createdAt: number;
   readonly updatedAt: number;
+  /** When the run ended; `null` while it is active (its run tokens reach collections only then). */
+  readonly endedAt: number | null;
+}
+
+/** A run's collection owners by scope as stored (validated by the runs layer before they get here). */
+export interface StoredRunBindings {
+  readonly task?: string;
+  readonly agent?: string;
+  readonly user?: string;
+  readonly project?: string;
 }
 
 /** The lease columns of a run. */
@@ -48,6 +60,8 @@ export interface CreateRunInput {
   readonly workspaceId: string;
   readonly channel: string | null;
   readonly deploymentId: string;
+  /** Stored as given (JSON); absent or `null`: bound to no collection. */
+  readonly bindings?: StoredRunBindings | null | undefined;
 }
 
 /**
@@ -73,7 +87,12 @@ export interface RunsRepo {
   /** The tenant's runs, newest first, at most `limit`. */
   list(tenantId: string, limit?: number): Promise<Run[]>;
   /**
-   * Claims the lease in one statement: succeeds when it is free or its holder's lease has
+   * Ends run `id` now, or keeps the moment it already ended (idempotent). An ended run takes
+   * no new lease, and its run tokens reach nothing. `NOT_FOUND` when there is no such run.
+   */
+  end(id: string): Promise<Run>;
+  /**
+   * Claims the lease in one statement (never on an ended run): succeeds when it is free or its holder's lease has
    * expired (a takeover: `lease.takenFrom` names the old owner), bumping the epoch. Resolves
    * with the claimed run, or `undefined` when someone else holds it or it needs recovery.
    */
@@ -127,6 +146,7 @@ export function createRunsRepo({ db, dialect, now }: RepoContext): RunsRepo {
         workspace_id: requireText(input.workspaceId, 'workspaceId'),
         channel: input.channel,
         deployment_id: requireText(input.deploymentId, 'deploymentId'),
+        bindings: input.bindings == null ? null : toJsonText({ ...input.bindings }, 'bindings'),
         created_at: at,
         updated_at: at,
       };
@@ -169,6 +189,17 @@ export function createRunsRepo({ db, dialect, now }: RepoContext): RunsRepo {
         .execute();
       return rows.map(toRun);
     },
+    async end(id) {
+      const at = now();
+      const row = await db
+        .updateTable('runs')
+        .set({ ended_at: at, updated_at: at })
+        .where('id', '=', id)
+        .where('ended_at', 'is', null)
+        .returningAll()
+        .executeTakeFirst();
+      return row === undefined ? get(id) : toRun(row);
+    },
     async claim(id, owner, ttlMs) {
       const at = now();
       const row = await db
@@ -182,6 +213,7 @@ export function createRunsRepo({ db, dialect, now }: RepoContext): RunsRepo {
           updated_at: at,
         })
         .where('id', '=', id)
+        .where('ended_at', 'is', null)
         .where((eb) => eb.or([eb('lease_state', '=', 'free'), eb.and([eb('lease_state', '=', 'held'), eb('lease_expires_at', '<', at)])]))
         .returningAll()
         .executeTakeFirst();
@@ -278,7 +310,9 @@ function toRun(row: Selectable<RunsTable>): Run {
       error: fromJsonText(row.lease_error),
     },
     turnCount: row.turn_count,
+    bindings: fromJsonText(row.bindings) as StoredRunBindings | null,
     createdAt: row.created_at,
     updatedAt: row.updated_at,
+    endedAt: row.ended_at,
   };
 }

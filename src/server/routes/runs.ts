@@ -1,6 +1,6 @@
 import type { Holdfast } from '../../index.js';
 import { type RouteDef, readJson, readQuery, tenantServices } from '../route.js';
-import { LimitQuery, RestoreBody, Run, RunBody, TurnBody, TurnResult, UpgradeBody } from './schemas.js';
+import { CreatedRun, LimitQuery, RestoreBody, Run, RunBody, TurnBody, TurnResult, UpgradeBody } from './schemas.js';
 
 /** Runs, turns, upgrades, lease resolution and restore into a new sandbox. */
 export function runRoutes(hf: Holdfast): RouteDef[] {
@@ -10,15 +10,31 @@ export function runRoutes(hf: Holdfast): RouteDef[] {
       doc: {
         method: 'post',
         path: '/v1/runs',
-        summary: 'Create a run on a channel or a pinned deployment',
+        summary:
+          'Create a run on a channel or a pinned deployment, optionally bound to collections (then its run token is in the answer, once)',
         tags,
         body: RunBody,
-        response: Run,
+        response: CreatedRun,
         responseStatus: 201,
       },
+      // The run token's secret exists once: a replay answers the run with `runToken: null`.
+      credentialFields: ['runToken'],
       async handler(c) {
         const { runs } = await tenantServices(hf, c);
         return c.json(await runs.create(await readJson(c, RunBody)), 201);
+      },
+    },
+    {
+      doc: {
+        method: 'post',
+        path: '/v1/runs/:id/end',
+        summary: 'End a run (idempotent): no more turns, and its run tokens reach nothing',
+        tags,
+        response: Run,
+      },
+      async handler(c) {
+        const { runs } = await tenantServices(hf, c);
+        return c.json(await runs.end(c.req.param('id') ?? ''));
       },
     },
     {

@@ -31,9 +31,23 @@ export const Deployment = z.object({
 export const ChannelBody = z.strictObject({ deploymentId: z.string().length(64) });
 export const Channel = z.object({ name: z.string(), deploymentId: z.string(), version: z.number(), updatedAt: z.number() });
 
+/** An owner id of a binding; `parseRunBindings` (auth/folder-access.ts) holds the same rule. */
+const OwnerId = z
+  .string()
+  .max(128)
+  .regex(/^[A-Za-z0-9][A-Za-z0-9._:@-]*$/);
+
+/** The owners of the collections a run is bound to, by scope. */
+export const RunBindings = z.strictObject({
+  task: OwnerId.optional(),
+  agent: OwnerId.optional(),
+  user: OwnerId.optional(),
+  project: OwnerId.optional(),
+});
+
 export const RunBody = z.union([
-  z.strictObject({ channel: z.string().min(1).max(64) }),
-  z.strictObject({ deploymentId: z.string().length(64) }),
+  z.strictObject({ channel: z.string().min(1).max(64), bindings: RunBindings.optional() }),
+  z.strictObject({ deploymentId: z.string().length(64), bindings: RunBindings.optional() }),
 ]);
 
 export const Run = z.object({
@@ -46,9 +60,15 @@ export const Run = z.object({
     .object({ state: z.enum(['free', 'held', 'release_recovery_required']), epoch: z.number(), owner: z.string().nullable() })
     .passthrough(),
   turnCount: z.number(),
+  bindings: RunBindings.nullable(),
   createdAt: z.number(),
   updatedAt: z.number(),
+  /** When the run ended; `null` while it is active. */
+  endedAt: z.number().nullable(),
 });
+
+/** A run just created: `runToken` is its run token's secret (shown once; `null` for an unbound run or in a replay). */
+export const CreatedRun = Run.extend({ runToken: z.string().nullable() });
 
 export const TurnBody = z.strictObject({
   argv: Argv,

@@ -1,0 +1,237 @@
+/**
+ * The work-folder routes (issue 12, DESIGN section 10): every route under
+ * {@link WORK_FOLDERS_BASE} asks `canAccessFolder` before it does anything else and answers
+ * every denial with the same 404 `NOT_FOUND`, so a caller learns nothing about a collection it
+ * may not reach (not even that it exists, nor whether a path in it is valid). The tenant in the
+ * path (`:companyId`) is the tenant's name, as everywhere else in the API (`POST /v1/tokens`,
+ * `--tenant`); another tenant's name is such a denial.
+ *
+ * Mutations are idempotent by their `Idempotency-Key`, which is the `Folders` operation id (kept
+ * for the collection's life, shared by every caller of the collection), not the per-token
+ * receipt of the `/v1` routes: a retry from another process or a sandbox sync is the same
+ * operation. Uploads stream into `Folders.write`, bounded by the folder file limit.
+ */
+import type { Context } from 'hono';
+import { type CollectionTarget, canAccessFolder, type FolderAccessLookups, type FolderAction } from '../../auth/folder-access.js';
+import { NotFoundError } from '../../errors.js';
+import { type CollectionRef, FOLDER_SCOPES, type FolderScope, type Folders } from '../../folders/folders.js';
+import type { AppEnv } from '../app-env.js';
+import { type RouteDef, readJson, readQuery } from '../route.js';
+import { downloadResponse, requestChunks, requireOctetStream } from './work-folders-content.js';
+import {
+  FolderDownloadHeaders,
+  FolderListPage,
+  FolderListQuery,
+  FolderOperationBody,
+  FolderOperationHeaders,
+  FolderOperationResult,
+  FolderPathQuery,
+  FolderPurgeCollectionResult,
+  FolderUploadHeaders,
+  FolderWriteResult,
+  WORK_FOLDERS_BASE,
+} from './work-folders-schemas.js';
+
+/** Longest owner id a collection can have (`CollectionRef.ownerId`); anything else names no collection. */
+const MAX_OWNER_ID_CHARS = 256;
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what this rejects
+const CONTROL_CHARACTER = /[\u0000-\u001f\u007f]/;
+
+/** What the work-folder routes need: the library and the lookups of the access policy. */
+export interface WorkFolderRouteDeps {
+  readonly folders: Folders;
+  readonly lookups: FolderAccessLookups;
+}
+
+/** The one answer to every denial: nothing about the collection, the path or the reason. */
+function denied(): NotFoundError {
+  return new NotFoundError('work folder not found', { data: {} });
+}
+
+/**
+ * The collection a request addresses, once the caller may do `action` on it; otherwise the
+ * denial (`NOT_FOUND`). A scope outside {@link FOLDER_SCOPES}, an owner id no collection can
+ * have, and another tenant's name are denials too: they name no collection this caller has.
+ */
+async function collectionFor(c: Context<AppEnv>, action: FolderAction, lookups: FolderAccessLookups): Promise<CollectionRef> {
+  const principal = c.get('principal');
+  const scope = c.req.param('scope') ?? '';
+  const ownerId = c.req.param('ownerId') ?? '';
+  if (c.req.param('companyId') !== principal.tenantName) throw denied();
+  if (!(FOLDER_SCOPES as readonly string[]).includes(scope)) throw denied();
+  if (ownerId.length === 0 || ownerId.length > MAX_OWNER_ID_CHARS || CONTROL_CHARACTER.test(ownerId)) throw denied();
+  const ref: CollectionRef = { tenantId: principal.tenantId, scope: scope as FolderScope, ownerId };
+  const target: CollectionTarget = ref;
+  if (!(await canAccessFolder(principal, target, action, lookups))) throw denied();
+  return ref;
+}
+
+/** The operation id of a mutation: its `Idempotency-Key`, required (`INVALID_INPUT` without). */
+function operationIdOf(c: Context<AppEnv>): string {
+  return FolderOperationHeaders.parse({ 'idempotency-key': c.req.header('idempotency-key') })['idempotency-key'];
+}
+
+/**
+ * The routes. `maxBodyBytes` of the upload is the folder file limit, enforced while the body
+ * streams (`app.ts` mounts these routes without the receipt middleware, which would read the
+ * body whole).
+ */
+export function workFolderRoutes({ folders, lookups }: WorkFolderRouteDeps): RouteDef[] {
+  const tags = ['work-folders'];
+  return [
+    {
+      doc: {
+        method: 'get',
+        path: WORK_FOLDERS_BASE,
+        summary: 'List the live files of a collection (or its trash, ?trash=true), a page at a time',
+        tags,
+        query: FolderListQuery,
+        response: FolderListPage,
+      },
+      async handler(c) {
+        const ref = await collectionFor(c, 'read', lookups);
+        const query = readQuery(c, FolderListQuery);
+        const page = await folders.list(ref, {
+          trash: query.trash === 'true',
+          ...(query.cursor === undefined ? {} : { cursor: query.cursor }),
+          ...(query.limit === undefined ? {} : { limit: query.limit }),
+        });
+        return c.json(FolderListPage.parse(page));
+      },
+    },
+    {
+      doc: {
+        method: 'delete',
+        path: WORK_FOLDERS_BASE,
+        summary: "Purge the owner's whole collection for good (service tokens only; never a user collection)",
+        tags,
+        response: FolderPurgeCollectionResult,
+      },
+      async handler(c) {
+        const ref = await collectionFor(c, 'purge-collection', lookups);
+        return c.json(FolderPurgeCollectionResult.parse(await folders.purgeCollection(ref)));
+      },
+    },
+    {
+      doc: {
+        method: 'get',
+        path: `${WORK_FOLDERS_BASE}/content`,
+        summary: "Download a file's bytes (streamed, verified; always an attachment, never cached, sandboxed), one Range supported",
+        tags,
+        query: FolderPathQuery,
+        headers: FolderDownloadHeaders,
+        produces: 'application/octet-stream',
+        responseHeaders: DOWNLOAD_RESPONSE_HEADERS,
+        responses: {
+          206: { description: 'The byte range asked for', produces: 'application/octet-stream', headers: PARTIAL_RESPONSE_HEADERS },
+          416: { description: 'The range lies past the end of the file', headers: { 'Content-Range': '`bytes */SIZE`' } },
+        },
+      },
+      async handler(c) {
+        const ref = await collectionFor(c, 'read', lookups);
+        const { path } = readQuery(c, FolderPathQuery);
+        return downloadResponse(c, folders, ref, path);
+      },
+    },
+    {
+      doc: {
+        method: 'put',
+        path: `${WORK_FOLDERS_BASE}/content`,
+        summary: 'Upload a file (raw bytes, streamed; published only when complete, within the size limit and matching X-File-SHA256)',
+        tags,
+        query: FolderPathQuery,
+        headers: FolderUploadHeaders,
+        consumes: 'application/octet-stream',
+        response: FolderWriteResult,
+        responses: {
+          413: { description: 'The body is larger than the folder file limit (nothing published)' },
+          415: { description: 'The body is not declared as application/octet-stream' },
+        },
+      },
+      maxBodyBytes: folders.limits.maxFileBytes,
+      async handler(c) {
+        // Whatever refuses an upload, the rest of its body is not wanted: close rather than drain it.
+        try {
+          const ref = await collectionFor(c, 'write', lookups);
+          requireOctetStream(c);
+          const { path } = readQuery(c, FolderPathQuery);
+          const headers = FolderUploadHeaders.parse({
+            'idempotency-key': c.req.header('idempotency-key'),
+            'content-type': c.req.header('content-type'),
+            'x-file-content-type': c.req.header('x-file-content-type'),
+            'x-file-executable': c.req.header('x-file-executable'),
+            'x-file-sha256': c.req.header('x-file-sha256'),
+            'x-file-replace-kind': c.req.header('x-file-replace-kind'),
+          });
+          const contentType = headers['x-file-content-type'];
+          const expectedSha256 = headers['x-file-sha256']?.toLowerCase();
+          const result = await folders.write(ref, path, requestChunks(c), {
+            operationId: headers['idempotency-key'],
+            executable: headers['x-file-executable'] === 'true',
+            replaceKind: headers['x-file-replace-kind'] === 'true',
+            ...(contentType === undefined ? {} : { contentType }),
+            ...(expectedSha256 === undefined ? {} : { expectedSha256 }),
+          });
+          return c.json(FolderWriteResult.parse(result));
+        } catch (error) {
+          c.header('connection', 'close');
+          throw error;
+        }
+      },
+    },
+    {
+      doc: {
+        method: 'post',
+        path: `${WORK_FOLDERS_BASE}/operations`,
+        summary: 'mkdir or delete (to the trash) a path, restore or purge a trashed row; idempotent by Idempotency-Key',
+        tags,
+        headers: FolderOperationHeaders,
+        body: FolderOperationBody,
+        response: FolderOperationResult,
+      },
+      async handler(c) {
+        const ref = await collectionFor(c, 'write', lookups);
+        const operationId = operationIdOf(c);
+        const op = await readJson(c, FolderOperationBody);
+        const options = { operationId };
+        switch (op.action) {
+          case 'mkdir': {
+            const done = await folders.mkdir(ref, op.path, op.replaceKind === true ? { ...options, replaceKind: true } : options);
+            return c.json(FolderOperationResult.parse({ action: op.action, applied: done.applied, entry: done.entry }));
+          }
+          case 'delete': {
+            const done = await folders.remove(ref, op.path, options);
+            return c.json(FolderOperationResult.parse({ action: op.action, applied: done.applied, removed: done.removed }));
+          }
+          case 'restore': {
+            const done = await folders.restore(ref, op.fileId, options);
+            return c.json(FolderOperationResult.parse({ action: op.action, applied: done.applied, restored: done.restored }));
+          }
+          case 'purge': {
+            const done = await folders.purge(ref, op.fileId, options);
+            return c.json(FolderOperationResult.parse({ action: op.action, applied: done.applied, purged: done.purged }));
+          }
+        }
+      },
+    },
+  ];
+}
+
+const DOWNLOAD_RESPONSE_HEADERS: Readonly<Record<string, string>> = {
+  'Content-Type': 'The content type stored with the file when it is a plain `type/subtype`, else application/octet-stream',
+  'Content-Length': 'Bytes of the file',
+  'Content-Disposition': '`attachment` with the file name (ASCII fallback and RFC 8187 UTF-8)',
+  'Cache-Control': '`private, no-store`',
+  'X-Content-Type-Options': '`nosniff`',
+  'Content-Security-Policy': "`sandbox; default-src 'none'`",
+  'Accept-Ranges': '`bytes`',
+  ETag: 'The SHA-256 of the content, quoted',
+  'X-File-SHA256': 'The SHA-256 of the whole content (also on a 206)',
+  'X-File-Executable': '`true` or `false`',
+};
+
+const PARTIAL_RESPONSE_HEADERS: Readonly<Record<string, string>> = {
+  ...DOWNLOAD_RESPONSE_HEADERS,
+  'Content-Length': 'Bytes of the range',
+  'Content-Range': '`bytes START-END/SIZE`',
+};

@@ -1,0 +1,109 @@
+import { randomUUID } from 'node:crypto';
+import { collectGarbage, type GcDeps, type GcOptions, type GcReport } from './gc.js';
+
+/** How often the service sweeps (DESIGN section 10): every 3 minutes. */
+export const GC_SWEEP_INTERVAL_MS = 3 * 60 * 1000;
+/** The claim's name in `service_claims`. */
+export const GC_SWEEP_CLAIM = 'gc-sweep';
+/** A sweep in progress renews its claim this often (a fraction of the claim's life). */
+const RENEW_FRACTION = 3;
+/** Shortest claim: a tiny interval (tests) must not let a running sweep's claim lapse between renewals. */
+const MIN_CLAIM_TTL_MS = 1000;
+
+/** What a sweep attempt did. */
+export type GcSweepOutcome =
+  | { readonly kind: 'swept'; readonly report: GcReport }
+  /** Another replica holds the claim: this one did nothing. */
+  | { readonly kind: 'skipped'; readonly holder: string | null };
+
+/** Settings of a {@link GcSweeper}. */
+export interface GcSweeperOptions {
+  /** Default {@link GC_SWEEP_INTERVAL_MS}; 0 (or less, or infinite) never ticks. */
+  readonly intervalMs?: number;
+  /** This replica's claim holder id; default a random one. */
+  readonly holder?: string;
+  /** Options of each GC run (grace, retention; `now` is taken afresh per run unless given). */
+  readonly gc?: GcOptions;
+  /** Receives failures of timer-driven sweeps (which otherwise have nobody to reject to). */
+  readonly onError?: (error: unknown) => void;
+}
+
+/**
+ * The service's periodic GC sweep, on one replica at a time: each tick claims
+ * {@link GC_SWEEP_CLAIM} in the metadata store for one interval (renewed while the sweep
+ * runs) and runs GC only if it got the claim. The claim is left to expire rather than
+ * released, so replicas between them sweep about once per interval, not once each; a replica
+ * that dies mid-sweep loses the claim when it expires. Started and stopped with the service.
+ */
+export class GcSweeper {
+  private timer: NodeJS.Timeout | undefined;
+  private inFlight: Promise<GcSweepOutcome> | undefined;
+  readonly holder: string;
+  readonly intervalMs: number;
+
+  constructor(
+    private readonly deps: GcDeps,
+    private readonly options: GcSweeperOptions = {},
+  ) {
+    this.holder = options.holder ?? `gc:${randomUUID()}`;
+    this.intervalMs = options.intervalMs ?? GC_SWEEP_INTERVAL_MS;
+  }
+
+  /** Starts the timer (idempotent); a non-positive or infinite interval never ticks. */
+  start(): void {
+    const interval = this.intervalMs;
+    if (this.timer !== undefined || !(interval > 0) || !Number.isFinite(interval)) return;
+    this.timer = setInterval(() => {
+      if (this.inFlight === undefined) this.runOnce().catch((error: unknown) => this.options.onError?.(error));
+    }, interval);
+    this.timer.unref();
+  }
+
+  /** Whether the timer is running. */
+  get running(): boolean {
+    return this.timer !== undefined;
+  }
+
+  /**
+   * One attempt now (after the one in flight): claims the sweep and runs GC, or reports who
+   * holds the claim. Rejects when the metadata store or GC fails.
+   */
+  async runOnce(): Promise<GcSweepOutcome> {
+    await this.inFlight?.catch(() => undefined);
+    const attempt = this.attempt();
+    this.inFlight = attempt;
+    try {
+      return await attempt;
+    } finally {
+      if (this.inFlight === attempt) this.inFlight = undefined;
+    }
+  }
+
+  /** Stops the timer and resolves once the sweep in flight (if any) has finished. */
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    this.timer = undefined;
+    await this.inFlight?.catch(() => undefined);
+  }
+
+  private async attempt(): Promise<GcSweepOutcome> {
+    const { claims } = this.deps.meta;
+    const ttl = Math.max(
+      MIN_CLAIM_TTL_MS,
+      Number.isFinite(this.intervalMs) && this.intervalMs > 0 ? this.intervalMs : GC_SWEEP_INTERVAL_MS,
+    );
+    if (!(await claims.claim(GC_SWEEP_CLAIM, this.holder, ttl))) {
+      return { kind: 'skipped', holder: (await claims.holder(GC_SWEEP_CLAIM))?.holder ?? null };
+    }
+    const renew = setInterval(() => {
+      claims.claim(GC_SWEEP_CLAIM, this.holder, ttl).catch((error: unknown) => this.options.onError?.(error));
+    }, ttl / RENEW_FRACTION);
+    renew.unref();
+    try {
+      const report = await collectGarbage(this.deps, this.options.gc ?? {});
+      return { kind: 'swept', report };
+    } finally {
+      clearInterval(renew);
+    }
+  }
+}

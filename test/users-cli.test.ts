@@ -1,0 +1,144 @@
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { folderAccessLookups } from '../src/auth/folder-access.js';
+import { hashToken } from '../src/auth/tokens.js';
+import { loadConfig } from '../src/config.js';
+import { canAccessFolder, openHoldfast, type Principal } from '../src/index.js';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const bin = path.join(root, 'dist', 'bin', 'main.js');
+
+interface CliRun {
+  readonly code: number;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+describe('holdfast user, token --user, run create and run end (compiled bin, --json)', () => {
+  let dir: string;
+  let env: Record<string, string>;
+  const holdfast = (args: string[]): Promise<CliRun> =>
+    new Promise((resolve) => {
+      execFile(process.execPath, [bin, ...args], { env }, (error, stdout, stderr) => {
+        resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : -1, stdout, stderr });
+      });
+    });
+  const json = async (args: string[]) => {
+    const run = await holdfast(['--json', ...args]);
+    expect(run.code, run.stderr).toBe(0);
+    // biome-ignore lint/suspicious/noExplicitAny: test code reads arbitrary JSON answers
+    return JSON.parse(run.stdout) as any;
+  };
+  const errorCode = (run: CliRun): unknown => (JSON.parse(run.stderr) as { error: { code: string } }).error.code;
+  /** Opens the same store the CLI uses, runs `fn`, closes it. */
+  const withStore = async <T>(fn: (hf: Awaited<ReturnType<typeof openHoldfast>>) => Promise<T>): Promise<T> => {
+    const hf = await openHoldfast({ config: loadConfig({ env }), cacheDir: path.join(dir, 'cache') });
+    try {
+      return await fn(hf);
+    } finally {
+      await hf.close();
+    }
+  };
+  const principalOf = (token: string) => withStore((hf) => hf.tokens.principal(hashToken(token)));
+
+  beforeAll(() => {
+    expect(fs.existsSync(bin), `${bin} is missing: run npm run build first (npm test does)`).toBe(true);
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hf-users-cli-'));
+    const clean = Object.fromEntries(
+      Object.entries(process.env).filter((e): e is [string, string] => !e[0].startsWith('HOLDFAST_') && e[1] !== undefined),
+    );
+    env = {
+      ...clean,
+      HOLDFAST_META: `sqlite:${path.join(dir, 'meta.db')}`,
+      HOLDFAST_BLOBS: `file:${path.join(dir, 'blobs')}`,
+      HOLDFAST_SANDBOX_DIR: path.join(dir, 'sandboxes'),
+      HOLDFAST_CACHE_DIR: path.join(dir, 'cache'),
+    };
+  });
+  afterAll(() => {
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('user add, ls and revoke; a user token acts as that user until the revocation, then resolves to nothing', async () => {
+    const added = await json(['user', 'add', '--tenant', 'acme', 'ada', '--role', 'member']);
+    expect(added).toMatchObject({ tenant: 'acme', name: 'ada', role: 'member', revokedAt: null });
+    expect(await json(['user', 'add', '--tenant', 'acme', 'vic', '--role', 'viewer'])).toMatchObject({ role: 'viewer' });
+    const dup = await holdfast(['--json', 'user', 'add', '--tenant', 'acme', 'ada', '--role', 'viewer']);
+    expect([dup.code, errorCode(dup)]).toEqual([1, 'ALREADY_EXISTS']);
+    expect((await holdfast(['user', 'add', '--tenant', 'acme', 'bob', '--role', 'owner'])).code).toBe(2);
+    const badName = await holdfast(['--json', 'user', 'add', '--tenant', 'acme', '../bob', '--role', 'member']);
+    expect([badName.code, errorCode(badName)]).toEqual([2, 'INVALID_INPUT']);
+
+    const created = await json(['token', 'create', '--tenant', 'acme', '--user', 'ada']);
+    expect(created).toMatchObject({ tenant: 'acme', user: 'ada', admin: false, runId: null, name: 'user ada' });
+    expect(await principalOf(created.token)).toMatchObject({ kind: 'user', userId: 'ada', role: 'member', tenantName: 'acme' });
+    const plain = await holdfast(['token', 'create', '--tenant', 'acme', '--user', 'vic', '--name', 'vic-laptop']);
+    expect(plain.code).toBe(0);
+    expect(plain.stdout.trim()).toMatch(/^hf_[A-Za-z0-9_-]{43}$/); // stdout holds the token alone
+    const adminUser = await holdfast(['--json', 'token', 'create', '--tenant', 'acme', '--user', 'ada', '--admin']);
+    expect([adminUser.code, errorCode(adminUser)]).toEqual([2, 'INVALID_INPUT']);
+    const nobody = await holdfast(['--json', 'token', 'create', '--tenant', 'acme', '--user', 'nobody']);
+    expect([nobody.code, errorCode(nobody)]).toEqual([1, 'NOT_FOUND']);
+
+    const tokens = await json(['token', 'list']);
+    expect(tokens.find((t: { id: string }) => t.id === created.id)).toMatchObject({ kind: 'user', admin: false });
+    expect(JSON.stringify(tokens)).not.toContain(created.token);
+
+    const revoked = await json(['user', 'revoke', '--tenant', 'acme', 'ada']);
+    expect(revoked).toMatchObject({ name: 'ada', tenant: 'acme' });
+    expect(revoked.revokedAt).toEqual(expect.any(Number));
+    expect(await principalOf(created.token)).toBeUndefined();
+    const again = await holdfast(['--json', 'user', 'revoke', '--tenant', 'acme', 'ada']);
+    expect([again.code, errorCode(again)]).toEqual([1, 'NOT_FOUND']);
+    const users = await json(['user', 'ls', '--tenant', 'acme']);
+    expect(users.map((u: { name: string; revokedAt: number | null }) => [u.name, u.revokedAt === null])).toEqual([
+      ['ada', false],
+      ['vic', true],
+    ]);
+    expect(await json(['user', 'ls', '--tenant', 'nowhere'])).toEqual([]);
+  });
+
+  it('run create with bindings prints its run token once; the token is a run principal until run end', async () => {
+    await json(['user', 'add', '--tenant', 'acme', 'lin', '--role', 'member']);
+    const deploymentId = await withStore(async (hf) => (await (await hf.forTenant('acme')).deployments.create({ provider: 'local' })).id);
+    const created = await json([
+      'run',
+      'create',
+      '--tenant',
+      'acme',
+      '--deployment',
+      deploymentId,
+      '--task',
+      't-1',
+      '--agent',
+      'a-1',
+      '--user',
+      'lin',
+    ]);
+    expect(created).toMatchObject({ tenant: 'acme', deploymentId, bindings: { task: 't-1', agent: 'a-1', user: 'lin' }, endedAt: null });
+    const p = (await principalOf(created.runToken)) as Principal;
+    expect(p).toMatchObject({ kind: 'run', runId: created.id, bindings: { task: 't-1', agent: 'a-1', user: 'lin' } });
+    const may = (scope: 'task' | 'agent' | 'user', ownerId: string) =>
+      withStore(async (hf) => canAccessFolder(p, { tenantId: p.tenantId, scope, ownerId }, 'write', folderAccessLookups(hf.meta)));
+    expect(await may('agent', 'a-1')).toBe(true);
+    expect(await may('agent', 'a-2')).toBe(false);
+
+    const unbound = await holdfast(['run', 'create', '--tenant', 'acme', '--deployment', deploymentId]);
+    expect(unbound.code, unbound.stderr).toBe(0);
+    expect(unbound.stdout.trim()).toMatch(/^[0-9a-f-]{36}$/); // the id alone: no token for an unbound run
+    const both = await holdfast(['--json', 'run', 'create', '--tenant', 'acme']);
+    expect([both.code, errorCode(both)]).toEqual([2, 'INVALID_INPUT']);
+    const badOwner = await holdfast(['--json', 'run', 'create', '--tenant', 'acme', '--deployment', deploymentId, '--task', 'a/b']);
+    expect([badOwner.code, errorCode(badOwner)]).toEqual([2, 'INVALID_INPUT']);
+
+    const ended = await json(['run', 'end', created.id]);
+    expect(ended).toMatchObject({ id: created.id, tenant: 'acme' });
+    expect(ended.endedAt).toEqual(expect.any(Number));
+    expect(await may('task', 't-1')).toBe(false);
+    expect(await may('user', 'lin')).toBe(false);
+  });
+});
