@@ -1,8 +1,16 @@
 import { randomUUID } from 'node:crypto';
 import { collectGarbage, type GcDeps, type GcOptions, type GcReport } from './gc.js';
+import type { RetentionPolicy } from './retention.js';
 
 /** How often the service sweeps (DESIGN section 10): every 3 minutes. */
 export const GC_SWEEP_INTERVAL_MS = 3 * 60 * 1000;
+/**
+ * What the service's sweep keeps of checkpoints: every ready one. The sweep collects garbage
+ * (what nothing references any more: purged folder files, refused uploads, what `holdfast gc`
+ * with a retention forgot); forgetting checkpoints is the operator's decision (`holdfast gc
+ * --keep-last …`), never a side effect of running the service.
+ */
+export const SWEEP_RETENTION: RetentionPolicy = Object.freeze({ keepLast: Number.MAX_SAFE_INTEGER, keepDaily: 0 });
 /** The claim's name in `service_claims`. */
 export const GC_SWEEP_CLAIM = 'gc-sweep';
 /** A sweep in progress renews its claim this often (a fraction of the claim's life). */
@@ -22,7 +30,7 @@ export interface GcSweeperOptions {
   readonly intervalMs?: number;
   /** This replica's claim holder id; default a random one. */
   readonly holder?: string;
-  /** Options of each GC run (grace, retention; `now` is taken afresh per run unless given). */
+  /** Options of each GC run (grace; retention default {@link SWEEP_RETENTION}; `now` is taken afresh per run unless given). */
   readonly gc?: GcOptions;
   /** Receives failures of timer-driven sweeps (which otherwise have nobody to reject to). */
   readonly onError?: (error: unknown) => void;
@@ -100,7 +108,7 @@ export class GcSweeper {
     }, ttl / RENEW_FRACTION);
     renew.unref();
     try {
-      const report = await collectGarbage(this.deps, this.options.gc ?? {});
+      const report = await collectGarbage(this.deps, { retention: SWEEP_RETENTION, ...this.options.gc });
       return { kind: 'swept', report };
     } finally {
       clearInterval(renew);
