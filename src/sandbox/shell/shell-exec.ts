@@ -15,6 +15,12 @@ export const SHELL_MAX_ARGV_BYTES = 1024 * 1024;
  * (its own setup included), and providers that wrap the command have bounds of their own.
  */
 export const SHELL_MAX_ARGS = 4096;
+/**
+ * Items per exec for scripts that rebuild their argument list item by item (`set -- "$@" …`):
+ * sh copies the whole list each time, so the cost is the square of its length (4,096 paths
+ * took 10 s in dash).
+ */
+export const SHELL_REBUILT_ITEMS = 256;
 /** An exec of the shell transport that runs longer than this is killed and fails the operation. */
 export const SHELL_EXEC_TIMEOUT_MS = 10 * 60 * 1000;
 /** Bytes a command's stderr may add to its bound (messages only). */

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { bytesFromText } from '../../core/name-bytes.js';
 import { IntegrityError } from '../../errors.js';
 import type { SandboxHandle } from '../sandbox-provider.js';
-import { expectSuccess, groupByArgBytes, malformedAnswer, pathArg, runShell } from './shell-exec.js';
+import { expectSuccess, groupByArgBytes, malformedAnswer, pathArg, runShell, SHELL_REBUILT_ITEMS } from './shell-exec.js';
 import { parseStatLine, S_IFLNK, S_IFMT, STAT_FORMAT, statLines } from './stat-line.js';
 
 /** Fixed argument bytes of these execs (script, staging, nonce, format), bounded generously. */
@@ -51,7 +51,7 @@ printf '%s\\n' "$n"
 
 /** Creates directories in staging, parents first, owner-only. */
 export async function mkdirsInSandbox(handle: SandboxHandle, staging: string, dirs: readonly string[]): Promise<void> {
-  for (const group of groupByArgBytes(dirs, (d) => [pathArg(d)], FIXED_ARG_BYTES)) {
+  for (const group of groupByArgBytes(dirs, (d) => [pathArg(d)], FIXED_ARG_BYTES, SHELL_REBUILT_ITEMS)) {
     const out = expectSuccess(
       handle,
       'creating directories',
@@ -68,7 +68,7 @@ export async function linkInSandbox(
   pairs: ReadonlyArray<{ path: string; leader: string }>,
 ): Promise<void> {
   const argsOf = (m: { path: string; leader: string }) => [pathArg(m.leader), pathArg(m.path)];
-  for (const group of groupByArgBytes(pairs, argsOf, FIXED_ARG_BYTES)) {
+  for (const group of groupByArgBytes(pairs, argsOf, FIXED_ARG_BYTES, SHELL_REBUILT_ITEMS)) {
     const nonce = randomBytes(12).toString('hex');
     const out = expectSuccess(
       handle,
@@ -106,7 +106,7 @@ export async function symlinkInSandbox(
   mtimeKept: (wantMs: number, gotMs: number) => boolean,
 ): Promise<void> {
   const argsOf = (l: SymlinkToMake) => [pathArg(l.path), pathArg(l.target), l.time];
-  for (const group of groupByArgBytes(links, argsOf, FIXED_ARG_BYTES)) {
+  for (const group of groupByArgBytes(links, argsOf, FIXED_ARG_BYTES, SHELL_REBUILT_ITEMS)) {
     const nonce = randomBytes(12).toString('hex');
     const targets = group.map((l) => bytesFromText(l.target));
     const out = expectSuccess(

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { IntegrityError } from '../../errors.js';
 import type { SandboxHandle } from '../sandbox-provider.js';
-import { expectSuccess, groupByArgBytes, malformedAnswer, pathArg, runShell } from './shell-exec.js';
+import { expectSuccess, groupByArgBytes, malformedAnswer, pathArg, runShell, SHELL_REBUILT_ITEMS } from './shell-exec.js';
 import { parseStatLine, S_IFDIR, S_IFMT, STAT_FORMAT, statLines } from './stat-line.js';
 
 /** How staging sits by the target: `beside` (a sibling, swapped by rename) or `inside` (the target is a mount point: entries move one by one). */
@@ -124,7 +124,7 @@ export async function applyDirs(
   mtimeKept: (wantMs: number, gotMs: number) => boolean,
 ): Promise<void> {
   const argsOf = (d: DirToApply) => [pathArg(d.path), d.mode.toString(8), d.time ?? ''];
-  for (const group of groupByArgBytes(dirs, argsOf, 8 * 1024)) {
+  for (const group of groupByArgBytes(dirs, argsOf, 8 * 1024, SHELL_REBUILT_ITEMS)) {
     const nonce = randomBytes(12).toString('hex');
     const args = [pathArg(base), nonce, STAT_FORMAT, ...group.flatMap(argsOf)];
     const out = expectSuccess(

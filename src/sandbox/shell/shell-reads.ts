@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { permissionBits } from '../../core/modes.js';
+import { hasByteEscapes } from '../../core/name-bytes.js';
 import type { ScannedDir, ScannedFile } from '../../snapshot/scan.js';
 import type { SandboxHandle } from '../sandbox-provider.js';
 import { expectSuccess, groupByArgBytes, pathArg, runShell } from './shell-exec.js';
@@ -12,16 +13,49 @@ const STAT_LINE_BYTES = 256;
 /** Fixed argument bytes of a read (script, root, nonce, format), bounded generously. */
 const READ_FIXED_ARG_BYTES = 8 * 1024;
 
-/** Turns the arguments from the 4th on into `./path` parameters (`d` decodes each). */
-const DECODE_PATHS = `k=$#; while [ "$k" -gt 0 ]; do d "$1"; shift; set -- "$@" "./$p"; k=$((k-1)); done`;
+/**
+ * With `$4` = `coded`, turns the arguments from the 5th on into `./path` parameters (`d`
+ * decodes each). Rebuilding the list costs the square of its length in sh, so only the rare
+ * groups of byte-escaped names are coded, at most {@link MAX_CODED_PATHS} each; plain names
+ * come as `./path` already (`plain`).
+ */
+const DECODE_PATHS = `e=$4; shift 4; if [ "$e" = coded ]; then k=$#; while [ "$k" -gt 0 ]; do d "$1"; shift; set -- "$@" "./$p"; k=$((k-1)); done; fi`;
+/** Byte-escaped paths decoded per exec (see {@link DECODE_PATHS}). */
+const MAX_CODED_PATHS = 128;
 
 /**
- * `$1` root, `$2` nonce, `$3` stat format, then paths. Prints the files' bytes back to back,
+ * `items` in exec-sized groups with their path arguments: plain names (the common case) as
+ * `./path`, names holding byte escapes in small groups of their own, decoded in the sandbox.
+ */
+function pathGroups<T>(
+  items: readonly T[],
+  pathOf: (item: T) => string,
+): Array<{ items: T[]; encoding: 'plain' | 'coded'; args: string[] }> {
+  const plain = items.filter((i) => !hasByteEscapes(pathOf(i)));
+  const coded = items.filter((i) => hasByteEscapes(pathOf(i)));
+  const plainArg = (i: T) => `./${pathOf(i)}`;
+  const codedArg = (i: T) => pathArg(pathOf(i));
+  return [
+    ...groupByArgBytes(plain, (i) => [plainArg(i)], READ_FIXED_ARG_BYTES).map((g) => ({
+      items: g,
+      encoding: 'plain' as const,
+      args: g.map(plainArg),
+    })),
+    ...groupByArgBytes(coded, (i) => [codedArg(i)], READ_FIXED_ARG_BYTES, MAX_CODED_PATHS).map((g) => ({
+      items: g,
+      encoding: 'coded' as const,
+      args: g.map(codedArg),
+    })),
+  ];
+}
+
+/**
+ * `$1` root, `$2` nonce, `$3` stat format, `$4` plain|coded, then paths. Prints the files' bytes back to back,
  * a newline and the nonce line, one stat line per file taken after the read, the nonce, and
  * `ok`, or `moved` when a file could not be read or stated (the host treats the batch as changed).
  */
 const READ_SCRIPT = `
-d "$1"; cd "$p" || exit 3; n=$2; f=$3; shift 3
+d "$1"; cd "$p" || exit 3; n=$2; f=$3
 ${DECODE_PATHS}
 s=ok
 cat "$@" 2>/dev/null || s=moved
@@ -38,9 +72,9 @@ printf '\\n%s\\n' "$2"
 stat -c "$3" "./$p"
 `;
 
-/** `$1` root, `$2` nonce, `$3` stat format, then paths: one stat line per path, the nonce, `ok` or `moved`. */
+/** `$1` root, `$2` nonce, `$3` stat format, `$4` plain|coded, then paths: one stat line per path, the nonce, `ok` or `moved`. */
 const STAT_SCRIPT = `
-d "$1"; cd "$p" || exit 3; n=$2; f=$3; shift 3
+d "$1"; cd "$p" || exit 3; n=$2; f=$3
 ${DECODE_PATHS}
 s=ok
 stat -c "$f" "$@" 2>/dev/null || s=moved
@@ -73,11 +107,11 @@ export async function* readWhole(
   root: string,
   files: readonly ScannedFile[],
 ): AsyncGenerator<[ScannedFile, Buffer | undefined]> {
-  for (const group of groupByArgBytes(files, (f) => [pathArg(f.path)], READ_FIXED_ARG_BYTES)) {
+  for (const { items: group, encoding, args: paths } of pathGroups(files, (f) => f.path)) {
     const nonce = randomBytes(12).toString('hex');
     const total = group.reduce((n, f) => n + f.size, 0);
     const maxOutputBytes = total + (group.length + 4) * STAT_LINE_BYTES;
-    const args = [pathArg(root), nonce, STAT_FORMAT, ...group.map((f) => pathArg(f.path))];
+    const args = [pathArg(root), nonce, STAT_FORMAT, encoding, ...paths];
     const out = expectSuccess(handle, 'a file read', await runShell(handle, READ_SCRIPT, args, { maxOutputBytes })).stdout;
     const mark = Buffer.from(`\n${nonce}\n`);
     const framed = out.length >= total + mark.length && out.subarray(total, total + mark.length).equals(mark);
@@ -140,9 +174,9 @@ export async function unchangedInSandbox(
     }
   };
   walk(top);
-  for (const group of groupByArgBytes(items, (e) => [pathArg(e.path)], READ_FIXED_ARG_BYTES)) {
+  for (const { items: group, encoding, args: paths } of pathGroups(items, (e) => e.path)) {
     const nonce = randomBytes(12).toString('hex');
-    const args = [pathArg(root), nonce, STAT_FORMAT, ...group.map((e) => pathArg(e.path))];
+    const args = [pathArg(root), nonce, STAT_FORMAT, encoding, ...paths];
     const out = expectSuccess(
       handle,
       'the second look',
@@ -160,17 +194,18 @@ export async function unchangedInSandbox(
 
 /** Each path's stat under `root` now, in order; undefined when one could not be stated (it moved). */
 export async function statInSandbox(handle: SandboxHandle, root: string, paths: readonly string[]): Promise<StatFields[] | undefined> {
-  const out: StatFields[] = [];
-  for (const group of groupByArgBytes(paths, (p) => [pathArg(p)], READ_FIXED_ARG_BYTES)) {
+  const out: StatFields[] = new Array(paths.length);
+  for (const { items: group, encoding, args: groupArgs } of pathGroups([...paths.keys()], (i) => paths[i] as string)) {
     const nonce = randomBytes(12).toString('hex');
-    const args = [pathArg(root), nonce, STAT_FORMAT, ...group.map(pathArg)];
+    const args = [pathArg(root), nonce, STAT_FORMAT, encoding, ...groupArgs];
     const text = expectSuccess(
       handle,
       'a stat',
       await runShell(handle, STAT_SCRIPT, args, { maxOutputBytes: (group.length + 4) * STAT_LINE_BYTES }),
     ).stdout.toString('latin1');
     if (!text.endsWith(`${nonce}\nok\n`)) return undefined;
-    out.push(...statLines(text, nonce, group.length, 'stat').lines.map((l) => parseStatLine(l, 'stat')));
+    const lines = statLines(text, nonce, group.length, 'stat').lines;
+    for (const [k, i] of group.entries()) out[i] = parseStatLine(lines[k] as string, 'stat');
   }
   return out;
 }
