@@ -2,7 +2,9 @@ import type { Sha256Hex } from '../core/hash.js';
 import { InputError } from '../errors.js';
 import type { PackInfo } from '../metadata/metadata-store.js';
 import { ObjectReader } from '../objects/object-reader.js';
+import { TARGET_PACK_BYTES } from '../objects/pack-writer.js';
 import type { SnapshotDeps } from './checkpoint.js';
+import { DEFAULT_COMPACT_BELOW_BYTES, selectSmallPacks } from './gc-compaction.js';
 import { folderRootSource } from './gc-folder-roots.js';
 import { type LiveRootSource, liveUsage, markLive, markNewCheckpoints } from './gc-mark.js';
 import { collectOrphans, type OrphanResult } from './gc-orphans.js';
@@ -18,6 +20,7 @@ export const DEFAULT_GC_GRACE_MS = 24 * 60 * 60 * 1000;
 export const DEFAULT_REPACK_BELOW_LIVE_RATIO = 0.5;
 
 export type { LiveRootSource };
+export { DEFAULT_COMPACT_BELOW_BYTES };
 
 /** Options of {@link collectGarbage}. */
 export interface GcOptions {
@@ -30,6 +33,13 @@ export interface GcOptions {
   readonly graceMs?: number;
   /** Default {@link DEFAULT_REPACK_BELOW_LIVE_RATIO}; 0 disables repacking. */
   readonly repackBelowLiveRatio?: number;
+  /**
+   * Packs below this many bytes are small: once enough of them are old enough (see
+   * `selectSmallPacks`), their live objects are moved into full-size packs and they are
+   * condemned. Default {@link DEFAULT_COMPACT_BELOW_BYTES}, at most `TARGET_PACK_BYTES`; 0
+   * disables compaction.
+   */
+  readonly compactBelowBytes?: number;
   /** Epoch ms this run treats as now (tests move it forward); default `Date.now()`. */
   readonly now?: number;
   readonly retention?: RetentionPolicy;
@@ -51,6 +61,8 @@ export interface GcReport {
   readonly packsCondemned: number;
   /** Sparse packs whose live objects were moved to new packs (then condemned). */
   readonly packsRepacked: number;
+  /** Small packs whose live objects were moved into full-size packs (then condemned). */
+  readonly packsCompacted: number;
   /** Condemned packs deleted (past grace, second check passed), including interrupted deletions finished. */
   readonly packsDeleted: number;
   /** Condemned packs revived because a live object still pointed into them. */
@@ -78,6 +90,8 @@ export type GcPackReason =
   | 'empty'
   /** Live bytes below the repack ratio: its live objects are moved, then it is condemned. */
   | 'sparse'
+  /** Small and old enough, with enough others like it: its live objects are compacted into full-size packs, then it is condemned. */
+  | 'small'
   /** A blob no index row names (an upload whose checkpoint failed or was killed). */
   | 'unindexed'
   /** A deletion a killed GC run journaled and did not finish. */
@@ -103,6 +117,8 @@ export interface GcListing {
   readonly packsCondemned: readonly GcPackEntry[];
   /** Sparse packs repacked (their live objects moved), then condemned. */
   readonly packsRepacked: readonly GcPackEntry[];
+  /** Small packs compacted (their live objects moved into full-size packs), then condemned. */
+  readonly packsCompacted: readonly GcPackEntry[];
   /** Every pack blob deleted: condemned past grace, interrupted deletions, unindexed past grace. */
   readonly packsDeleted: readonly GcPackEntry[];
   /** Unindexed pack blobs still waiting out their grace. */
@@ -117,7 +133,7 @@ export type GcDeps = Pick<SnapshotDeps, 'blobs' | 'meta' | 'workers'> & Partial<
 /**
  * One garbage-collection run (DESIGN section 7): finish deletions a killed run left, apply
  * retention, mark live objects from retained ready checkpoints and {@link LiveRootSource}s,
- * repack sparse packs, condemn packs without live objects, delete condemned packs past the
+ * repack sparse packs, compact small ones, condemn packs without live objects, delete condemned packs past the
  * grace period after a second liveness check, and delete unindexed pack blobs once they have
  * been seen unindexed for longer than the grace.
  *
@@ -138,6 +154,10 @@ export async function collectGarbage(deps: GcDeps, options: GcOptions = {}): Pro
   if (!Number.isFinite(graceMs) || graceMs < 0)
     throw new InputError('INVALID_INPUT', `GC grace must be a non-negative number of ms, got ${graceMs}`);
   if (!(ratio >= 0 && ratio <= 1)) throw new InputError('INVALID_INPUT', `repackBelowLiveRatio must be between 0 and 1, got ${ratio}`);
+  const compactBelow = options.compactBelowBytes ?? DEFAULT_COMPACT_BELOW_BYTES;
+  // Above the target size, the full packs compaction writes would be small again: every run would rewrite them.
+  if (!(compactBelow >= 0 && compactBelow <= TARGET_PACK_BYTES))
+    throw new InputError('INVALID_INPUT', `compactBelowBytes must be between 0 and ${TARGET_PACK_BYTES}, got ${compactBelow}`);
   const cutoff = now - graceMs;
   const phase = options.onProgress ?? (() => {});
 
@@ -159,6 +179,11 @@ export async function collectGarbage(deps: GcDeps, options: GcOptions = {}): Pro
   const empty = open.filter((p) => liveRows(p) === 0);
   // A pack with no dead object is never sparse, however small: rewriting it would give the same bytes.
   const sparse = open.filter((p) => liveRows(p) > 0 && liveRows(p) < p.objectCount && (usage.get(p.id)?.liveBytes ?? 0) < ratio * p.size);
+  const sparseIds = new Set(sparse.map((p) => p.id));
+  const small = selectSmallPacks(
+    open.filter((p) => liveRows(p) > 0 && !sparseIds.has(p.id)),
+    { belowBytes: compactBelow, now },
+  );
 
   const entry = (p: PackInfo, reason: GcPackReason): GcPackEntry => ({
     id: p.id,
@@ -189,6 +214,7 @@ export async function collectGarbage(deps: GcDeps, options: GcOptions = {}): Pro
     checkpointsForgotten: [...retention.forgotten].sort(),
     packsCondemned: empty.map((p) => entry(p, 'empty')),
     packsRepacked: sparse.map((p) => entry(p, 'sparse')),
+    packsCompacted: small.map((p) => entry(p, 'small')),
     packsDeleted: [...deleted, ...orphans.deletedPacks.map(unindexed('unindexed'))],
     orphanPacksQueued: orphans.queuedPacks.map(unindexed('unindexed')),
     statCachesRemoved: statCaches,
@@ -198,13 +224,17 @@ export async function collectGarbage(deps: GcDeps, options: GcOptions = {}): Pro
     const condemned = packs.filter((p) => p.condemnedAt !== null && !interrupted.some((d) => d.id === p.id));
     const doomed = condemned.filter((p) => (p.condemnedAt as number) <= cutoff && liveRows(p) === 0);
     // With no grace, what this run would condemn or repack it would also delete.
-    const soon = graceMs === 0 ? [...empty.map((p) => entry(p, 'empty')), ...sparse.map((p) => entry(p, 'sparse'))] : [];
+    const soon =
+      graceMs === 0
+        ? [...empty.map((p) => entry(p, 'empty')), ...sparse.map((p) => entry(p, 'sparse')), ...small.map((p) => entry(p, 'small'))]
+        : [];
     const orphans = await collectOrphans(deps, { now, cutoff, dryRun });
     const deleted = [...interrupted.map(unindexed('interrupted')), ...doomed.map((p) => entry(p, 'condemned')), ...soon];
     return {
       ...base,
       packsCondemned: empty.length,
       packsRepacked: sparse.length,
+      packsCompacted: small.length,
       packsDeleted: deleted.length,
       packsRevived: condemned.filter((p) => liveRows(p) > 0).length,
       bytesFreed: deleted.reduce((n, p) => n + p.size, 0) + orphans.bytes,
@@ -215,7 +245,8 @@ export async function collectGarbage(deps: GcDeps, options: GcOptions = {}): Pro
   }
 
   phase('repack');
-  const repack = await repackPacks(deps, sparse, isLive, now);
+  // One pass for both: the live objects of sparse and small packs share the new packs.
+  const repack = await repackPacks(deps, [...sparse, ...small], isLive, now);
   phase('condemn');
   const packsCondemned = await meta.objects.condemnPacks(
     empty.map((p) => p.id),
@@ -234,6 +265,7 @@ export async function collectGarbage(deps: GcDeps, options: GcOptions = {}): Pro
   const origin = new Map<string, GcPackReason>([
     ...empty.map((p) => [p.id, 'empty'] as const),
     ...sparse.map((p) => [p.id, 'sparse'] as const),
+    ...small.map((p) => [p.id, 'small'] as const),
   ]);
   const deleted = [
     ...resumed.removed.map(unindexed('interrupted')),
@@ -242,7 +274,8 @@ export async function collectGarbage(deps: GcDeps, options: GcOptions = {}): Pro
   return {
     ...base,
     packsCondemned,
-    packsRepacked: repack.repacked.length,
+    packsRepacked: sparse.length,
+    packsCompacted: small.length,
     packsDeleted: resumed.packs + swept.deleted.length,
     packsRevived: swept.revived,
     bytesFreed: resumed.bytes + swept.bytes + orphans.bytes,

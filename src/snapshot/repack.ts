@@ -13,7 +13,7 @@ export const REPACK_GROUP_RAW_BYTES = 64 * 1024 * 1024;
 
 /** What {@link repackPacks} did. */
 export interface RepackResult {
-  /** Sparse packs now condemned, their live objects moved. */
+  /** Packs now condemned (sparse or small), their live objects moved. */
   readonly repacked: Sha256Hex[];
   /** New packs written. */
   readonly packsWritten: number;
@@ -21,8 +21,8 @@ export interface RepackResult {
 }
 
 /**
- * Moves the live objects of sparse packs into new packs, so the sparse ones can be condemned
- * and later deleted (DESIGN section 7). Per group of packs: the live objects are read through
+ * Moves the live objects of sparse or small packs into new, full-size packs, so the old ones
+ * can be condemned and later deleted (DESIGN section 7). Per group of packs: the live objects are read through
  * the ObjectReader (every one verified against its id), written with an ObjectWriter (new
  * packs, durable before anything else changes), then ONE transaction condemns the old packs
  * and registers the new ones; registering re-points each object whose row still names a
