@@ -1,6 +1,10 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { createHash, randomBytes } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
+import { Readable, Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import type S3rver from 's3rver';
 import type { S3rverContext, S3rverMiddleware, S3rverStore } from 's3rver';
 
@@ -14,12 +18,16 @@ import type { S3rverContext, S3rverMiddleware, S3rverStore } from 's3rver';
  * - a PutObject whose connection drops mid-body leaves no object;
  * - AbortMultipartUpload works, and completing an unknown upload answers 404 NoSuchUpload;
  * - listings come in ascending byte order of key, so pagination neither skips nor repeats;
- * - ListObjectsV2 continuation tokens work (s3rver makes them with DES, which OpenSSL 3 lacks).
+ * - ListObjectsV2 continuation tokens work (s3rver makes them with DES, which OpenSSL 3 lacks);
+ * - a PutObject is answered only once its bytes are on disk, and replaces the key atomically:
+ *   s3rver truncates the file in place and answers before a buffered body is written, so a
+ *   HEAD right after a PUT (or during a second PUT of the same key) could see 0 bytes.
  *
  * Call before `run()`.
  */
 export function makeS3rverFaithful(server: S3rver): S3rverMiddleware {
   sortListings(server.store);
+  atomicPuts(server.store);
   return fidelityMiddleware(server.store);
 }
 
@@ -91,6 +99,35 @@ async function listWithOwnTokens(ctx: S3rverContext, next: () => Promise<void>):
       `<IsTruncated>true</IsTruncated><NextContinuationToken>${next}</NextContinuationToken>`,
     );
   }
+}
+
+/** PutObject through a temp file renamed into place once written (what S3's atomic PUT gives). */
+function atomicPuts(store: S3rverStore): void {
+  store.putObject = async (object) => {
+    const objectPath = store.getResourcePath(object.bucket, object.key, 'object');
+    await fs.mkdir(path.dirname(objectPath), { recursive: true });
+    const temp = `${objectPath}.${randomBytes(6).toString('hex')}.partial`;
+    const md5 = createHash('md5');
+    let size = 0;
+    const count = new Transform({
+      transform(chunk: Buffer, _encoding, callback) {
+        md5.update(chunk);
+        size += chunk.length;
+        callback(null, chunk);
+      },
+    });
+    const source = Buffer.isBuffer(object.content) ? Readable.from([object.content]) : (object.content as NodeJS.ReadableStream);
+    try {
+      await pipeline(source, count, createWriteStream(temp));
+      await fs.rename(temp, objectPath);
+    } catch (error) {
+      await fs.rm(temp, { force: true });
+      throw error;
+    }
+    const digest = md5.digest('hex');
+    await store.putMetadata(object.bucket, object.key, object.metadata, digest);
+    return { size, md5: digest };
+  };
 }
 
 /** s3rver walks directories, which is not key order (`a/b` before `a.x`); sort what it finds. */

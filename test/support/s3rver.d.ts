@@ -50,6 +50,16 @@ declare module 's3rver' {
     listObjects(bucket: string, options: S3rverListOptions): Promise<S3rverListResult>;
     /** Path of `resource` (`object`, `uploads`, …) of `key` in `bucket`. */
     getResourcePath(bucket: string, key: string | undefined, resource: string): string;
+    putObject(object: S3rverObject): Promise<{ size: number; md5: string }>;
+    putMetadata(bucket: string, key: string, metadata: unknown, md5: string): Promise<void>;
+  }
+
+  /** An object as s3rver's store receives it. */
+  export interface S3rverObject {
+    bucket: string;
+    key: string;
+    metadata: unknown;
+    content: Buffer | NodeJS.ReadableStream;
   }
 
   export interface S3rverOptions {
