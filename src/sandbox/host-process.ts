@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import type { Writable } from 'node:stream';
+import { armKill } from './exec-deadline.js';
 import { sealedStdio } from './inherited-fds.js';
 import type { ExecExit, ExecOptions, ExecProcess } from './sandbox-provider.js';
 
@@ -77,34 +78,22 @@ export function startHostProcess(cmd: HostCommand, options: ExecOptions, hooks: 
     }
   }
   let running = tree !== undefined;
-  let timedOut = false;
   const kill = (): void => {
     if (running) tree?.kill();
   };
-
-  const timer =
-    options.timeoutMs === undefined
-      ? undefined
-      : setTimeout(() => {
-          timedOut = true;
-          kill();
-        }, options.timeoutMs);
-  const signal = options.signal;
-  signal?.addEventListener('abort', kill, { once: true });
-  if (signal?.aborted === true) kill();
+  const armed = armKill(options, kill);
 
   const stdin = feedStdin(child.stdin, input);
   const exit = new Promise<ExecExit>((resolve, reject) => {
     const finish = (): void => {
       running = false;
-      if (timer !== undefined) clearTimeout(timer);
-      signal?.removeEventListener('abort', kill);
+      armed.disarm();
       if (typeof input === 'object' && !(input instanceof Uint8Array) && child.stdin !== null) input.unpipe(child.stdin);
     };
     child.once('exit', (code, sig) => {
       finish();
       tree?.exited();
-      resolve({ code, signal: sig, timedOut });
+      resolve({ code, signal: sig, timedOut: armed.timedOut });
     });
     child.on('error', (error: NodeJS.ErrnoException) => {
       if (pid !== undefined) return; // errors after a successful spawn (a failed kill) change nothing about the exit

@@ -1,6 +1,7 @@
 import { type Duplex, PassThrough, type Writable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { HoldfastError } from '../../../errors.js';
+import { armKill } from '../../exec-deadline.js';
 import type { ExecExit, ExecOptions, ExecProcess } from '../../sandbox-provider.js';
 import { type EngineClient, engineError } from './engine-client.js';
 import { EXEC_TAG_VARIABLE, killArgv, newExecTag, wrappedArgv } from './exec-scripts.js';
@@ -51,7 +52,6 @@ export function startDockerExec(request: DockerExecRequest, options: ExecOptions
   let started = false;
   let finished = false;
   let killRequested = false;
-  let timedOut = false;
   let sweeping = false;
 
   const sweep = async (): Promise<void> => {
@@ -72,19 +72,10 @@ export function startDockerExec(request: DockerExecRequest, options: ExecOptions
     if (started) void sweep();
   };
 
-  const timer =
-    options.timeoutMs === undefined
-      ? undefined
-      : setTimeout(() => {
-          timedOut = true;
-          kill();
-        }, options.timeoutMs);
-  const signal = options.signal;
-  signal?.addEventListener('abort', kill, { once: true });
-  if (signal?.aborted === true) kill();
+  const armed = armKill(options, kill);
 
   const run = async (): Promise<ExecExit> => {
-    const killedExit = (): ExecExit => ({ code: null, signal: 'SIGKILL', timedOut });
+    const killedExit = (): ExecExit => ({ code: null, signal: 'SIGKILL', timedOut: armed.timedOut });
     if (killRequested) return killedExit();
     const execId = await createExec(request, tag, input !== undefined);
     if (killRequested) return killedExit();
@@ -97,13 +88,12 @@ export function startDockerExec(request: DockerExecRequest, options: ExecOptions
     const code = await exitCode(request.engine, execId);
     if (code === undefined) return killedExit(); // the container went away under the command
     if (killRequested && code === EXIT_SIGKILL) return killedExit();
-    return { code, signal: null, timedOut };
+    return { code, signal: null, timedOut: armed.timedOut };
   };
 
   const exit = run().finally(() => {
     finished = true;
-    if (timer !== undefined) clearTimeout(timer);
-    signal?.removeEventListener('abort', kill);
+    armed.disarm();
     // Once started, the demultiplexer ends the streams after the last byte; before, nothing will.
     if (!started) {
       stdout.end();
