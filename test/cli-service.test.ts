@@ -126,7 +126,14 @@ describe('holdfast serve, token, run and lease (compiled bin)', () => {
 
     const ls = await holdfast(['--json', 'run', 'ls', '--tenant', 'ops']);
     expect(ls.code).toBe(0);
-    expect((JSON.parse(ls.stdout) as { id: string }[]).map((r) => r.id).sort()).toEqual([free, stuck].sort());
+    const listed = JSON.parse(ls.stdout) as { runs: { id: string }[]; nextCursor: string | null };
+    expect(listed.runs.map((r) => r.id).sort()).toEqual([free, stuck].sort());
+    expect(listed.nextCursor).toBeNull();
+    const first = JSON.parse((await holdfast(['--json', 'run', 'ls', '--tenant', 'ops', '--limit', '1'])).stdout) as typeof listed;
+    expect(first.runs).toHaveLength(1);
+    const rest = await holdfast(['--json', 'run', 'ls', '--tenant', 'ops', '--cursor', String(first.nextCursor)]);
+    expect((JSON.parse(rest.stdout) as typeof listed).runs.map((r) => r.id)).toEqual(listed.runs.slice(1).map((r) => r.id));
+    expect(errorCode(await holdfast(['--json', 'run', 'ls', '--cursor', 'not-a-cursor']))).toBe('INVALID_INPUT');
     expect((await holdfast(['--json', 'run', 'ls', '--tenant', 'nobody'])).code).toBe(1);
 
     const show = await holdfast(['--json', 'run', 'show', stuck]);

@@ -186,7 +186,7 @@ describe.each(BACKENDS)('stray sandbox sweep: $name', (backend) => {
     const retried = await hf.sweepStrays();
     expect(retried.removed).toContainEqual({ runId: run.id, provider: 'bwrap', sandbox: stray.id });
     expect(await provider.get(run.sandbox.id)).toBeDefined();
-    const text = metrics.render();
+    const text = await metrics.render();
     expect(text).toContain('holdfast_run_steps_total{kind="sweep",status="failed",step="remove_stray"} 1');
     expect(text).toContain('holdfast_run_steps_total{kind="sweep",status="ok",step="remove_stray"} 1');
   });

@@ -5,6 +5,7 @@
  * user of its tenant, or as a run (see `folder-access.ts` for what each may reach).
  */
 import { createHash, randomBytes } from 'node:crypto';
+import { CREATED_KEY, type Page, type PageRequest, readPage } from '../core/page-cursor.js';
 import { NotFoundError } from '../errors.js';
 import type { MetadataRepositories, MetadataStore, TokenGrant, TokenRecord } from '../metadata/metadata-store.js';
 import type { TenantScope } from '../runs/deployments.js';
@@ -89,6 +90,16 @@ export class Tokens {
   /** Every token, live and revoked, newest first (never a secret: only hashes are stored, and not returned). */
   list(): Promise<TokenRecord[]> {
     return this.meta.tokens.list();
+  }
+
+  /** {@link list} a page at a time, by a keyset cursor (`[createdAt, id]`). */
+  page(request: PageRequest = {}): Promise<Page<TokenRecord>> {
+    return readPage(
+      request,
+      CREATED_KEY,
+      (after, limit) => this.meta.tokens.list(after === undefined ? { limit } : { limit, after }),
+      (t) => [t.createdAt, t.id],
+    );
   }
 
   /** Revokes a token; false when there is no live token with this id. */

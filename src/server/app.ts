@@ -68,7 +68,7 @@ export function createApp(options: AppOptions): Hono<AppEnv> {
     const [schemaVersion] = await Promise.all([hf.meta.schemaVersion(), hf.blobs.stat('probe/readyz')]);
     return c.json({ status: 'ready', schemaVersion, durationMs: Math.round(performance.now() - started) });
   });
-  app.get('/metrics', (c) => c.body(metrics.render(), 200, { 'content-type': PROMETHEUS_CONTENT_TYPE }));
+  app.get('/metrics', async (c) => c.body(await metrics.render(), 200, { 'content-type': PROMETHEUS_CONTENT_TYPE }));
   app.get('/v1/openapi.json', (c) => c.json(openapi));
 
   app.use(
@@ -99,16 +99,18 @@ function authorizeRoute(route: RouteDef): MiddlewareHandler<AppEnv> {
 
 /** Run metrics: turns by outcome, recorded steps by kind and outcome with their durations, active turns. */
 function registerRunMetrics(hf: Holdfast, metrics: Metrics): void {
-  metrics.gauge('holdfast_turns_active', 'Turns running in this process.', () => [{ labels: {}, value: hf.activeTurns() }]);
-  const turns = metrics.counter('holdfast_turns_total', 'Turns finished in this process, by outcome.');
+  metrics.gauge('holdfast_turns_active', 'Turns running in this process.', [], () => [{ labels: {}, value: hf.activeTurns() }]);
+  const turns = metrics.counter('holdfast_turns_total', 'Turns finished in this process, by outcome.', ['outcome']);
   const steps = metrics.counter(
     'holdfast_run_steps_total',
     'Recorded run steps (recovery, upgrade, create, lease, sweep), by kind, step and status.',
+    ['kind', 'step', 'status'],
   );
   const stepSeconds = metrics.histogram(
     'holdfast_run_step_duration_seconds',
     'Duration of recorded run steps.',
     [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
+    ['kind', 'step'],
   );
   hf.onRunEvent((event) => {
     if (event.event === 'turn_completed') turns.inc({ outcome: 'completed' });

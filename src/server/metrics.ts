@@ -1,9 +1,17 @@
 /**
- * A minimal Prometheus registry (text exposition format 0.0.4). Written here rather than
- * pulled in: Holdfast needs counters, gauges and histograms and nothing else.
+ * The Prometheus registry of the service: a thin facade over prom-client, which also gives the
+ * standard process and runtime metrics dashboards expect (`process_resident_memory_bytes`,
+ * `process_cpu_seconds_total`, `process_start_time_seconds`, `process_open_fds`,
+ * `nodejs_heap_size_used_bytes`, `nodejs_eventloop_lag_seconds`, `nodejs_active_handles_total`,
+ * `nodejs_gc_duration_seconds`, …) under their usual names. prom-client replaced a hand-written
+ * registry: it is the library those names come from, and what it does (GC observation,
+ * event-loop delay histograms, /proc readings) is better owned there. The facade keeps
+ * Holdfast's rules on top: errors are HoldfastErrors with codes, label names are declared
+ * with the metric, and a metric's series are bounded.
  */
 import type { MiddlewareHandler } from 'hono';
-import { routePath } from 'hono/route';
+import { matchedRoutes, routePath } from 'hono/route';
+import { collectDefaultMetrics, Counter as PromCounter, Gauge as PromGauge, Histogram as PromHistogram, Registry } from 'prom-client';
 import { HoldfastError } from '../errors.js';
 
 /** Label name -> value. */
@@ -27,173 +35,141 @@ export interface Histogram {
   observe(labels: Labels, value: number): void;
 }
 
+/** Options of {@link Metrics}. */
+export interface MetricsOptions {
+  /**
+   * Whether the registry carries the process and runtime metrics (prom-client's default
+   * metrics); default true. Off for registries whose exact output a test compares.
+   */
+  readonly processMetrics?: boolean;
+}
+
 /** `Content-Type` of {@link Metrics.render}'s output. */
 export const PROMETHEUS_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
 /** Series per metric; past it a label is carrying ids and would exhaust the scraper. */
 export const MAX_SERIES_PER_METRIC = 10_000;
+/** Upper bounds of `nodejs_gc_duration_seconds`: minor collections take well under 1 ms, full ones up to seconds. */
+export const GC_DURATION_BUCKETS_SECONDS: readonly number[] = [0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5];
 const METRIC_NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
 const LABEL_NAME = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
 
-type Kind = 'counter' | 'gauge' | 'histogram';
-interface Family {
-  readonly name: string;
-  readonly help: string;
-  readonly kind: Kind;
-  /** Sample lines without trailing newlines. */
-  lines(): string[];
-}
-
-/** A registry of metrics. Names are unique per registry; registering one twice throws. */
+/**
+ * A registry of metrics. Names are unique per registry (a second registration is
+ * `ALREADY_EXISTS`); each metric declares its label names, and a sample with another label is
+ * `INVALID_INPUT`.
+ */
 export class Metrics {
-  readonly #families = new Map<string, Family>();
+  /** The prom-client registry underneath, for callers that add prom-client metrics themselves. */
+  readonly registry = new Registry();
+
+  constructor(options: MetricsOptions = {}) {
+    if (options.processMetrics !== false) {
+      collectDefaultMetrics({ register: this.registry, gcDurationBuckets: [...GC_DURATION_BUCKETS_SECONDS] });
+    }
+  }
 
   /** Registers a counter; by convention its name ends in `_total`. */
-  counter(name: string, help: string): Counter {
-    const series = new SeriesMap<{ value: number }>(name);
-    this.#register({
-      name,
-      help,
-      kind: 'counter',
-      lines: () => series.list().map(({ labels, state }) => sample(name, labels, state.value)),
-    });
+  counter(name: string, help: string, labelNames: readonly string[] = []): Counter {
+    const guard = this.#guard(name, labelNames, []);
+    const counter = new PromCounter({ name, help, labelNames: [...labelNames], registers: [this.registry] });
     return {
       inc: (labels = {}, by = 1) => {
         if (!(by >= 0)) throw invalid(`counter ${name} can only increase; got ${by}`);
-        series.get(labels, () => ({ value: 0 })).value += by;
+        counter.inc(guard(labels), by);
       },
     };
   }
 
   /**
    * Registers a gauge. `collect`, when given, is called on every render and its samples
-   * are rendered after (and override) values set with `set`; if it throws, render throws.
+   * override values set with `set`; if it throws, render rejects.
    */
-  gauge(name: string, help: string, collect?: () => readonly GaugeSample[]): Gauge {
-    const series = new SeriesMap<{ value: number }>(name);
-    const lines = (): string[] => {
-      const current = new SeriesMap<{ value: number }>(name);
-      const entries: GaugeSample[] = [
-        ...series.list().map(({ labels, state }) => ({ labels, value: state.value })),
-        ...(collect?.() ?? []),
-      ];
-      for (const { labels, value } of entries) {
-        current.get(labels, () => ({ value: 0 })).value = value;
-      }
-      return current.list().map(({ labels, state }) => sample(name, labels, state.value));
-    };
-    this.#register({ name, help, kind: 'gauge', lines });
-    return {
-      set: (labels, value) => {
-        series.get(labels, () => ({ value: 0 })).value = value;
-      },
-    };
+  gauge(name: string, help: string, labelNames: readonly string[] = [], collect?: () => readonly GaugeSample[]): Gauge {
+    const guard = this.#guard(name, labelNames, []);
+    const gauge: PromGauge = new PromGauge({
+      name,
+      help,
+      labelNames: [...labelNames],
+      registers: [this.registry],
+      ...(collect === undefined
+        ? {}
+        : {
+            collect() {
+              for (const { labels, value } of collect()) gauge.set(guard(labels), value);
+            },
+          }),
+    });
+    return { set: (labels, value) => gauge.set(guard(labels), value) };
   }
 
   /** Registers a histogram with strictly increasing finite upper bounds; `+Inf` is implicit. */
-  histogram(name: string, help: string, buckets: readonly number[]): Histogram {
+  histogram(name: string, help: string, buckets: readonly number[], labelNames: readonly string[] = []): Histogram {
     if (buckets.some((b, i) => !Number.isFinite(b) || (i > 0 && b <= (buckets[i - 1] ?? b)))) {
       throw invalid(`histogram ${name} buckets must be finite and strictly increasing`);
     }
-    const bounds = [...buckets];
-    const series = new SeriesMap<{ counts: number[]; sum: number; count: number }>(name, ['le']);
-    const lines = (): string[] =>
-      series.list().flatMap(({ labels, state: s }) => {
-        let cumulative = 0;
-        const out = bounds.map((bound, i) => {
-          cumulative += s.counts[i] ?? 0;
-          return sample(`${name}_bucket`, { ...labels, le: formatNumber(bound) }, cumulative);
-        });
-        out.push(sample(`${name}_bucket`, { ...labels, le: '+Inf' }, s.count));
-        out.push(sample(`${name}_sum`, labels, s.sum), sample(`${name}_count`, labels, s.count));
-        return out;
-      });
-    this.#register({ name, help, kind: 'histogram', lines });
+    const guard = this.#guard(name, labelNames, ['le']);
+    const histogram = new PromHistogram({ name, help, labelNames: [...labelNames], buckets: [...buckets], registers: [this.registry] });
     return {
       observe: (labels, value) => {
         if (Number.isNaN(value)) throw invalid(`histogram ${name} cannot observe NaN`);
-        const s = series.get(labels, () => ({ counts: bounds.map(() => 0), sum: 0, count: 0 }));
-        const index = bounds.findIndex((bound) => value <= bound);
-        if (index >= 0) s.counts[index] = (s.counts[index] ?? 0) + 1;
-        s.sum += value;
-        s.count += 1;
+        histogram.observe(guard(labels), value);
       },
     };
   }
 
-  /** All metrics in registration order, series in first-use order; ends with a newline. */
-  render(): string {
-    let out = '';
-    for (const family of this.#families.values()) {
-      out += `# HELP ${family.name} ${escapeHelp(family.help)}\n# TYPE ${family.name} ${family.kind}\n`;
-      for (const line of family.lines()) out += `${line}\n`;
-    }
-    return out;
+  /** Every metric in the text exposition format 0.0.4 ({@link PROMETHEUS_CONTENT_TYPE}). */
+  render(): Promise<string> {
+    return this.registry.metrics();
   }
 
-  #register(family: Family): void {
-    if (!METRIC_NAME.test(family.name)) throw invalid(`invalid metric name ${JSON.stringify(family.name)}`);
-    if (this.#families.has(family.name)) {
-      throw new HoldfastError('ALREADY_EXISTS', `metric ${family.name} is already registered`, { data: { name: family.name } });
+  /**
+   * Checks a new metric's name and label names, and returns the check of each sample's
+   * labels: only declared names, at most {@link MAX_SERIES_PER_METRIC} label sets.
+   */
+  #guard(name: string, labelNames: readonly string[], reserved: readonly string[]): (labels: Labels) => Record<string, string> {
+    if (!METRIC_NAME.test(name)) throw invalid(`invalid metric name ${JSON.stringify(name)}`);
+    if (this.registry.getSingleMetric(name) !== undefined) {
+      throw new HoldfastError('ALREADY_EXISTS', `metric ${name} is already registered`, { data: { name } });
     }
-    this.#families.set(family.name, family);
-  }
-}
-
-/** Series of one metric keyed by their sorted label set; label names are checked once per series. */
-class SeriesMap<T> {
-  readonly #series = new Map<string, { labels: Labels; state: T }>();
-  constructor(
-    readonly metric: string,
-    readonly reserved: readonly string[] = [],
-  ) {}
-
-  get(labels: Labels, create: () => T): T {
-    const sorted = Object.entries(labels).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    const key = JSON.stringify(sorted);
-    const found = this.#series.get(key);
-    if (found !== undefined) return found.state;
-    for (const [name] of sorted) {
-      if (!LABEL_NAME.test(name) || name.startsWith('__') || this.reserved.includes(name)) {
-        throw invalid(`invalid label name ${JSON.stringify(name)} on metric ${this.metric}`);
+    for (const label of labelNames) {
+      if (!LABEL_NAME.test(label) || label.startsWith('__') || reserved.includes(label)) {
+        throw invalid(`invalid label name ${JSON.stringify(label)} on metric ${name}`);
       }
     }
-    if (this.#series.size >= MAX_SERIES_PER_METRIC) {
-      throw new HoldfastError('LIMIT_EXCEEDED', `metric ${this.metric} exceeds ${MAX_SERIES_PER_METRIC} series: a label holds ids`, {
-        data: { metric: this.metric, limit: MAX_SERIES_PER_METRIC },
-      });
-    }
-    const state = create();
-    this.#series.set(key, { labels: Object.fromEntries(sorted), state });
-    return state;
+    const seen = new Set<string>();
+    return (labels) => {
+      for (const label of Object.keys(labels)) {
+        if (!labelNames.includes(label)) throw invalid(`metric ${name} has no label ${JSON.stringify(label)}: declare it with the metric`);
+      }
+      const key = JSON.stringify(labelNames.map((l) => labels[l] ?? null));
+      if (!seen.has(key)) {
+        if (seen.size >= MAX_SERIES_PER_METRIC) {
+          throw new HoldfastError('LIMIT_EXCEEDED', `metric ${name} exceeds ${MAX_SERIES_PER_METRIC} series: a label holds ids`, {
+            data: { metric: name, limit: MAX_SERIES_PER_METRIC },
+          });
+        }
+        seen.add(key);
+      }
+      // Sorted, so a series reads the same whatever order a caller wrote its labels in.
+      return Object.fromEntries(Object.entries(labels).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+    };
   }
-
-  /** Series in first-use order. */
-  list(): Array<{ labels: Labels; state: T }> {
-    return [...this.#series.values()];
-  }
-}
-
-function sample(name: string, labels: Labels, value: number): string {
-  const pairs = Object.entries(labels).map(([k, v]) => `${k}="${escapeLabelValue(v)}"`);
-  return `${name}${pairs.length > 0 ? `{${pairs.join(',')}}` : ''} ${formatNumber(value)}`;
-}
-
-function formatNumber(value: number): string {
-  if (value === Number.POSITIVE_INFINITY) return '+Inf';
-  if (value === Number.NEGATIVE_INFINITY) return '-Inf';
-  return String(value);
-}
-
-function escapeHelp(help: string): string {
-  return help.replace(/\\/g, '\\\\').replace(/\n/g, '\\n');
-}
-
-function escapeLabelValue(value: string): string {
-  return value.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
 }
 
 function invalid(message: string): HoldfastError {
   return new HoldfastError('INVALID_INPUT', message);
+}
+
+/**
+ * The route pattern a request is labelled with: the route registered for its method that
+ * matched (`/v1/runs/:id`), also when a middleware in front of it answered (an idempotent
+ * replay or refusal, a 401, a 413), so one route's answers are one series. Requests no route
+ * matched keep the pattern of whatever answered (`/*`).
+ */
+function routeLabel(c: Parameters<MiddlewareHandler>[0]): string {
+  // app.use() middleware is registered for every method ('ALL'); routes for theirs.
+  const route = matchedRoutes(c).findLast((r) => r.method !== 'ALL');
+  return route?.path ?? routePath(c);
 }
 
 /** Upper bounds of HTTP request durations; long tails are archive downloads and uploads. */
@@ -201,22 +177,27 @@ export const HTTP_DURATION_BUCKETS_SECONDS: readonly number[] = [0.005, 0.01, 0.
 
 /**
  * Middleware counting `holdfast_http_requests_total{method,route,status}` and observing
- * `holdfast_http_request_duration_seconds{method,route}`. `route` is the pattern that
- * answered (`/v1/runs/:id`), so ids never become labels. Duration ends when the handler
+ * `holdfast_http_request_duration_seconds{method,route}`. `route` is the route's pattern
+ * (`/v1/runs/:id`, see routeLabel), so ids never become labels. Duration ends when the handler
  * returns its Response, before a streamed body has been sent. Registers both metrics, so
  * call it once per registry.
  */
 export function httpMetrics(metrics: Metrics): MiddlewareHandler {
-  const requests = metrics.counter('holdfast_http_requests_total', 'HTTP requests answered, by method, route pattern and status.');
+  const requests = metrics.counter('holdfast_http_requests_total', 'HTTP requests answered, by method, route pattern and status.', [
+    'method',
+    'route',
+    'status',
+  ]);
   const duration = metrics.histogram(
     'holdfast_http_request_duration_seconds',
     'Time to produce an HTTP response, by method and route pattern.',
     HTTP_DURATION_BUCKETS_SECONDS,
+    ['method', 'route'],
   );
   return async (c, next) => {
     const started = performance.now();
     await next();
-    const labels = { method: c.req.method, route: routePath(c) };
+    const labels = { method: c.req.method, route: routeLabel(c) };
     requests.inc({ ...labels, status: String(c.res.status) });
     duration.observe(labels, (performance.now() - started) / 1000);
   };

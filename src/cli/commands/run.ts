@@ -1,12 +1,11 @@
 import type { Command } from 'commander';
 import { resolveIdOrPrefix } from '../../core/id-prefix.js';
+import { CREATED_KEY, DEFAULT_PAGE_SIZE, readPage } from '../../core/page-cursor.js';
 import { InputError, isHoldfastError, NotFoundError } from '../../errors.js';
 import type { Holdfast, Run, RunEvent, TenantServices, Turn } from '../../index.js';
 import { isoTime, renderTable } from '../output.js';
 import { positiveInt, withHoldfast } from '../program.js';
 
-/** Runs `run ls` lists when no `--limit` is given (the library's own page size). */
-const DEFAULT_LIST_LIMIT = 100;
 /** Most recent turns `run show` prints. */
 const SHOWN_TURNS = 10;
 /** Most recent events `run show` prints, oldest first: enough for several recoveries. */
@@ -54,17 +53,21 @@ export function registerRun(program: Command): void {
     .command('ls')
     .description('list runs, newest first (all tenants unless --tenant)')
     .option('-t, --tenant <name>', 'only this tenant')
-    .option('--limit <n>', `most runs to list (default ${DEFAULT_LIST_LIMIT})`, positiveInt('--limit'))
-    .action(async (flags: { tenant?: string; limit?: number }, command: Command) => {
+    .option('--limit <n>', `most runs to list (default ${DEFAULT_PAGE_SIZE})`, positiveInt('--limit'))
+    .option('--cursor <cursor>', 'continue after a page (its nextCursor)')
+    .action(async (flags: { tenant?: string; limit?: number; cursor?: string }, command: Command) => {
       await withHoldfast(command, async (hf, { output }) => {
-        const limit = flags.limit ?? DEFAULT_LIST_LIMIT;
-        const tenants = flags.tenant === undefined ? await hf.meta.tenants.list() : [await tenantNamed(hf, flags.tenant)];
-        const names = new Map(tenants.map((t) => [t.id, t.name]));
-        const runs: Run[] = [];
-        for (const tenant of tenants) runs.push(...(await (await hf.forTenant(tenant.name)).runs.list(limit)));
-        runs.sort((a, b) => b.createdAt - a.createdAt || a.id.localeCompare(b.id));
-        const shown = runs.slice(0, limit).map((r) => ({ ...r, tenant: names.get(r.tenantId) ?? r.tenantId }));
-        output.result(shown, () =>
+        const scope = flags.tenant === undefined ? null : (await tenantNamed(hf, flags.tenant)).id;
+        const names = new Map((await hf.meta.tenants.list()).map((t) => [t.id, t.name]));
+        const page = await readPage(
+          flags,
+          CREATED_KEY,
+          (after, n) => hf.meta.runs.list(scope, n, after),
+          (r) => [r.createdAt, r.id],
+        );
+        const shown = page.items.map((r) => ({ ...r, tenant: names.get(r.tenantId) ?? r.tenantId }));
+        const more = page.nextCursor === null ? '' : `\n(more: --cursor ${page.nextCursor})`;
+        output.result({ runs: shown, nextCursor: page.nextCursor }, () =>
           shown.length === 0
             ? 'no runs'
             : renderTable(
@@ -79,7 +82,7 @@ export function registerRun(program: Command): void {
                   r.sandbox === null ? '-' : `${r.sandbox.provider}/${r.sandbox.id}`,
                   isoTime(r.updatedAt),
                 ]),
-              ),
+              ) + more,
         );
       });
     });

@@ -54,6 +54,8 @@ export interface ListCheckpointsOptions {
   readonly limit?: number;
   /** Only checkpoints in this status. */
   readonly status?: CheckpointStatus;
+  /** Only checkpoints after this `[createdAt, id]` in the listing's order (a keyset page). */
+  readonly after?: readonly [createdAt: number, id: string];
 }
 
 /** The `checkpoints` table. Status moves `pending` -> `ready` | `failed`, once, never back. */
@@ -155,6 +157,12 @@ export function createCheckpointsRepo({ db, dialect, now }: RepoContext): Checkp
     async listByWorkspace(workspaceId, options = {}) {
       let query = db.selectFrom('checkpoints').selectAll().where('workspace_id', '=', workspaceId);
       if (options.status !== undefined) query = query.where('status', '=', options.status);
+      if (options.after !== undefined) {
+        const [createdAt, id] = options.after;
+        query = query.where((eb) =>
+          eb.or([eb('created_at', '<', createdAt), eb.and([eb('created_at', '=', createdAt), eb('id', '<', id)])]),
+        );
+      }
       if (options.limit !== undefined) query = query.limit(requireCount(options.limit, 'limit'));
       const rows = await query.orderBy('created_at', 'desc').orderBy('id', 'desc').execute();
       return rows.map(toCheckpoint);

@@ -1,7 +1,7 @@
 import type { Selectable } from 'kysely';
 import { NotFoundError } from '../../errors.js';
 import type { ChannelsTable, DeploymentsTable } from '../schema.js';
-import { isForeignKeyViolation, type RepoContext, requireText } from './repo-context.js';
+import { isForeignKeyViolation, type RepoContext, requireCount, requireText } from './repo-context.js';
 
 /** A stored deployment: its content id and the canonical JSON spec it hashes. */
 export interface DeploymentRecord {
@@ -23,6 +23,12 @@ export interface Channel {
   readonly updatedAt: number;
 }
 
+/** A keyset page of a listing: at most `limit` rows, only those after `after` in the listing's order. */
+export interface KeysetOptions<K> {
+  readonly limit?: number;
+  readonly after?: K;
+}
+
 /** The `deployments` and `channels` tables. Deployments are immutable: written once, never updated. */
 export interface DeploymentsRepo {
   /**
@@ -32,8 +38,8 @@ export interface DeploymentsRepo {
   put(input: { tenantId: string; id: string; spec: string }): Promise<{ deployment: DeploymentRecord; created: boolean }>;
   /** The tenant's deployment `id`, or `undefined` (another tenant's ids are not found). */
   find(tenantId: string, id: string): Promise<DeploymentRecord | undefined>;
-  /** The tenant's deployments, newest first. */
-  list(tenantId: string): Promise<DeploymentRecord[]>;
+  /** The tenant's deployments, newest first (ties by id); `after` is a `[createdAt, id]`. */
+  list(tenantId: string, options?: KeysetOptions<readonly [createdAt: number, id: string]>): Promise<DeploymentRecord[]>;
   /**
    * Points channel `name` at `deploymentId` (creating the channel at version 1, or adding 1).
    * An unknown deployment of this tenant: `NOT_FOUND`.
@@ -41,8 +47,8 @@ export interface DeploymentsRepo {
   publish(tenantId: string, name: string, deploymentId: string): Promise<Channel>;
   /** The tenant's channel `name`, or `undefined`. */
   findChannel(tenantId: string, name: string): Promise<Channel | undefined>;
-  /** The tenant's channels ordered by name. */
-  listChannels(tenantId: string): Promise<Channel[]>;
+  /** The tenant's channels ordered by name; `after` is a name. */
+  listChannels(tenantId: string, options?: KeysetOptions<string>): Promise<Channel[]>;
 }
 
 /** Builds the deployments repository over `context.db` (a store or a transaction). */
@@ -79,14 +85,16 @@ export function createDeploymentsRepo({ db, now }: RepoContext): DeploymentsRepo
       return { deployment: (await find(row.tenant_id, row.id)) ?? toDeployment(row), created: false };
     },
     find,
-    async list(tenantId) {
-      const rows = await db
-        .selectFrom('deployments')
-        .selectAll()
-        .where('tenant_id', '=', tenantId)
-        .orderBy('created_at', 'desc')
-        .orderBy('id')
-        .execute();
+    async list(tenantId, options = {}) {
+      let query = db.selectFrom('deployments').selectAll().where('tenant_id', '=', tenantId);
+      if (options.after !== undefined) {
+        const [createdAt, id] = options.after;
+        query = query.where((eb) =>
+          eb.or([eb('created_at', '<', createdAt), eb.and([eb('created_at', '=', createdAt), eb('id', '>', id)])]),
+        );
+      }
+      if (options.limit !== undefined) query = query.limit(requireCount(options.limit, 'limit'));
+      const rows = await query.orderBy('created_at', 'desc').orderBy('id').execute();
       return rows.map(toDeployment);
     },
     async publish(tenantId, name, deploymentId) {
@@ -111,8 +119,11 @@ export function createDeploymentsRepo({ db, now }: RepoContext): DeploymentsRepo
       }
     },
     findChannel,
-    async listChannels(tenantId) {
-      const rows = await db.selectFrom('channels').selectAll().where('tenant_id', '=', tenantId).orderBy('name').execute();
+    async listChannels(tenantId, options = {}) {
+      let query = db.selectFrom('channels').selectAll().where('tenant_id', '=', tenantId);
+      if (options.after !== undefined) query = query.where('name', '>', options.after);
+      if (options.limit !== undefined) query = query.limit(requireCount(options.limit, 'limit'));
+      const rows = await query.orderBy('name').execute();
       return rows.map(toChannel);
     },
   };

@@ -84,8 +84,11 @@ export interface RunsRepo {
   findByPrefix(tenantId: string | null, prefix: string, limit: number): Promise<Run[]>;
   /** The most recently created run of tenant `tenantId` (of every tenant with `null`), or `undefined`. */
   latest(tenantId: string | null): Promise<Run | undefined>;
-  /** The tenant's runs, newest first, at most `limit`. */
-  list(tenantId: string, limit?: number): Promise<Run[]>;
+  /**
+   * The tenant's runs (every tenant's with `null`), newest first (ties by id), at most `limit`;
+   * with `after`, only those after that `[createdAt, id]` in this order (a keyset page).
+   */
+  list(tenantId: string | null, limit?: number, after?: readonly [createdAt: number, id: string]): Promise<Run[]>;
   /**
    * Ends run `id` now, or keeps the moment it already ended (idempotent). An ended run takes
    * no new lease, and its run tokens reach nothing. `NOT_FOUND` when there is no such run.
@@ -178,15 +181,16 @@ export function createRunsRepo({ db, dialect, now }: RepoContext): RunsRepo {
       const row = await query.orderBy('created_at', 'desc').orderBy('id').limit(1).executeTakeFirst();
       return row === undefined ? undefined : toRun(row);
     },
-    async list(tenantId, limit = 100) {
-      const rows = await db
-        .selectFrom('runs')
-        .selectAll()
-        .where('tenant_id', '=', tenantId)
-        .orderBy('created_at', 'desc')
-        .orderBy('id')
-        .limit(requireCount(limit, 'limit'))
-        .execute();
+    async list(tenantId, limit = 100, after) {
+      let query = db.selectFrom('runs').selectAll();
+      if (tenantId !== null) query = query.where('tenant_id', '=', requireText(tenantId, 'tenantId'));
+      if (after !== undefined) {
+        const [createdAt, id] = after;
+        query = query.where((eb) =>
+          eb.or([eb('created_at', '<', createdAt), eb.and([eb('created_at', '=', createdAt), eb('id', '>', id)])]),
+        );
+      }
+      const rows = await query.orderBy('created_at', 'desc').orderBy('id').limit(requireCount(limit, 'limit')).execute();
       return rows.map(toRun);
     },
     async end(id) {

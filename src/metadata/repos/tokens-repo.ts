@@ -1,7 +1,7 @@
 import type { Selectable } from 'kysely';
 import { InputError } from '../../errors.js';
 import type { TokensTable, UserRoleColumn } from '../schema.js';
-import { newId, type RepoContext, requireText } from './repo-context.js';
+import { newId, type RepoContext, requireCount, requireText } from './repo-context.js';
 
 /** An API token as stored: its hash, never the token itself. */
 export interface TokenRecord {
@@ -53,8 +53,11 @@ export interface TokensRepo {
    * still active is the access policy's question, asked on every request.
    */
   findByHash(hash: string): Promise<TokenGrant | undefined>;
-  /** Every token (live and revoked), newest first. */
-  list(): Promise<TokenRecord[]>;
+  /**
+   * Every token (live and revoked), newest first (ties by id), at most `limit`; with `after`,
+   * only those after that `[createdAt, id]` in this order (a keyset page).
+   */
+  list(options?: { readonly limit?: number; readonly after?: readonly [createdAt: number, id: string] }): Promise<TokenRecord[]>;
   /** Revokes a token; false when there is no live token with this id. */
   revoke(id: string): Promise<boolean>;
 }
@@ -114,8 +117,16 @@ export function createTokensRepo({ db, now }: RepoContext): TokensRepo {
           : { bindings: row.run_bindings === null ? null : (JSON.parse(row.run_bindings) as Record<string, unknown>) };
       return { ...toToken(row), tenantName: row.tenant_name, user, run };
     },
-    async list() {
-      const rows = await db.selectFrom('tokens').selectAll().orderBy('created_at', 'desc').execute();
+    async list(options = {}) {
+      let query = db.selectFrom('tokens').selectAll();
+      if (options.after !== undefined) {
+        const [createdAt, id] = options.after;
+        query = query.where((eb) =>
+          eb.or([eb('created_at', '<', createdAt), eb.and([eb('created_at', '=', createdAt), eb('id', '>', id)])]),
+        );
+      }
+      if (options.limit !== undefined) query = query.limit(requireCount(options.limit, 'limit'));
+      const rows = await query.orderBy('created_at', 'desc').orderBy('id').execute();
       return rows.map(toToken);
     },
     async revoke(id) {

@@ -59,8 +59,8 @@ export interface TurnsRepo {
       | { status: 'completed'; checkpointId: string; result?: JsonObject }
       | { status: 'failed'; error: JsonObject; result?: JsonObject },
   ): Promise<Turn>;
-  /** The run's turns, newest first, at most `limit`. */
-  list(runId: string, limit?: number): Promise<Turn[]>;
+  /** The run's turns, newest first, at most `limit`; with `afterSeq`, only those of a lower `seq` (a keyset page). */
+  list(runId: string, limit?: number, afterSeq?: number): Promise<Turn[]>;
   /** Appends an event to the run's history. */
   addEvent(event: RunEventInput): Promise<void>;
   /** The run's events in the order they happened (oldest first), at most the last `limit`. */
@@ -108,14 +108,10 @@ export function createTurnsRepo({ db, now }: RepoContext): TurnsRepo {
       if (current === undefined) throw new NotFoundError(`turn ${id} not found`, { data: { turnId: id } });
       throw new ConflictError('CONFLICT', `turn ${id} is already ${current.status}`, { data: { turnId: id, status: current.status } });
     },
-    async list(runId, limit = 100) {
-      const rows = await db
-        .selectFrom('turns')
-        .selectAll()
-        .where('run_id', '=', runId)
-        .orderBy('seq', 'desc')
-        .limit(requireCount(limit, 'limit'))
-        .execute();
+    async list(runId, limit = 100, afterSeq) {
+      let query = db.selectFrom('turns').selectAll().where('run_id', '=', runId);
+      if (afterSeq !== undefined) query = query.where('seq', '<', afterSeq);
+      const rows = await query.orderBy('seq', 'desc').limit(requireCount(limit, 'limit')).execute();
       return rows.map(toTurn);
     },
     async addEvent(event) {

@@ -1,7 +1,8 @@
 import { Readable } from 'node:stream';
 import type { Holdfast } from '../../index.js';
 import { type RouteDef, readQuery, tenantServices } from '../route.js';
-import { Checkpoint, FilePathQuery, LimitQuery, PathQuery } from './schemas.js';
+import { checkpointsPage } from './list-pages.js';
+import { Checkpoint, CheckpointPage, FilePathQuery, PageQuery, PathQuery } from './schemas.js';
 
 /** Checkpoints: by run, one by id, a directory listing, a file download. */
 export function checkpointRoutes(hf: Holdfast): RouteDef[] {
@@ -25,13 +26,14 @@ export function checkpointRoutes(hf: Holdfast): RouteDef[] {
       doc: {
         method: 'get',
         path: '/v1/runs/:id/checkpoints',
-        summary: "A run's checkpoints, newest first (failed ones with their errors)",
+        summary: "A run's checkpoints, newest first (failed ones with their errors), a page at a time",
         tags,
-        query: LimitQuery,
+        query: PageQuery,
+        response: CheckpointPage,
       },
       async handler(c) {
-        const { checkpoints } = await tenantServices(hf, c);
-        return c.json({ checkpoints: await checkpoints.list(c.req.param('id') ?? '', readQuery(c, LimitQuery).limit) });
+        const page = await checkpointsPage(hf.meta, await tenantServices(hf, c), c.req.param('id') ?? '', readQuery(c, PageQuery));
+        return c.json({ checkpoints: page.items, nextCursor: page.nextCursor });
       },
     },
     {

@@ -1,6 +1,7 @@
 import type { Holdfast } from '../../index.js';
-import { type RouteDef, readJson, tenantServices } from '../route.js';
-import { Channel, ChannelBody, Deployment, DeploymentBody } from './schemas.js';
+import { type RouteDef, readJson, readQuery, tenantServices } from '../route.js';
+import { channelsPage, deploymentsPage } from './list-pages.js';
+import { Channel, ChannelBody, ChannelPage, Deployment, DeploymentBody, DeploymentPage, PageQuery } from './schemas.js';
 
 /** Deployments (immutable, content-addressed) and channels. */
 export function deploymentRoutes(hf: Holdfast): RouteDef[] {
@@ -24,10 +25,17 @@ export function deploymentRoutes(hf: Holdfast): RouteDef[] {
       },
     },
     {
-      doc: { method: 'get', path: '/v1/deployments', summary: 'List deployments, newest first', tags },
+      doc: {
+        method: 'get',
+        path: '/v1/deployments',
+        summary: 'List deployments, newest first, a page at a time',
+        tags,
+        query: PageQuery,
+        response: DeploymentPage,
+      },
       async handler(c) {
-        const { deployments } = await tenantServices(hf, c);
-        return c.json({ deployments: await deployments.list() });
+        const page = await deploymentsPage(hf.meta, await tenantServices(hf, c), readQuery(c, PageQuery));
+        return c.json({ deployments: page.items, nextCursor: page.nextCursor });
       },
     },
     {
@@ -53,10 +61,17 @@ export function deploymentRoutes(hf: Holdfast): RouteDef[] {
       },
     },
     {
-      doc: { method: 'get', path: '/v1/channels', summary: 'List channels', tags },
+      doc: {
+        method: 'get',
+        path: '/v1/channels',
+        summary: 'List channels by name, a page at a time',
+        tags,
+        query: PageQuery,
+        response: ChannelPage,
+      },
       async handler(c) {
-        const { deployments } = await tenantServices(hf, c);
-        return c.json({ channels: await deployments.channels() });
+        const page = await channelsPage(hf.meta, await tenantServices(hf, c), readQuery(c, PageQuery));
+        return c.json({ channels: page.items, nextCursor: page.nextCursor });
       },
     },
     {

@@ -1,6 +1,19 @@
 import type { Holdfast } from '../../index.js';
 import { type RouteDef, readJson, readQuery, tenantServices } from '../route.js';
-import { CreatedRun, LimitQuery, RestoreBody, Run, RunBody, TurnBody, TurnResult, UpgradeBody } from './schemas.js';
+import { runsPage, turnsPage } from './list-pages.js';
+import {
+  CreatedRun,
+  LimitQuery,
+  PageQuery,
+  RestoreBody,
+  Run,
+  RunBody,
+  RunPage,
+  TurnBody,
+  TurnPage,
+  TurnResult,
+  UpgradeBody,
+} from './schemas.js';
 
 /** Runs, turns, upgrades, lease resolution and restore into a new sandbox. */
 export function runRoutes(hf: Holdfast): RouteDef[] {
@@ -38,10 +51,17 @@ export function runRoutes(hf: Holdfast): RouteDef[] {
       },
     },
     {
-      doc: { method: 'get', path: '/v1/runs', summary: 'List runs, newest first', tags, query: LimitQuery },
+      doc: {
+        method: 'get',
+        path: '/v1/runs',
+        summary: 'List runs, newest first, a page at a time',
+        tags,
+        query: PageQuery,
+        response: RunPage,
+      },
       async handler(c) {
-        const { runs } = await tenantServices(hf, c);
-        return c.json({ runs: await runs.list(readQuery(c, LimitQuery).limit) });
+        const page = await runsPage(hf.meta, await tenantServices(hf, c), readQuery(c, PageQuery));
+        return c.json({ runs: page.items, nextCursor: page.nextCursor });
       },
     },
     {
@@ -65,10 +85,17 @@ export function runRoutes(hf: Holdfast): RouteDef[] {
       },
     },
     {
-      doc: { method: 'get', path: '/v1/runs/:id/turns', summary: 'Turns of a run, newest first', tags, query: LimitQuery },
+      doc: {
+        method: 'get',
+        path: '/v1/runs/:id/turns',
+        summary: 'Turns of a run, newest first, a page at a time',
+        tags,
+        query: PageQuery,
+        response: TurnPage,
+      },
       async handler(c) {
-        const { runs } = await tenantServices(hf, c);
-        return c.json({ turns: await runs.turns(c.req.param('id') ?? '', readQuery(c, LimitQuery).limit) });
+        const page = await turnsPage(hf.meta, await tenantServices(hf, c), c.req.param('id') ?? '', readQuery(c, PageQuery));
+        return c.json({ turns: page.items, nextCursor: page.nextCursor });
       },
     },
     {

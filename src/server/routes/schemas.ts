@@ -1,4 +1,6 @@
 import { z } from 'zod';
+import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../../core/page-cursor.js';
+import { MAX_CURSOR_CHARS } from './work-folders-schemas.js';
 
 /** Shared request and response schemas of API v1 (they also document it). */
 
@@ -117,6 +119,31 @@ export const PathQuery = z.object({ path: z.string().max(4096).optional() });
 /** A file's path inside a checkpoint: required (a directory listing takes {@link PathQuery}). */
 export const FilePathQuery = z.object({ path: z.string().min(1).max(4096) });
 export const LimitQuery = z.object({ limit: z.coerce.number().int().min(1).max(1000).optional() });
+/** A page of a keyset-paginated listing: its size and where it starts (`core/page-cursor.ts`). */
+export const PageQuery = z.object({
+  limit: z.coerce.number().int().min(1).max(MAX_PAGE_SIZE).optional().describe(`Rows per page (default ${DEFAULT_PAGE_SIZE})`),
+  cursor: z.string().min(1).max(MAX_CURSOR_CHARS).optional().describe('`nextCursor` of the previous page; opaque'),
+});
+
+/** `nextCursor` beside a listing's array: pass it as `cursor` for the next page; `null` on the last page. */
+const NextCursor = z.string().nullable().describe('`cursor` of the next page; `null` on the last page');
+export const RunPage = z.object({ runs: z.array(Run), nextCursor: NextCursor });
+export const TurnPage = z.object({ turns: z.array(Turn), nextCursor: NextCursor });
+export const CheckpointPage = z.object({ checkpoints: z.array(Checkpoint), nextCursor: NextCursor });
+export const DeploymentPage = z.object({ deployments: z.array(Deployment), nextCursor: NextCursor });
+export const ChannelPage = z.object({ channels: z.array(Channel), nextCursor: NextCursor });
+/** An API token as listed: never its secret. */
+export const TokenRecordSchema = z.object({
+  id: z.string(),
+  tenantId: z.string(),
+  name: z.string(),
+  admin: z.boolean(),
+  userId: z.string().nullable(),
+  runId: z.string().nullable(),
+  createdAt: z.number(),
+  revokedAt: z.number().nullable(),
+});
+export const TokenPage = z.object({ tokens: z.array(TokenRecordSchema), nextCursor: NextCursor });
 export const TokenBody = z.strictObject({
   tenant: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/),
   name: z.string().min(1).max(128),

@@ -1,6 +1,6 @@
 import type { Holdfast } from '../../index.js';
-import { type RouteDef, readJson, requireAdmin } from '../route.js';
-import { TokenBody } from './schemas.js';
+import { type RouteDef, readJson, readQuery, requireAdmin } from '../route.js';
+import { PageQuery, TokenBody, TokenPage } from './schemas.js';
 
 /** Admin-only: API tokens for any tenant (the tenant is created on first use). */
 export function tokenRoutes(hf: Holdfast): RouteDef[] {
@@ -20,6 +20,21 @@ export function tokenRoutes(hf: Holdfast): RouteDef[] {
       async handler(c) {
         const body = await readJson(c, TokenBody);
         return c.json(await hf.tokens.create({ tenant: body.tenant, name: body.name, admin: body.admin ?? false }), 201);
+      },
+    },
+    {
+      doc: {
+        method: 'get',
+        path: '/v1/tokens',
+        summary: "List every tenant's tokens, live and revoked, newest first, a page at a time (admin tokens only; never a secret)",
+        tags: ['auth'],
+        query: PageQuery,
+        response: TokenPage,
+      },
+      authorize: requireAdmin,
+      async handler(c) {
+        const page = await hf.tokens.page(readQuery(c, PageQuery));
+        return c.json({ tokens: page.items, nextCursor: page.nextCursor });
       },
     },
   ];

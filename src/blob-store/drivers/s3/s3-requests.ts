@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { S3Client } from '@aws-sdk/client-s3';
+import { withRetry } from '../../../core/retry.js';
 import { NotFoundError, StoreError } from '../../../errors.js';
-import { withRetry } from './retry.js';
 import { isTransientS3Error, s3ErrorName, toHoldfastError } from './s3-errors.js';
 import type { S3Settings } from './s3-settings.js';
 

@@ -1,6 +1,6 @@
 import type { BlobsConfig } from '../../../config.js';
+import type { RetryPolicy } from '../../../core/retry.js';
 import { InputError } from '../../../errors.js';
-import type { RetryPolicy } from './retry.js';
 
 const MiB = 1024 * 1024;
 const GiB = 1024 * MiB;

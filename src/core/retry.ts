@@ -1,5 +1,11 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 
+/**
+ * The one retry helper: bounded attempts, exponential backoff with full jitter. Blob-store
+ * requests are retried here, inside the S3 driver's request wrapper, and nowhere above it
+ * (see `objects/pack-uploader.ts` for why the upload does not retry again).
+ */
+
 /** How {@link withRetry} bounds and spaces its attempts. */
 export interface RetryPolicy {
   /** Total tries including the first; 1 disables retrying. */
