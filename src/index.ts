@@ -282,7 +282,7 @@ export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<H
     sweepGarbage: () => garbage.runOnce(),
     startGcSweeps: () => garbage.start(),
     onRunEvent: (listener) => host.subscribe(listener),
-    activeTurns: () => host.active.size,
+    activeTurns: () => host.activeTurns().length,
     async selfCheck() {
       const started = performance.now();
       const probe = randomBytes(PROBE_BYTES);

@@ -170,23 +170,36 @@ export interface ActiveTurn {
   readonly done: Promise<unknown>;
 }
 
+/** A run whose sandbox this process has used, with its tenant. */
+export interface TouchedRun {
+  readonly runId: string;
+  readonly tenant: TenantScope;
+}
+
+/** Names one sandbox of one provider. */
+export interface SandboxRef {
+  readonly provider: string;
+  readonly id: string;
+}
+
 /**
  * What every tenant's runs service in one process shares: the stores, the providers, this
  * process's lease owner id, the local turn queue, and what graceful shutdown needs to know
- * (turns in flight, sandboxes this process has used).
+ * (turns in flight, sandboxes this process has used). Its state changes only through its
+ * methods; the lifecycle of each run under a lease is `RunSession`'s.
  */
 export class RunHost {
   readonly meta: MetadataStore;
   readonly deps: SnapshotDeps;
   readonly owner: string;
   readonly settings: RunSettings;
+  /** The in-process queue of each run's lease (see `acquireLease`). */
   readonly mutex = new KeyedMutex();
   /** How runs reach their sandboxes' workspaces: probed once per sandbox, agent connections kept open between a run's operations. */
   readonly endpoints = new SandboxEndpoints((name) => this.provider(name), { agents: new AgentPool() });
-  readonly active = new Map<string, ActiveTurn>();
-  /** Runs whose sandbox this process has used, by run id, with their tenant. */
-  readonly touched = new Map<string, TenantScope>();
-  draining = false;
+  private readonly active = new Map<string, ActiveTurn>();
+  private readonly touched = new Map<string, TenantScope>();
+  private draining = false;
   private readonly providers = new Map<string, SandboxProvider>();
   private readonly resolveProvider: (name: string) => SandboxProvider;
   private readonly snapshots = new Map<string, Snapshots>();
@@ -224,6 +237,50 @@ export class RunHost {
       this.snapshots.set(tenantName, snapshots);
     }
     return snapshots;
+  }
+
+  /**
+   * Counts a turn as running in this process until `done` settles (the shutdown drain waits
+   * for it, and aborts it through `abort` at the deadline). One turn per run at a time: the
+   * run's lease guarantees it.
+   */
+  trackTurn(runId: string, abort: AbortController, done: Promise<unknown>): void {
+    const turn: ActiveTurn = { runId, abort, done };
+    this.active.set(runId, turn);
+    const remove = () => {
+      if (this.active.get(runId) === turn) this.active.delete(runId);
+    };
+    done.then(remove, remove);
+  }
+
+  /** The turns running in this process now. */
+  activeTurns(): readonly ActiveTurn[] {
+    return [...this.active.values()];
+  }
+
+  /** Remembers that this process used run `runId`'s sandbox, so the shutdown drain saves it. */
+  touch(runId: string, tenant: TenantScope): void {
+    this.touched.set(runId, tenant);
+  }
+
+  /** Runs whose sandbox this process has used and that run no turn here now. */
+  idleRuns(): readonly TouchedRun[] {
+    return [...this.touched.entries()].filter(([runId]) => !this.active.has(runId)).map(([runId, tenant]) => ({ runId, tenant }));
+  }
+
+  /** Starts the shutdown drain: from now on no new turn is accepted (idempotent). */
+  startDrain(): void {
+    this.draining = true;
+  }
+
+  /** Whether the shutdown drain has started. */
+  get isDraining(): boolean {
+    return this.draining;
+  }
+
+  /** Forgets what this process keeps about a sandbox that is being stopped (its workspace endpoint). */
+  forgetSandbox(sandbox: SandboxRef): void {
+    this.endpoints.forget(sandbox.provider, sandbox.id);
   }
 
   /** Closes what the host keeps open (pooled agent connections). */

@@ -211,7 +211,7 @@ export async function stopSandbox(host: RunHost, providerName: string, id: strin
       host.settings.stopTimeoutMs,
     );
   });
-  host.endpoints.forget(providerName, id);
+  host.forgetSandbox({ provider: providerName, id });
   try {
     await Promise.race([host.provider(providerName).destroy(id), timeout]);
   } finally {
