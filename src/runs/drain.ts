@@ -68,7 +68,7 @@ async function saveIdle(
   if (session === undefined) return 'skipped';
   try {
     if ((await session.findSandbox()) === undefined) return 'skipped';
-    await session.checkpoint('shutdown', { signal });
+    await session.save('shutdown', 'shutdown', { signal });
     return 'checkpointed';
   } finally {
     await session.release();

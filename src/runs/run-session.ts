@@ -3,14 +3,17 @@ import type { Checkpoint, CheckpointReason, MetadataTransaction, Run, Turn } fro
 import type { SandboxHandle } from '../sandbox/sandbox-provider.js';
 import type { CheckpointResult } from '../snapshot/checkpoint.js';
 import { type Deployment, Deployments, type TenantScope } from './deployments.js';
+import { ExtensionSteps } from './extension-steps.js';
 import { acquireLease, type HeldLease, recoveryRequired } from './lease.js';
+import type { RunSandboxContext, SaveMoment } from './run-extension.js';
 import type { RunHost } from './run-host.js';
 import { runWorkspaceName } from './run-names.js';
-import { prepareSandbox, RUN_LABEL, rootedHandle, StepRecorder, stopSandbox } from './sandbox-steps.js';
+import { prepareSandbox, removeStrays, rootedHandle, StepRecorder, stopSandbox, withCommandEnv } from './sandbox-steps.js';
 
 /** A run with a live sandbox of its deployment. */
 export interface ReadySandbox {
   readonly run: Run;
+  /** Rooted at the deployment's workspace root; its commands get the run extensions' environment of their last attach. */
   readonly sandbox: SandboxHandle;
   readonly deployment: Deployment;
 }
@@ -25,9 +28,13 @@ export interface CheckpointOptions {
 /**
  * The lifecycle of one run under one held lease: makes sure the run has a live sandbox (after a
  * takeover the dead owner's sandbox is stopped first; a missing one is rebuilt from the head; an
- * `automatic` upgrade happens lazily), upgrades it, checkpoints it fenced by the lease, and
- * releases the lease. Every write it makes carries the lease's epoch. One session per held
- * lease; nothing else changes the run's sandbox while it lives.
+ * `automatic` upgrade happens lazily), attaches the host's run extensions to it, upgrades it,
+ * saves it (extensions, then the workspace checkpoint fenced by the lease), and releases the
+ * lease. Every write it makes carries the lease's epoch. One session per held lease; nothing
+ * else changes the run's sandbox while it lives.
+ *
+ * Extensions save only a sandbox they may keep something in: one this process created and has
+ * not attached yet holds nothing of theirs, so its saves skip them.
  */
 export class RunSession {
   private current: Run;
@@ -35,6 +42,7 @@ export class RunSession {
   /** Whether a takeover the claim made is still to be completed (the dead owner's sandbox stopped). */
   private takeoverPending: boolean;
   private readonly deployments: Deployments;
+  private readonly extensions: ExtensionSteps;
 
   /** A session over `lease` (held by this process) of a run of `tenant`. */
   constructor(
@@ -45,6 +53,7 @@ export class RunSession {
     this.current = lease.run;
     this.takeoverPending = lease.run.lease.takenFrom !== null;
     this.deployments = new Deployments(host.meta, tenant);
+    this.extensions = new ExtensionSteps(host);
   }
 
   /**
@@ -147,6 +156,7 @@ export class RunSession {
     }
     if (run.sandbox !== null) {
       const { provider, id } = run.sandbox;
+      await this.saveBeforeTakeover();
       try {
         await recorder.step(
           'stop_previous_sandbox',
@@ -162,10 +172,81 @@ export class RunSession {
   }
 
   /**
+   * The extensions' `takeover` save of the dead owner's sandbox, when it is still alive. A
+   * rejection leaves that sandbox running (its working copy may be the only copy of what failed
+   * to save): the run is marked `release_recovery_required` (reason `work_folder_save_required`)
+   * and this rejects with its `CONFLICT`.
+   */
+  private async saveBeforeTakeover(): Promise<void> {
+    const ref = this.current.sandbox;
+    if (!this.extensions.any || ref === null) return;
+    const sandbox = await this.liveSandbox(await this.deployments.get(this.current.deploymentId));
+    if (sandbox === undefined) return;
+    const failed = await this.saveExtensions('takeover', { sandbox });
+    if (failed === undefined) return;
+    throw await this.requireRecovery({
+      ...errorToJson(failed.error),
+      sandbox: ref.id,
+      provider: ref.provider,
+      reason: 'work_folder_save_required',
+    });
+  }
+
+  /**
+   * Attaches the run extensions to the sandbox made sure of (see `RunExtension.attach`): `cold`
+   * for one this process created since its last attach, `warm` for one found alive. Their
+   * environment then reaches every command of the sandbox's handles. Rejects with the first
+   * rejection (the sandbox stays the run's, and cold if it was).
+   */
+  async attach(signal?: AbortSignal): Promise<ReadySandbox> {
+    const ready = this.requireReady();
+    const start = this.host.sandboxStart(ready.sandbox);
+    const env = await this.extensions.attach(this.context(ready.sandbox, signal), start);
+    this.host.sandboxAttached(ready.sandbox, env);
+    return ready;
+  }
+
+  /**
+   * The extensions' saves of `moment` (see `RunExtension.save`), then the workspace checkpoint
+   * with `reason`. A rejection on `periodic` is logged and the checkpoint still happens; on
+   * `manual`, `upgrade` and `shutdown` it rejects the save before any checkpoint. `turn_end`
+   * and `takeover` have rules of their own: see {@link saveExtensions}.
+   */
+  async save(
+    moment: Exclude<SaveMoment, 'turn_end' | 'takeover'>,
+    reason: CheckpointReason,
+    options: { readonly signal?: AbortSignal } = {},
+  ): Promise<CheckpointResult> {
+    const failed = await this.saveExtensions(moment, options);
+    if (failed !== undefined && moment !== 'periodic') throw failed.error;
+    return this.checkpoint(reason, options);
+  }
+
+  /**
+   * Only the extensions' saves of `moment` on `options.sandbox` (default: the one made sure of),
+   * resolving with the first rejection instead of throwing it, for a caller that checkpoints
+   * anyway (a turn's end) or decides otherwise (a takeover).
+   */
+  saveExtensions(
+    moment: SaveMoment,
+    options: { readonly sandbox?: SandboxHandle; readonly signal?: AbortSignal } = {},
+  ): Promise<{ readonly error: unknown } | undefined> {
+    const target = options.sandbox ?? this.requireReady().sandbox;
+    if (!this.extensions.any || this.host.sandboxStart(target) === 'cold') return Promise.resolve(undefined);
+    return this.extensions.save(this.context(target, options.signal), moment);
+  }
+
+  /** A turn completed: the extensions' `boundary` (rejections logged, never thrown). */
+  boundary(): Promise<void> {
+    return this.extensions.boundary(this.context(this.requireReady().sandbox));
+  }
+
+  /**
    * Moves the run from its sandbox (made sure of by {@link ensureSandbox}) to one of `target`:
    * save from the old sandbox, create, restore that checkpoint, set up, validate, commit the
    * switch, and only then destroy the old sandbox. Until the commit the old sandbox stays the
-   * run's; any failure leaves it so for a retry.
+   * run's; any failure (an extension's `upgrade` save among them) leaves it so for a retry. The
+   * new sandbox is cold: the next {@link attach} attaches it.
    */
   async upgrade(target: Deployment): Promise<ReadySandbox> {
     const { host } = this;
@@ -173,7 +254,7 @@ export class RunSession {
     const recorder = new StepRecorder(host, this.current.id, 'upgrade');
     const saved = await recorder.step(
       'save',
-      () => this.checkpoint('upgrade'),
+      () => this.save('upgrade', 'upgrade'),
       (r) => ({ checkpointId: r.checkpoint.id, from: this.current.deploymentId, to: target.id }),
     );
     const sandbox = await this.prepareFor(recorder, target, saved.checkpoint);
@@ -236,7 +317,23 @@ export class RunSession {
     const ref = this.current.sandbox;
     if (ref === null) return undefined;
     const handle = await this.host.provider(ref.provider).get(ref.id);
-    return handle === undefined ? undefined : rootedHandle(handle, deployment.spec);
+    return handle === undefined ? undefined : this.withEnv(rootedHandle(handle, deployment.spec));
+  }
+
+  /** `handle` with the extensions' environment of its last attach in every command. */
+  private withEnv(handle: SandboxHandle): SandboxHandle {
+    return withCommandEnv(handle, () => this.host.sandboxEnv(handle));
+  }
+
+  /** What an extension is told about `sandbox`; its signal fires on a lost lease or `signal`. */
+  private context(sandbox: SandboxHandle, signal?: AbortSignal): RunSandboxContext {
+    return {
+      tenant: this.tenant,
+      run: this.current,
+      sandbox,
+      epoch: this.epoch,
+      signal: signal === undefined ? this.lost : AbortSignal.any([this.lost, signal]),
+    };
   }
 
   private async upgradeTarget(current: Deployment): Promise<Deployment> {
@@ -262,7 +359,7 @@ export class RunSession {
     const head = workspace.headCheckpointId === null ? undefined : await host.meta.checkpoints.get(workspace.headCheckpointId);
     const recorder = new StepRecorder(host, run.id, run.sandbox === null && head === undefined ? 'create' : 'recovery');
     if (run.sandbox !== null) await recorder.record('detect_missing', 'ok', missingFor, { sandbox: run.sandbox.id });
-    await this.removeStrays(candidates, recorder);
+    await removeStrays(host, run, candidates, recorder);
     const unique = candidates.filter((d, i) => candidates.findIndex((o) => o.id === d.id) === i);
     let lastError: unknown;
     for (const deployment of unique) {
@@ -294,29 +391,6 @@ export class RunSession {
     });
   }
 
-  /**
-   * Sandboxes made for this run that are not its committed one were left by a process that died
-   * between creating and committing them (under the lease nobody else makes them): remove them
-   * before making another, so a run never accumulates sandboxes.
-   */
-  private async removeStrays(deployments: readonly Deployment[], recorder: StepRecorder): Promise<void> {
-    const run = this.current;
-    const providers = new Set(deployments.map((d) => d.spec.provider));
-    for (const name of providers) {
-      const strays = (await this.host.provider(name).list()).filter((s) => s.labels[RUN_LABEL] === run.id && s.id !== run.sandbox?.id);
-      if (strays.length === 0) continue;
-      await recorder
-        .step(
-          'remove_strays',
-          async () => {
-            for (const stray of strays) await stopSandbox(this.host, name, stray.id);
-          },
-          () => ({ sandboxes: strays.map((s) => s.id) }),
-        )
-        .catch(() => undefined); // recorded as failed; a stray must not stop the recovery
-    }
-  }
-
   /** Points the run at its new sandbox (fenced); a failed commit discards the new sandbox. */
   private async commitSwitch(sandbox: SandboxHandle, deployment: Deployment, recorder: StepRecorder): Promise<void> {
     const { host } = this;
@@ -328,7 +402,8 @@ export class RunSession {
       await stopSandbox(host, sandbox.provider, sandbox.id).catch(() => undefined);
       throw error;
     }
+    host.sandboxCreated(sandbox);
     host.touch(this.current.id, this.tenant);
-    this.ready = { run: this.current, sandbox, deployment };
+    this.ready = { run: this.current, sandbox: this.withEnv(sandbox), deployment };
   }
 }

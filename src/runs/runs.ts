@@ -174,7 +174,8 @@ export class Runs {
   /**
    * Runs one command as a turn (what the HTTP API's turns are): `argv` in the workspace root,
    * bounded by `timeoutMs` (default 10 min) and {@link MAX_TURN_OUTPUT_BYTES} of output per
-   * stream. A non-zero exit still completes the turn; the exit code is stored with it.
+   * stream. A non-zero exit still completes the turn; the exit code is stored with it. The
+   * command gets the run extensions' environment under `env` (which wins on a shared name).
    */
   command(id: string, input: TurnCommand): Promise<TurnOutcome<RunResult>> {
     const argv = checkedArgv(input.argv, 'argv');
@@ -215,7 +216,8 @@ export class Runs {
     return this.withSession(run, options.waitMs, async (session) => {
       const current = await session.ensureSandbox({ upgrade: false });
       if (session.claimed.deploymentId === deployment.id && current.run.deploymentId === deployment.id) return current.run;
-      return (await session.upgrade(deployment)).run;
+      await session.upgrade(deployment);
+      return (await session.attach()).run;
     });
   }
 
@@ -224,7 +226,8 @@ export class Runs {
     const run = await this.get(id);
     return this.withSession(run, options.waitMs, async (session) => {
       await session.ensureSandbox({ upgrade: false });
-      return (await session.checkpoint(options.reason ?? 'manual')).checkpoint;
+      await session.attach();
+      return (await session.save('manual', options.reason ?? 'manual')).checkpoint;
     });
   }
 

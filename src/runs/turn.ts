@@ -7,6 +7,7 @@ import type { RunSession } from './run-session.js';
 
 /** What a turn's body gets: the run's live sandbox and a signal that fires when the turn must stop. */
 export interface TurnContext {
+  /** The run's sandbox; its commands get the run extensions' environment (under their own `env`). */
   readonly sandbox: SandboxHandle;
   readonly run: Run;
   readonly turn: Turn;
@@ -36,10 +37,12 @@ export interface TurnOutcome<T> {
 }
 
 /**
- * One turn of `session`'s run: ensure the sandbox, count the turn, run the body with periodic
- * checkpoints (never two at once), then the turn's own checkpoint, fenced by the lease and
- * completing the turn in the same transaction. A body that throws still gets a `final`
- * checkpoint, so its work is not lost, and the turn fails with the body's error.
+ * One turn of `session`'s run: ensure the sandbox and attach the run extensions, count the
+ * turn, run the body with periodic saves (never two at once), then the extensions' `turn_end`
+ * save and the turn's own checkpoint, fenced by the lease and completing the turn in the same
+ * transaction, then the extensions' `boundary`. A body that throws, or a `turn_end` save that
+ * fails, still gets a `final` checkpoint, so the work is not lost, and the turn fails with that
+ * error (the body's first).
  */
 export async function executeTurn<T>(
   host: RunHost,
@@ -63,11 +66,12 @@ async function runTurn<T>(
   options: TurnOptions<T>,
   abort: AbortController,
 ): Promise<TurnOutcome<T>> {
-  const { run, sandbox } = await session.ensureSandbox({ upgrade: true });
+  await session.ensureSandbox({ upgrade: true });
+  const { run, sandbox } = await session.attach(abort.signal);
   let turn = await session.startTurn();
   const periodic = new PeriodicCheckpoints(host.settings.checkpointIntervalMs, async () => {
     try {
-      await session.checkpoint('periodic', { signal: abort.signal });
+      await session.save('periodic', 'periodic', { signal: abort.signal });
     } catch (error) {
       host.log({ event: 'periodic_checkpoint_failed', level: 'warn', msg: 'periodic checkpoint failed', runId: run.id, error });
       if (isHoldfastError(error, 'STALE_LEASE')) abort.abort(error);
@@ -87,9 +91,12 @@ async function runTurn<T>(
   try {
     // A lost lease can write nothing: say so at once rather than after reading a sandbox that may be gone.
     await session.fence();
-    const saved = await session.checkpoint(failed ? 'final' : 'turn', {
+    // The extensions' final flush; whether it failed or not, the workspace checkpoint follows.
+    const unsaved = await session.saveExtensions('turn_end');
+    const completes = !failed && unsaved === undefined;
+    const saved = await session.checkpoint(completes ? 'turn' : 'final', {
       onCommit: async (tx, checkpoint) => {
-        if (failed) return;
+        if (!completes) return;
         const result = value === undefined || options.summarize === undefined ? undefined : options.summarize(value);
         turn = await tx.turns.finish(turn.id, {
           status: 'completed',
@@ -99,6 +106,7 @@ async function runTurn<T>(
       },
     });
     if (failed) throw bodyError;
+    if (unsaved !== undefined) throw unsaved.error;
     host.log({
       event: 'turn_completed',
       level: 'info',
@@ -107,6 +115,7 @@ async function runTurn<T>(
       turn: turn.id,
       checkpoint: saved.checkpoint.id,
     });
+    await session.boundary();
     return { turn, checkpoint: saved.checkpoint, value: value as T, periodic: { ...periodic.counts } };
   } catch (caught) {
     const error = session.lost.aborted && !isHoldfastError(caught, 'STALE_LEASE') ? session.lost.reason : caught;
