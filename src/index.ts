@@ -11,6 +11,7 @@ import { ContentWorkers } from './objects/content-workers.js';
 import { Checkpoints } from './runs/checkpoints.js';
 import type { Deployments, TenantScope } from './runs/deployments.js';
 import { type ShutdownReport, shutdownRuns } from './runs/drain.js';
+import type { RunExtension } from './runs/run-extension.js';
 import { RunHost, type RunLogEvent, type RunSettings } from './runs/run-host.js';
 import { Runs } from './runs/runs.js';
 import { StraySweeper, type StraySweepReport } from './runs/stray-sweep.js';
@@ -60,6 +61,7 @@ export { Checkpoints } from './runs/checkpoints.js';
 export type { DeploymentSpec, DeploymentSpecInput, WorkspaceUpgradePolicy } from './runs/deployment-spec.js';
 export type { Deployment, Deployments, TenantScope } from './runs/deployments.js';
 export type { ShutdownReport } from './runs/drain.js';
+export { isFinalSave, type RunExtension, type RunSandboxContext, type SaveMoment } from './runs/run-extension.js';
 export { DEFAULT_RUN_SETTINGS, type RunLogEvent, type RunSettings, STRAY_SWEEP_INTERVAL_MS } from './runs/run-host.js';
 export {
   type CreateRunInput,
@@ -107,6 +109,8 @@ export interface OpenHoldfastOptions {
   readonly owner?: string;
   /** Receives what the runs layer does (turns, recoveries, upgrades, lease changes). */
   readonly onRunEvent?: (event: RunLogEvent) => void;
+  /** More steps of every run's lifecycle (work-folder sync), called in this order; see `RunExtension`. */
+  readonly runExtensions?: readonly RunExtension[];
   /** Limits of work folders (defaults: the issue's). */
   readonly folders?: FoldersOptions;
   /** Interval of the periodic GC sweep `startGcSweeps` starts (default 3 min; 0: never). */
@@ -228,6 +232,7 @@ export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<H
     ...(options.runSettings === undefined ? {} : { settings: options.runSettings }),
     ...(options.owner === undefined ? {} : { owner: options.owner }),
     ...(options.onRunEvent === undefined ? {} : { onEvent: options.onRunEvent }),
+    ...(options.runExtensions === undefined ? {} : { extensions: options.runExtensions }),
   });
   const strays = new StraySweeper(host);
   const garbage = new GcSweeper(deps, {
@@ -282,7 +287,7 @@ export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<H
     sweepGarbage: () => garbage.runOnce(),
     startGcSweeps: () => garbage.start(),
     onRunEvent: (listener) => host.subscribe(listener),
-    activeTurns: () => host.active.size,
+    activeTurns: () => host.activeTurns().length,
     async selfCheck() {
       const started = performance.now();
       const probe = randomBytes(PROBE_BYTES);

@@ -1,8 +1,7 @@
+import { forEachLimit } from '../core/concurrency.js';
 import { isHoldfastError } from '../errors.js';
-import { Deployments } from './deployments.js';
-import { acquireLease } from './lease.js';
-import type { RunHost } from './run-host.js';
-import { liveSandbox, saveSandbox } from './run-sandbox.js';
+import type { RunHost, TouchedRun } from './run-host.js';
+import { RunSession } from './run-session.js';
 
 /** What a graceful shutdown did, by run id. */
 export interface ShutdownReport {
@@ -24,49 +23,31 @@ export async function shutdownRuns(host: RunHost, options: { deadlineMs?: number
   const started = performance.now();
   const deadlineMs = options.deadlineMs ?? host.settings.shutdownDeadlineMs;
   const concurrency = Math.max(1, options.concurrency ?? host.settings.shutdownConcurrency);
-  host.draining = true;
+  host.startDrain();
   const expired = new AbortController();
   const timer = setTimeout(() => expired.abort(), deadlineMs);
   const report: ShutdownReport = { checkpointed: [], skipped: [], incomplete: [], durationMs: 0 };
-  const turns = [...host.active.values()];
-  const idle = [...host.touched.entries()].filter(([runId]) => !host.active.has(runId));
-  const saving = new Set<string>(idle.map(([runId]) => runId));
+  const turns = host.activeTurns();
+  const idle = host.idleRuns();
+  const saving = new Set<string>(idle.map((r) => r.runId));
 
-  const saveOne = async ([runId, tenant]: (typeof idle)[number]): Promise<void> => {
-    if (expired.signal.aborted) return;
-    const lease = await acquireLease(host, runId, 0).catch(() => undefined);
-    if (lease === undefined) {
-      report.skipped.push(runId);
-      saving.delete(runId);
-      return;
-    }
+  const saveOne = async ({ runId, tenant }: TouchedRun): Promise<void> => {
     try {
-      const { run } = lease;
-      const scope = { host, tenant, deployments: new Deployments(host.meta, tenant) };
-      const sandbox = await liveSandbox(scope, run, await scope.deployments.get(run.deploymentId));
-      if (sandbox === undefined) {
-        report.skipped.push(runId);
-        return;
-      }
-      await saveSandbox(scope, lease, sandbox, 'shutdown', { signal: expired.signal });
-      report.checkpointed.push(runId);
+      if (expired.signal.aborted) return;
+      const outcome = await saveIdle(host, runId, tenant, expired.signal);
+      report[outcome].push(runId);
     } catch (error) {
       report.incomplete.push({ runId, what: 'checkpoint', error: isHoldfastError(error) ? error.code : String(error) });
     } finally {
       saving.delete(runId);
-      await lease.release();
     }
   };
 
-  const queue = [...idle];
-  const workers = Array.from({ length: Math.min(concurrency, queue.length) }, async () => {
-    for (let next = queue.shift(); next !== undefined; next = queue.shift()) await saveOne(next);
-  });
-  const finished = Promise.allSettled([...workers, ...turns.map((t) => t.done)]);
+  const finished = Promise.allSettled([forEachLimit(idle, concurrency, saveOne), ...turns.map((t) => t.done)]);
   await Promise.race([finished, new Promise((resolve) => expired.signal.addEventListener('abort', resolve, { once: true }))]);
   clearTimeout(timer);
   if (expired.signal.aborted) {
-    for (const turn of host.active.values()) {
+    for (const turn of host.activeTurns()) {
       turn.abort.abort();
       report.incomplete.push({ runId: turn.runId, what: 'turn', error: 'TIMEOUT' });
     }
@@ -74,4 +55,22 @@ export async function shutdownRuns(host: RunHost, options: { deadlineMs?: number
   }
   for (const item of report.incomplete) host.log({ event: 'shutdown_incomplete', level: 'warn', msg: 'shutdown incomplete', ...item });
   return { ...report, durationMs: Math.round(performance.now() - started) };
+}
+
+/** Checkpoints one idle run's live sandbox under its lease (claimed without waiting); `skipped` when there is nothing to save here. */
+async function saveIdle(
+  host: RunHost,
+  runId: string,
+  tenant: TouchedRun['tenant'],
+  signal: AbortSignal,
+): Promise<'checkpointed' | 'skipped'> {
+  const session = await RunSession.claim(host, runId, { waitMs: 0, tenant }).catch(() => undefined);
+  if (session === undefined) return 'skipped';
+  try {
+    if ((await session.findSandbox()) === undefined) return 'skipped';
+    await session.save('shutdown', 'shutdown', { signal });
+    return 'checkpointed';
+  } finally {
+    await session.release();
+  }
 }

@@ -9,6 +9,10 @@ import type { SnapshotDeps } from '../snapshot/checkpoint.js';
 import { Snapshots } from '../snapshot/snapshots.js';
 import type { TenantScope } from './deployments.js';
 import { KeyedMutex } from './keyed-mutex.js';
+import type { RunExtension } from './run-extension.js';
+import type { RunLogEvent } from './run-log-event.js';
+
+export type { RunLogEvent } from './run-log-event.js';
 
 /** Timings and bounds of the runs layer; each can be overridden in {@link RunHostOptions}. */
 export interface RunSettings {
@@ -54,102 +58,6 @@ export const DEFAULT_RUN_SETTINGS: RunSettings = Object.freeze({
   straySweepIntervalMs: STRAY_SWEEP_INTERVAL_MS,
 });
 
-type Level = 'info' | 'warn' | 'error';
-
-/**
- * Something the runs layer did, for logs and metrics: a union discriminated by `event`, so a
- * consumer switches on it and reads only fields that event carries (a mismatch does not
- * compile, where an open field bag let a metric wait for a message nothing sent). `msg` is
- * the human-readable line; `level` its log level.
- */
-export type RunLogEvent =
-  | {
-      readonly event: 'turn_started';
-      readonly level: Level;
-      readonly msg: string;
-      readonly runId: string;
-      readonly turn: string;
-      readonly seq: number;
-      readonly epoch: number;
-    }
-  | {
-      readonly event: 'turn_completed';
-      readonly level: Level;
-      readonly msg: string;
-      readonly runId: string;
-      readonly turn: string;
-      readonly checkpoint: string;
-    }
-  | {
-      readonly event: 'turn_failed';
-      readonly level: Level;
-      readonly msg: string;
-      readonly runId: string;
-      readonly turn: string;
-      readonly error: unknown;
-    }
-  | {
-      readonly event: 'step';
-      readonly level: Level;
-      readonly msg: string;
-      readonly runId: string;
-      /** What the step belongs to: `recovery`, `upgrade`, `lease`, `sweep`, … */
-      readonly kind: string;
-      readonly step: string;
-      readonly status: 'ok' | 'failed';
-      readonly durationMs: number;
-    }
-  | {
-      readonly event: 'periodic_checkpoint_failed';
-      readonly level: Level;
-      readonly msg: string;
-      readonly runId: string;
-      readonly error: unknown;
-    }
-  | {
-      readonly event: 'upgrade_failed';
-      readonly level: Level;
-      readonly msg: string;
-      readonly runId: string;
-      readonly deploymentId: string;
-      readonly error: unknown;
-    }
-  | { readonly event: 'lease_lost'; readonly level: Level; readonly msg: string; readonly runId: string; readonly epoch: number }
-  | {
-      readonly event: 'lease_release_failed';
-      readonly level: Level;
-      readonly msg: string;
-      readonly runId: string;
-      readonly epoch: number;
-      readonly error: unknown;
-    }
-  | {
-      readonly event: 'shutdown_incomplete';
-      readonly level: Level;
-      readonly msg: string;
-      readonly runId: string;
-      readonly what: 'turn' | 'checkpoint';
-      readonly error: string;
-    }
-  | {
-      readonly event: 'stray_sweep_finished';
-      readonly level: Level;
-      readonly msg: string;
-      readonly removed: number;
-      readonly skipped: number;
-      readonly foreign: number;
-      readonly failed: number;
-      readonly durationMs: number;
-    }
-  | {
-      readonly event: 'stray_sweep_list_failed';
-      readonly level: Level;
-      readonly msg: string;
-      readonly provider: string;
-      readonly error: unknown;
-    }
-  | { readonly event: 'stray_sweep_failed'; readonly level: Level; readonly msg: string; readonly error: unknown };
-
 /** Options of {@link RunHost}. */
 export interface RunHostOptions {
   readonly meta: MetadataStore;
@@ -161,6 +69,8 @@ export interface RunHostOptions {
   readonly settings?: Partial<RunSettings>;
   /** Receives every {@link RunLogEvent}. */
   readonly onEvent?: (event: RunLogEvent) => void;
+  /** More steps of every run's lifecycle (work-folder sync), called in this order; see {@link RunExtension}. */
+  readonly extensions?: readonly RunExtension[];
 }
 
 /** A turn running in this process. */
@@ -170,23 +80,40 @@ export interface ActiveTurn {
   readonly done: Promise<unknown>;
 }
 
+/** A run whose sandbox this process has used, with its tenant. */
+export interface TouchedRun {
+  readonly runId: string;
+  readonly tenant: TenantScope;
+}
+
+/** Names one sandbox of one provider. */
+export interface SandboxRef {
+  readonly provider: string;
+  readonly id: string;
+}
+
 /**
  * What every tenant's runs service in one process shares: the stores, the providers, this
  * process's lease owner id, the local turn queue, and what graceful shutdown needs to know
- * (turns in flight, sandboxes this process has used).
+ * (turns in flight, sandboxes this process has used). Its state changes only through its
+ * methods; the lifecycle of each run under a lease is `RunSession`'s.
  */
 export class RunHost {
   readonly meta: MetadataStore;
   readonly deps: SnapshotDeps;
   readonly owner: string;
   readonly settings: RunSettings;
+  /** The in-process queue of each run's lease (see `acquireLease`). */
   readonly mutex = new KeyedMutex();
   /** How runs reach their sandboxes' workspaces: probed once per sandbox, agent connections kept open between a run's operations. */
   readonly endpoints = new SandboxEndpoints((name) => this.provider(name), { agents: new AgentPool() });
-  readonly active = new Map<string, ActiveTurn>();
-  /** Runs whose sandbox this process has used, by run id, with their tenant. */
-  readonly touched = new Map<string, TenantScope>();
-  draining = false;
+  /** The run extensions, in the order the lifecycle calls them. */
+  readonly extensions: readonly RunExtension[];
+  private readonly active = new Map<string, ActiveTurn>();
+  private readonly touched = new Map<string, TenantScope>();
+  private draining = false;
+  /** Per sandbox (`provider\0id`) this process made or attached: extensions' environment, and whether it is still cold. */
+  private readonly attachments = new Map<string, { env: Readonly<Record<string, string>>; cold: boolean }>();
   private readonly providers = new Map<string, SandboxProvider>();
   private readonly resolveProvider: (name: string) => SandboxProvider;
   private readonly snapshots = new Map<string, Snapshots>();
@@ -203,6 +130,7 @@ export class RunHost {
       ...options.settings,
     });
     this.resolveProvider = options.providers ?? ((name) => openSandboxProvider(name));
+    this.extensions = Object.freeze([...(options.extensions ?? [])]);
     if (options.onEvent !== undefined) this.listeners.add(options.onEvent);
   }
 
@@ -226,6 +154,75 @@ export class RunHost {
     return snapshots;
   }
 
+  /**
+   * Counts a turn as running in this process until `done` settles (the shutdown drain waits
+   * for it, and aborts it through `abort` at the deadline). One turn per run at a time: the
+   * run's lease guarantees it.
+   */
+  trackTurn(runId: string, abort: AbortController, done: Promise<unknown>): void {
+    const turn: ActiveTurn = { runId, abort, done };
+    this.active.set(runId, turn);
+    const remove = () => {
+      if (this.active.get(runId) === turn) this.active.delete(runId);
+    };
+    done.then(remove, remove);
+  }
+
+  /** The turns running in this process now. */
+  activeTurns(): readonly ActiveTurn[] {
+    return [...this.active.values()];
+  }
+
+  /** Remembers that this process used run `runId`'s sandbox, so the shutdown drain saves it. */
+  touch(runId: string, tenant: TenantScope): void {
+    this.touched.set(runId, tenant);
+  }
+
+  /** Runs whose sandbox this process has used and that run no turn here now. */
+  idleRuns(): readonly TouchedRun[] {
+    return [...this.touched.entries()].filter(([runId]) => !this.active.has(runId)).map(([runId, tenant]) => ({ runId, tenant }));
+  }
+
+  /** Starts the shutdown drain: from now on no new turn is accepted (idempotent). */
+  startDrain(): void {
+    this.draining = true;
+  }
+
+  /** Whether the shutdown drain has started. */
+  get isDraining(): boolean {
+    return this.draining;
+  }
+
+  /** Records that this process created `sandbox` for a run: it is `cold` until its next complete attach. */
+  sandboxCreated(sandbox: SandboxRef): void {
+    this.attachments.set(sandboxKey(sandbox), { env: {}, cold: true });
+  }
+
+  /**
+   * How the extensions' next attach of `sandbox` starts: `cold` when this process created it and
+   * has not attached it since, `warm` when it was found alive (made by an earlier attach here,
+   * or by another process or an earlier life of this one).
+   */
+  sandboxStart(sandbox: SandboxRef): 'cold' | 'warm' {
+    return this.attachments.get(sandboxKey(sandbox))?.cold === true ? 'cold' : 'warm';
+  }
+
+  /** Records a complete attach of `sandbox`: `env` replaces what its commands got so far, and it is warm from now on. */
+  sandboxAttached(sandbox: SandboxRef, env: Readonly<Record<string, string>>): void {
+    this.attachments.set(sandboxKey(sandbox), { env: Object.freeze({ ...env }), cold: false });
+  }
+
+  /** The extensions' environment of `sandbox`'s commands, from its last attach here (empty before one). */
+  sandboxEnv(sandbox: SandboxRef): Readonly<Record<string, string>> {
+    return this.attachments.get(sandboxKey(sandbox))?.env ?? EMPTY_ENV;
+  }
+
+  /** Forgets what this process keeps about a sandbox that is being stopped (its workspace endpoint, its attach). */
+  forgetSandbox(sandbox: SandboxRef): void {
+    this.endpoints.forget(sandbox.provider, sandbox.id);
+    this.attachments.delete(sandboxKey(sandbox));
+  }
+
   /** Closes what the host keeps open (pooled agent connections). */
   close(): Promise<void> {
     return this.endpoints.close();
@@ -247,4 +244,10 @@ export class RunHost {
       }
     }
   }
+}
+
+const EMPTY_ENV: Readonly<Record<string, string>> = Object.freeze({});
+
+function sandboxKey(sandbox: SandboxRef): string {
+  return `${sandbox.provider}\0${sandbox.id}`;
 }

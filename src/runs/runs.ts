@@ -7,10 +7,9 @@ import type { RunResult, SandboxHandle } from '../sandbox/sandbox-provider.js';
 import type { RestoreReceipt } from '../snapshot/restore.js';
 import { checkedArgv } from './deployment-spec.js';
 import { type Deployment, Deployments, type TenantScope } from './deployments.js';
-import { acquireLease, type HeldLease } from './lease.js';
 import type { RunHost } from './run-host.js';
 import { runWorkspaceName } from './run-names.js';
-import { ensureSandbox, saveSandbox, upgradeSandbox } from './run-sandbox.js';
+import { RunSession } from './run-session.js';
 import { prepareSandbox, StepRecorder, stopSandbox } from './sandbox-steps.js';
 import { executeTurn, type TurnBody, type TurnOptions, type TurnOutcome } from './turn.js';
 
@@ -169,13 +168,14 @@ export class Runs {
    */
   async turn<T>(id: string, body: TurnBody<T>, options: TurnOptions<T> = {}): Promise<TurnOutcome<T>> {
     const run = await this.get(id);
-    return this.withLease(run, options.waitMs, (lease) => executeTurn(this.scope(), lease, body, options));
+    return this.withSession(run, options.waitMs, (session) => executeTurn(this.host, session, body, options));
   }
 
   /**
    * Runs one command as a turn (what the HTTP API's turns are): `argv` in the workspace root,
    * bounded by `timeoutMs` (default 10 min) and {@link MAX_TURN_OUTPUT_BYTES} of output per
-   * stream. A non-zero exit still completes the turn; the exit code is stored with it.
+   * stream. A non-zero exit still completes the turn; the exit code is stored with it. The
+   * command gets the run extensions' environment under `env` (which wins on a shared name).
    */
   command(id: string, input: TurnCommand): Promise<TurnOutcome<RunResult>> {
     const argv = checkedArgv(input.argv, 'argv');
@@ -213,19 +213,21 @@ export class Runs {
     if (target === undefined)
       throw new InputError('INVALID_INPUT', `run ${id} follows no channel: name the deploymentId to move it to`, { data: { runId: id } });
     const deployment = await this.deployments.get(target);
-    return this.withLease(run, options.waitMs, async (lease) => {
-      const current = await ensureSandbox(this.scope(), lease, { upgrade: false });
-      if (lease.run.deploymentId === deployment.id && current.run.deploymentId === deployment.id) return current.run;
-      return (await upgradeSandbox(this.scope(), lease, current.run, current.sandbox, deployment)).run;
+    return this.withSession(run, options.waitMs, async (session) => {
+      const current = await session.ensureSandbox({ upgrade: false });
+      if (session.claimed.deploymentId === deployment.id && current.run.deploymentId === deployment.id) return current.run;
+      await session.upgrade(deployment);
+      return (await session.attach()).run;
     });
   }
 
   /** Checkpoints a run's sandbox now (reason `manual`), under its lease. */
   async checkpoint(id: string, options: { reason?: CheckpointReason; waitMs?: number } = {}): Promise<Checkpoint> {
     const run = await this.get(id);
-    return this.withLease(run, options.waitMs, async (lease) => {
-      const { sandbox } = await ensureSandbox(this.scope(), lease, { upgrade: false });
-      return (await saveSandbox(this.scope(), lease, sandbox, options.reason ?? 'manual')).checkpoint;
+    return this.withSession(run, options.waitMs, async (session) => {
+      await session.ensureSandbox({ upgrade: false });
+      await session.attach();
+      return (await session.save('manual', options.reason ?? 'manual')).checkpoint;
     });
   }
 
@@ -274,23 +276,20 @@ export class Runs {
     return { sandbox, deployment, receipt: { checkpointId: checkpoint.id } };
   }
 
-  private scope() {
-    return { host: this.host, tenant: this.tenant, deployments: this.deployments };
-  }
-
-  private async withLease<T>(run: Run, waitMs: number | undefined, fn: (lease: HeldLease) => Promise<T>): Promise<T> {
+  /** Runs `fn` in a session over the run's lease (waiting up to `waitMs` for it), released after. */
+  private async withSession<T>(run: Run, waitMs: number | undefined, fn: (session: RunSession) => Promise<T>): Promise<T> {
     const runId = run.id;
     if (run.endedAt !== null) throw ended(runId);
-    if (this.host.draining) {
+    if (this.host.isDraining) {
       throw new HoldfastError('CANCELLED', 'this server is shutting down and takes no new turns; retry on another one', {
         data: { runId },
       });
     }
-    const lease = await acquireLease(this.host, runId, waitMs ?? this.host.settings.turnWaitMs);
+    const session = await RunSession.claim(this.host, runId, { waitMs: waitMs ?? this.host.settings.turnWaitMs, tenant: this.tenant });
     try {
-      return await fn(lease);
+      return await fn(session);
     } finally {
-      await lease.release();
+      await session.release();
     }
   }
 }

@@ -1,9 +1,10 @@
 import path from 'node:path';
 import { withholdSecrets } from '../core/withhold-secrets.js';
 import { errorToJson, HoldfastError, InputError } from '../errors.js';
-import type { Checkpoint } from '../metadata/metadata-store.js';
+import type { Checkpoint, Run } from '../metadata/metadata-store.js';
 import type { SandboxHandle } from '../sandbox/sandbox-provider.js';
 import type { DeploymentSpec } from './deployment-spec.js';
+import type { Deployment } from './deployments.js';
 import type { RunHost } from './run-host.js';
 
 /** Bytes of a failed command's stderr kept in its error. */
@@ -79,6 +80,27 @@ export function rootedHandle(handle: SandboxHandle, spec: DeploymentSpec): Sandb
     ...(handle.localPath === undefined ? {} : { localPath: path.join(handle.localPath, ...rel.split('/')) }),
     exec: (argv, options) => handle.exec(argv, options),
     run: (argv, options) => handle.run(argv, options),
+  };
+}
+
+/**
+ * The same sandbox whose every command (`exec` and `run`) also gets the variables `env()`
+ * answers at the time of the call, under its own `options.env` (which wins, as it wins over
+ * the sandbox's create-time environment in every provider).
+ */
+export function withCommandEnv(handle: SandboxHandle, env: () => Readonly<Record<string, string>>): SandboxHandle {
+  const merged = <O extends { env?: Record<string, string> }>(options: O | undefined): O => {
+    const extra = env();
+    return { ...options, env: { ...extra, ...options?.env } } as O;
+  };
+  return {
+    id: handle.id,
+    provider: handle.provider,
+    workspaceRoot: handle.workspaceRoot,
+    agentHome: handle.agentHome,
+    ...(handle.localPath === undefined ? {} : { localPath: handle.localPath }),
+    exec: (argv, options) => handle.exec(argv, merged(options)),
+    run: (argv, options) => handle.run(argv, merged(options)),
   };
 }
 
@@ -195,6 +217,30 @@ export async function prepareSandbox(input: PrepareInput): Promise<SandboxHandle
 }
 
 /**
+ * Sandboxes made for `run` that are not its committed one were left by a process that died
+ * between creating and committing them (under the run's lease, which the caller holds, nobody
+ * else makes them): removes them from the providers of `deployments` before another is made, so
+ * a run never accumulates sandboxes. A failure is recorded as a failed step and never thrown (a
+ * stray must not stop a recovery).
+ */
+export async function removeStrays(host: RunHost, run: Run, deployments: readonly Deployment[], recorder: StepRecorder): Promise<void> {
+  const providers = new Set(deployments.map((d) => d.spec.provider));
+  for (const name of providers) {
+    const strays = (await host.provider(name).list()).filter((s) => s.labels[RUN_LABEL] === run.id && s.id !== run.sandbox?.id);
+    if (strays.length === 0) continue;
+    await recorder
+      .step(
+        'remove_strays',
+        async () => {
+          for (const stray of strays) await stopSandbox(host, name, stray.id);
+        },
+        () => ({ sandboxes: strays.map((s) => s.id) }),
+      )
+      .catch(() => undefined);
+  }
+}
+
+/**
  * Destroys a sandbox within the stop timeout. Rejects with `TIMEOUT` when the provider did not
  * answer in time, or with the provider's error: either way the stop is uncertain.
  */
@@ -211,7 +257,7 @@ export async function stopSandbox(host: RunHost, providerName: string, id: strin
       host.settings.stopTimeoutMs,
     );
   });
-  host.endpoints.forget(providerName, id);
+  host.forgetSandbox({ provider: providerName, id });
   try {
     await Promise.race([host.provider(providerName).destroy(id), timeout]);
   } finally {

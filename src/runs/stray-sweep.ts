@@ -1,9 +1,8 @@
 import { isHoldfastError } from '../errors.js';
 import type { Run } from '../metadata/metadata-store.js';
 import { Deployments } from './deployments.js';
-import { acquireLease, type HeldLease } from './lease.js';
 import type { RunHost } from './run-host.js';
-import { stopPrevious } from './run-sandbox.js';
+import { RunSession } from './run-session.js';
 import { COPY_LABEL, RUN_LABEL, StepRecorder, stopSandbox } from './sandbox-steps.js';
 
 /**
@@ -66,7 +65,7 @@ export async function sweepStrays(host: RunHost): Promise<StraySweepReport> {
   const labelled = await listLabelled(host, report.failed);
   let handled = 0;
   for (const [runId, sandboxes] of labelled) {
-    if (host.draining || handled >= MAX_RUNS_PER_SWEEP) break;
+    if (host.isDraining || handled >= MAX_RUNS_PER_SWEEP) break;
     const run = await host.meta.runs.get(runId).catch((error: unknown) => {
       if (isHoldfastError(error, 'NOT_FOUND')) return undefined;
       throw error;
@@ -134,9 +133,9 @@ async function sweepRun(
   sandboxes: readonly StraySandbox[],
   report: Omit<StraySweepReport, 'durationMs'>,
 ): Promise<void> {
-  let lease: HeldLease;
+  let session: RunSession;
   try {
-    lease = await acquireLease(host, run.id, 0);
+    session = await RunSession.claim(host, run.id, { waitMs: 0 });
   } catch (error) {
     const reason =
       isHoldfastError(error, 'CONFLICT') && error.data?.reason === 'release_recovery_required' ? 'release_recovery_required' : 'busy';
@@ -145,17 +144,12 @@ async function sweepRun(
     return;
   }
   try {
-    let current = lease.run;
-    if (current.lease.takenFrom !== null) {
-      // Claimed and expired in the moment since the run was read: now ours, the takeover must
-      // be completed as a turn's would be (its stop of the dead owner's sandbox recorded), or
-      // releasing would erase that a takeover happened.
-      const tenant = await host.meta.tenants.get(current.tenantId);
-      const scope = { host, tenant, deployments: new Deployments(host.meta, tenant) };
-      current = await stopPrevious(scope, lease, current);
-    }
+    // Claimed and expired in the moment since the run was read: now ours, the takeover must be
+    // completed as a turn's would be (its stop of the dead owner's sandbox recorded), or
+    // releasing would erase that a takeover happened. A no-op without a takeover.
+    const current = await session.completeTakeover();
     // The committed sandbox, and after a takeover the one the takeover procedure already stopped.
-    const kept = [lease.run.sandbox, current.sandbox];
+    const kept = [session.claimed.sandbox, current.sandbox];
     const recorder = new StepRecorder(host, run.id, 'sweep');
     for (const stray of sandboxes) {
       if (kept.some((k) => isSandbox(k, stray))) continue;
@@ -174,7 +168,7 @@ async function sweepRun(
     // A takeover whose stop was uncertain: the run now needs lease recovery, as after a turn's takeover.
     report.failed.push({ provider: run.sandbox?.provider ?? '', runId: run.id, error: errorCode(error) });
   } finally {
-    await lease.release();
+    await session.release();
   }
 }
 

@@ -1,12 +1,13 @@
 import { errorToJson, isHoldfastError } from '../errors.js';
 import type { Checkpoint, Run, Turn } from '../metadata/metadata-store.js';
 import type { SandboxHandle } from '../sandbox/sandbox-provider.js';
-import type { HeldLease } from './lease.js';
 import { PeriodicCheckpoints } from './periodic-checkpoints.js';
-import { ensureSandbox, type RunScope, saveSandbox } from './run-sandbox.js';
+import type { RunHost } from './run-host.js';
+import type { RunSession } from './run-session.js';
 
 /** What a turn's body gets: the run's live sandbox and a signal that fires when the turn must stop. */
 export interface TurnContext {
+  /** The run's sandbox; its commands get the run extensions' environment (under their own `env`). */
   readonly sandbox: SandboxHandle;
   readonly run: Run;
   readonly turn: Turn;
@@ -36,83 +37,90 @@ export interface TurnOutcome<T> {
 }
 
 /**
- * One turn under a held lease: ensure the sandbox, count the turn, run the body with periodic
- * checkpoints (never two at once), then the turn's own checkpoint, fenced by the lease and
- * completing the turn in the same transaction. A body that throws still gets a `final`
- * checkpoint, so its work is not lost, and the turn fails with the body's error.
+ * One turn of `session`'s run: ensure the sandbox and attach the run extensions, count the
+ * turn, run the body with periodic saves (never two at once), then the extensions' `turn_end`
+ * save and the turn's own checkpoint, fenced by the lease and completing the turn in the same
+ * transaction, then the extensions' `boundary`. A body that throws, or a `turn_end` save that
+ * fails, still gets a `final` checkpoint, so the work is not lost, and the turn fails with that
+ * error (the body's first).
  */
 export async function executeTurn<T>(
-  scope: RunScope,
-  lease: HeldLease,
+  host: RunHost,
+  session: RunSession,
   body: TurnBody<T>,
   options: TurnOptions<T>,
 ): Promise<TurnOutcome<T>> {
-  const { host } = scope;
   const abort = new AbortController();
   const stop = (signal: AbortSignal) => abort.abort(signal.reason);
-  lease.lost.addEventListener('abort', () => stop(lease.lost), { once: true });
+  session.lost.addEventListener('abort', () => stop(session.lost), { once: true });
   options.signal?.addEventListener('abort', () => stop(options.signal as AbortSignal), { once: true });
-  const done = run();
-  host.active.set(lease.run.id, { runId: lease.run.id, abort, done });
-  try {
-    return await done;
-  } finally {
-    host.active.delete(lease.run.id);
-  }
+  const done = runTurn(host, session, body, options, abort);
+  host.trackTurn(session.run.id, abort, done);
+  return done;
+}
 
-  async function run(): Promise<TurnOutcome<T>> {
-    const { run, sandbox } = await ensureSandbox(scope, lease, { upgrade: true });
-    const seq = await host.meta.runs.nextTurn(run.id, lease.epoch);
-    let turn = await host.meta.turns.start({ runId: run.id, seq, epoch: lease.epoch, owner: host.owner });
-    host.log({ event: 'turn_started', level: 'info', msg: 'turn started', runId: run.id, turn: turn.id, seq, epoch: lease.epoch });
-    const periodic = new PeriodicCheckpoints(host.settings.checkpointIntervalMs, async () => {
-      try {
-        await saveSandbox(scope, lease, sandbox, 'periodic', { signal: abort.signal });
-      } catch (error) {
-        host.log({ event: 'periodic_checkpoint_failed', level: 'warn', msg: 'periodic checkpoint failed', runId: run.id, error });
-        if (isHoldfastError(error, 'STALE_LEASE')) abort.abort(error);
-      }
-    });
-    periodic.start();
-    let value: T | undefined;
-    let bodyError: unknown;
-    let failed = false;
+async function runTurn<T>(
+  host: RunHost,
+  session: RunSession,
+  body: TurnBody<T>,
+  options: TurnOptions<T>,
+  abort: AbortController,
+): Promise<TurnOutcome<T>> {
+  await session.ensureSandbox({ upgrade: true });
+  const { run, sandbox } = await session.attach(abort.signal);
+  let turn = await session.startTurn();
+  const periodic = new PeriodicCheckpoints(host.settings.checkpointIntervalMs, async () => {
     try {
-      value = await body({ sandbox, run, turn, signal: abort.signal });
+      await session.save('periodic', 'periodic', { signal: abort.signal });
     } catch (error) {
-      failed = true;
-      bodyError = error;
+      host.log({ event: 'periodic_checkpoint_failed', level: 'warn', msg: 'periodic checkpoint failed', runId: run.id, error });
+      if (isHoldfastError(error, 'STALE_LEASE')) abort.abort(error);
     }
-    await periodic.stop();
-    try {
-      // A lost lease can write nothing: say so at once rather than after reading a sandbox that may be gone.
-      await host.meta.runs.fence(run.id, lease.epoch);
-      const saved = await saveSandbox(scope, lease, sandbox, failed ? 'final' : 'turn', {
-        onCommit: async (tx, checkpoint) => {
-          if (failed) return;
-          const result = value === undefined || options.summarize === undefined ? undefined : options.summarize(value);
-          turn = await tx.turns.finish(turn.id, {
-            status: 'completed',
-            checkpointId: checkpoint.id,
-            ...(result === undefined ? {} : { result }),
-          });
-        },
-      });
-      if (failed) throw bodyError;
-      host.log({
-        event: 'turn_completed',
-        level: 'info',
-        msg: 'turn completed',
-        runId: run.id,
-        turn: turn.id,
-        checkpoint: saved.checkpoint.id,
-      });
-      return { turn, checkpoint: saved.checkpoint, value: value as T, periodic: { ...periodic.counts } };
-    } catch (caught) {
-      const error = lease.lost.aborted && !isHoldfastError(caught, 'STALE_LEASE') ? lease.lost.reason : caught;
-      await host.meta.turns.finish(turn.id, { status: 'failed', error: errorToJson(error) }).catch(() => undefined);
-      host.log({ event: 'turn_failed', level: 'warn', msg: 'turn failed', runId: run.id, turn: turn.id, error });
-      throw error;
-    }
+  });
+  periodic.start();
+  let value: T | undefined;
+  let bodyError: unknown;
+  let failed = false;
+  try {
+    value = await body({ sandbox, run, turn, signal: abort.signal });
+  } catch (error) {
+    failed = true;
+    bodyError = error;
+  }
+  await periodic.stop();
+  try {
+    // A lost lease can write nothing: say so at once rather than after reading a sandbox that may be gone.
+    await session.fence();
+    // The extensions' final flush; whether it failed or not, the workspace checkpoint follows.
+    const unsaved = await session.saveExtensions('turn_end');
+    const completes = !failed && unsaved === undefined;
+    const saved = await session.checkpoint(completes ? 'turn' : 'final', {
+      onCommit: async (tx, checkpoint) => {
+        if (!completes) return;
+        const result = value === undefined || options.summarize === undefined ? undefined : options.summarize(value);
+        turn = await tx.turns.finish(turn.id, {
+          status: 'completed',
+          checkpointId: checkpoint.id,
+          ...(result === undefined ? {} : { result }),
+        });
+      },
+    });
+    if (failed) throw bodyError;
+    if (unsaved !== undefined) throw unsaved.error;
+    host.log({
+      event: 'turn_completed',
+      level: 'info',
+      msg: 'turn completed',
+      runId: run.id,
+      turn: turn.id,
+      checkpoint: saved.checkpoint.id,
+    });
+    await session.boundary();
+    return { turn, checkpoint: saved.checkpoint, value: value as T, periodic: { ...periodic.counts } };
+  } catch (caught) {
+    const error = session.lost.aborted && !isHoldfastError(caught, 'STALE_LEASE') ? session.lost.reason : caught;
+    await host.meta.turns.finish(turn.id, { status: 'failed', error: errorToJson(error) }).catch(() => undefined);
+    host.log({ event: 'turn_failed', level: 'warn', msg: 'turn failed', runId: run.id, turn: turn.id, error });
+    throw error;
   }
 }
