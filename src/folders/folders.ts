@@ -64,6 +64,11 @@ export interface FolderEntry {
   readonly deletedAt: number | null;
 }
 
+/** A live row with the ids of its content's chunks (`null` for a directory), as a sync needs it. */
+export interface StoredEntry extends FolderEntry {
+  readonly chunks: readonly string[] | null;
+}
+
 /** Configurable limits; every field has the issue's default (see {@link DEFAULT_FOLDER_LIMITS}). */
 export interface FolderLimits {
   /** Bytes of a path's UTF-8 form. Default 1,024. */
@@ -238,6 +243,30 @@ export class Folders {
       nextCursor: rows.length > limit && last !== undefined ? encodeCursor(last.path, last.id) : null,
       lastOperationAt: collection.lastOperationAt,
     };
+  }
+
+  /**
+   * Every live row of a collection with its chunk ids, ordered by path, read a page of
+   * `maxPageSize` rows at a time (so a collection changing meanwhile may show a row as it was
+   * when its page was read). A collection never written is empty.
+   */
+  async listContent(ref: CollectionRef): Promise<StoredEntry[]> {
+    checkRef(ref);
+    const collection = await this.deps.meta.folders.findCollection(ref.tenantId, ref.scope, ref.ownerId);
+    if (collection === undefined) return [];
+    const out: StoredEntry[] = [];
+    let after: { path: string; id: string } | undefined;
+    for (;;) {
+      const rows = await this.deps.meta.folders.listFiles(collection.id, {
+        trash: false,
+        ...(after === undefined ? {} : { after }),
+        limit: this.limits.maxPageSize,
+      });
+      for (const row of rows) out.push({ ...toEntry(row), chunks: row.chunks === null ? null : row.chunks.map(([id]) => id) });
+      const last = rows.at(-1);
+      if (last === undefined || rows.length < this.limits.maxPageSize) return out;
+      after = { path: last.path, id: last.id };
+    }
   }
 
   /**
