@@ -6,6 +6,7 @@ import { openBlobStore } from './blob-store/open-blob-store.js';
 import { type HoldfastConfig, loadConfig, parseBlobsUrl, parseMetaUrl } from './config.js';
 import { IntegrityError } from './errors.js';
 import { Folders, type FoldersOptions } from './folders/folders.js';
+import { checkTenantName } from './folders/sync/sync-namespace.js';
 import { type MetadataStore, openMetadataStore } from './metadata/metadata-store.js';
 import { ContentWorkers } from './objects/content-workers.js';
 import { Checkpoints } from './runs/checkpoints.js';
@@ -331,6 +332,7 @@ function resolveConfig(options: OpenHoldfastOptions): HoldfastConfig {
 }
 
 async function openTenant(host: RunHost, name: string): Promise<TenantServices> {
+  checkTenantName(name);
   const snapshots = host.snapshotsFor(name);
   const tenant = await snapshots.tenant(true);
   const runs = new Runs(host, tenant);

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { sha256Hex } from '../core/hash.js';
-import { ConflictError, InputError, NotFoundError, StoreError } from '../errors.js';
+import { ConflictError, type HoldfastError, InputError, isHoldfastError, NotFoundError, StoreError } from '../errors.js';
 import type { FolderCollection, FolderFileRecord, MetadataTransaction } from '../metadata/metadata-store.js';
 import { type IngestedContent, ingestContent } from './content-ingest.js';
 import { parentPaths, validateFolderPath, validateName } from './folder-paths.js';
@@ -18,13 +18,23 @@ import {
 } from './folders.js';
 
 /** What an applied operation did: its answer and the row a replay reports (`result_id`). */
-interface Outcome<T> {
+export interface Outcome<T> {
   readonly answer: T;
   readonly resultId: string | null;
 }
 
 /** A live row by path. */
-type Live = Map<string, FolderFileRecord>;
+export type Live = Map<string, FolderFileRecord>;
+
+/** One operation of {@link FolderOperations.mutateMany}: its id, its fingerprint, and what applying it does. */
+export interface MutationItem<T> {
+  readonly operationId: string;
+  readonly fingerprint: readonly unknown[];
+  readonly apply: (tx: MetadataTransaction, collection: FolderCollection, at: number) => Promise<Outcome<T>>;
+}
+
+/** What one operation of {@link FolderOperations.mutateMany} did: applied (or replayed), or refused with `error`. */
+export type MutationResult<T> = { applied: boolean; answer: T | undefined; resultId: string | null } | { error: HoldfastError };
 
 /**
  * The mutations behind {@link Folders}: each runs {@link FolderOperations.mutate}'s one
@@ -204,35 +214,68 @@ export class FolderOperations {
     fingerprint: readonly unknown[],
     apply: (tx: MetadataTransaction, collection: FolderCollection, at: number) => Promise<Outcome<T>>,
   ): Promise<{ applied: boolean; answer: T | undefined; resultId: string | null }> {
-    const print = sha256Hex(JSON.stringify(fingerprint));
+    const [result] = await this.mutateMany(ref, [{ operationId, fingerprint, apply }], false);
+    const only = result as MutationResult<T>;
+    if ('error' in only) throw only.error;
+    return only;
+  }
+
+  /**
+   * {@link mutate} for several operations in one transaction (one collection lock): each is
+   * checked against its own receipt and, unless replayed, applied and given its receipt, in
+   * order. With `isolate`, an operation whose `apply` rejects with a `HoldfastError` other than
+   * `STORE_UNAVAILABLE` is answered with that error and the others still apply; `apply` must
+   * then make its checks before its first write, so a refused operation changed nothing.
+   * Anything else rolls the whole transaction back and rejects.
+   */
+  async mutateMany<T>(ref: CollectionRef, items: ReadonlyArray<MutationItem<T>>, isolate: boolean): Promise<Array<MutationResult<T>>> {
+    const prints = items.map((item) => sha256Hex(JSON.stringify(item.fingerprint)));
     for (let attempt = 0; ; attempt += 1) {
       const collection = await this.deps.meta.folders.ensureCollection(ref.tenantId, ref.scope, ref.ownerId);
-      const result = await this.deps.meta.transaction(async (tx) => {
+      const results = await this.deps.meta.transaction(async (tx) => {
         const locked = await tx.folders.lockCollection(collection.id);
         if (locked === undefined) return undefined;
-        const receipt = await tx.folders.findReceipt(locked.id, operationId);
-        if (receipt !== undefined) {
-          if (receipt.fingerprint !== print) {
-            throw new ConflictError('CONFLICT', `operation id ${operationId} was already used for a different operation`, {
-              data: { operationId },
-            });
+        const out: Array<MutationResult<T>> = [];
+        let last = locked.lastOperationAt ?? 0;
+        let touched = false;
+        for (const [i, item] of items.entries()) {
+          const receipt = await tx.folders.findReceipt(locked.id, item.operationId);
+          if (receipt !== undefined) {
+            const error =
+              receipt.fingerprint === prints[i]
+                ? undefined
+                : new ConflictError('CONFLICT', `operation id ${item.operationId} was already used for a different operation`, {
+                    data: { operationId: item.operationId },
+                  });
+            if (error !== undefined && !isolate) throw error;
+            out.push(error === undefined ? { applied: false, answer: undefined, resultId: receipt.resultId } : { error });
+            continue;
           }
-          return { applied: false, answer: undefined, resultId: receipt.resultId };
+          // Never behind the last operation, so updatedAt and lastOperationAt only move forward.
+          const at = Math.max(this.now(), last);
+          let outcome: Outcome<T>;
+          try {
+            outcome = await item.apply(tx, { ...locked, lastOperationAt: last }, at);
+          } catch (error) {
+            if (!isolate || !isHoldfastError(error) || error.code === 'STORE_UNAVAILABLE') throw error;
+            out.push({ error });
+            continue;
+          }
+          await tx.folders.insertReceipt(locked.id, item.operationId, prints[i] as string, outcome.resultId, at);
+          last = at;
+          touched = true;
+          out.push({ applied: true, answer: outcome.answer, resultId: outcome.resultId });
         }
-        // Never behind the last operation, so updatedAt and lastOperationAt only move forward.
-        const at = Math.max(this.now(), locked.lastOperationAt ?? 0);
-        const outcome = await apply(tx, locked, at);
-        await tx.folders.insertReceipt(locked.id, operationId, print, outcome.resultId, at);
-        await tx.folders.touchCollection(locked.id, at);
-        return { applied: true, answer: outcome.answer, resultId: outcome.resultId };
+        if (touched) await tx.folders.touchCollection(locked.id, last);
+        return out;
       });
-      if (result !== undefined) return result;
+      if (results !== undefined) return results;
       if (attempt >= 2) throw new StoreError(`${ref.scope} folder ${ref.ownerId} kept being purged while written to`, { transient: true });
     }
   }
 
   /** Live rows at `path` and at each of its parents, by path; `CONFLICT` if a parent is a file. */
-  private async liveWithParents(tx: MetadataTransaction, collection: FolderCollection, path: string): Promise<Live> {
+  async liveWithParents(tx: MetadataTransaction, collection: FolderCollection, path: string): Promise<Live> {
     const parents = parentPaths(path);
     const live: Live = new Map((await tx.folders.liveAt(collection.id, [...parents, path])).map((r) => [r.path, r]));
     for (const parent of parents) {
@@ -244,7 +287,7 @@ export class FolderOperations {
   }
 
   /** Creates the missing parent directories of `path`, after checking the entry limit for them and `extra` more rows. */
-  private async createParents(tx: MetadataTransaction, collection: FolderCollection, path: string, live: Live, at: number, extra: number) {
+  async createParents(tx: MetadataTransaction, collection: FolderCollection, path: string, live: Live, at: number, extra: number) {
     const missing = parentPaths(path).filter((p) => !live.has(p));
     const adding = missing.length + extra;
     if (adding > 0) {
@@ -263,7 +306,7 @@ export class FolderOperations {
   }
 
   /** Moves `path` and its live subtree to the trash as one new unit; resolves with how many rows went. */
-  private async trashSubtree(tx: MetadataTransaction, collection: FolderCollection, path: string, at: number): Promise<number> {
+  async trashSubtree(tx: MetadataTransaction, collection: FolderCollection, path: string, at: number): Promise<number> {
     const rows = await tx.folders.liveSubtree(collection.id, path);
     if (rows.length > 0)
       await tx.folders.trashFiles(
@@ -283,7 +326,7 @@ export class FolderOperations {
   }
 }
 
-function directoryRow(collection: FolderCollection, path: string, at: number) {
+export function directoryRow(collection: FolderCollection, path: string, at: number) {
   return {
     collectionId: collection.id,
     path,
@@ -297,7 +340,7 @@ function directoryRow(collection: FolderCollection, path: string, at: number) {
   };
 }
 
-function kindClash(path: string, kind: 'file' | 'directory'): ConflictError {
+export function kindClash(path: string, kind: 'file' | 'directory'): ConflictError {
   return new ConflictError('CONFLICT', `${path} is a ${kind}: pass replaceKind to replace it (the old one goes to the trash)`, {
     data: { path, kind },
   });

@@ -14,6 +14,21 @@ import type { ContentWorkers } from '../objects/content-workers.js';
 import { readContent } from './content-read.js';
 import { FolderOperations } from './folder-operations.js';
 import { validateFolderPath, validateName } from './folder-paths.js';
+import {
+  applyStoredOperations,
+  type StoredContent,
+  type StoredOperation,
+  type StoredOutcome,
+  type StoredWriteOptions,
+} from './stored-operations.js';
+
+export {
+  MAX_STORED_BATCH_OPERATIONS,
+  type StoredContent,
+  type StoredOperation,
+  type StoredOutcome,
+  type StoredWriteOptions,
+} from './stored-operations.js';
 
 /** The four scopes a collection can be bound to. */
 export const FOLDER_SCOPES = ['task', 'agent', 'user', 'project'] as const;
@@ -47,6 +62,11 @@ export interface FolderEntry {
   readonly updatedAt: number;
   /** Epoch ms it was moved to the trash, `null` while live. Rows trashed together share it (and a trash unit). */
   readonly deletedAt: number | null;
+}
+
+/** A live row with the ids of its content's chunks (`null` for a directory), as a sync needs it. */
+export interface StoredEntry extends FolderEntry {
+  readonly chunks: readonly string[] | null;
 }
 
 /** Configurable limits; every field has the issue's default (see {@link DEFAULT_FOLDER_LIMITS}). */
@@ -226,6 +246,30 @@ export class Folders {
   }
 
   /**
+   * Every live row of a collection with its chunk ids, ordered by path, read a page of
+   * `maxPageSize` rows at a time (so a collection changing meanwhile may show a row as it was
+   * when its page was read). A collection never written is empty.
+   */
+  async listContent(ref: CollectionRef): Promise<StoredEntry[]> {
+    checkRef(ref);
+    const collection = await this.deps.meta.folders.findCollection(ref.tenantId, ref.scope, ref.ownerId);
+    if (collection === undefined) return [];
+    const out: StoredEntry[] = [];
+    let after: { path: string; id: string } | undefined;
+    for (;;) {
+      const rows = await this.deps.meta.folders.listFiles(collection.id, {
+        trash: false,
+        ...(after === undefined ? {} : { after }),
+        limit: this.limits.maxPageSize,
+      });
+      for (const row of rows) out.push({ ...toEntry(row), chunks: row.chunks === null ? null : row.chunks.map(([id]) => id) });
+      const last = rows.at(-1);
+      if (last === undefined || rows.length < this.limits.maxPageSize) return out;
+      after = { path: last.path, id: last.id };
+    }
+  }
+
+  /**
    * Opens the live file at `path` for a streamed, verified read. `NOT_FOUND` when no live
    * row is there; `INVALID_INPUT` for a directory or a bad range; `INVALID_PATH` for a bad
    * path; `LIMIT_EXCEEDED` for a preview (`maxBytes`) of a larger file.
@@ -268,6 +312,45 @@ export class Folders {
     options: WriteOptions,
   ): Promise<{ entry: FolderEntry | null } & Applied> {
     return this.ops.write(ref, path, body, options);
+  }
+
+  /**
+   * {@link write} of content already in the object store (named by `content`: its SHA-256,
+   * size and chunk ids, as a checkpoint tree records a file): no byte moves. Every chunk must
+   * be a present data object of the index and their lengths must add up to `size` (a chunk
+   * GC removed meanwhile is a transient `STORE_UNAVAILABLE`). The caller vouches that it holds
+   * these bytes (Holdfast's own sync, from a checkpoint it made): knowing ids must never be
+   * enough to publish content, so no route exposes this to a client. Same checks, receipts
+   * and fingerprint as `write` (a stored and a streamed write of the same bytes under one
+   * operation id are one operation).
+   */
+  async writeStored(
+    ref: CollectionRef,
+    path: string,
+    content: StoredContent,
+    options: StoredWriteOptions,
+  ): Promise<{ entry: FolderEntry | null } & Applied> {
+    const [outcome] = await this.applyStored(ref, [{ op: 'write', path, content, options }]);
+    if (outcome === undefined || !outcome.ok) throw outcome?.error;
+    const collection = await this.deps.meta.folders.findCollection(ref.tenantId, ref.scope, ref.ownerId);
+    const row =
+      collection === undefined || outcome.resultId === null
+        ? undefined
+        : await this.deps.meta.folders.getFile(collection.id, outcome.resultId);
+    return { entry: row === undefined ? null : toEntry(row), applied: outcome.applied };
+  }
+
+  /**
+   * Applies up to {@link MAX_STORED_BATCH_OPERATIONS} stored writes, mkdirs and removes to one
+   * collection in one transaction (one lock), each with its own receipt, in order. An
+   * operation refused on its own merits (`CONFLICT`, `NOT_FOUND`, `LIMIT_EXCEEDED`, …) is
+   * answered in its outcome, changed nothing and got no receipt; the others still apply. A
+   * store failure rolls the whole batch back and rejects. Bad arguments are refused before
+   * anything runs.
+   */
+  applyStored(ref: CollectionRef, operations: readonly StoredOperation[]): Promise<StoredOutcome[]> {
+    checkRef(ref);
+    return applyStoredOperations(this.ops, this.limits, ref, operations);
   }
 
   /**

@@ -5,6 +5,7 @@ import type { MigratedDatabase } from './migrator.js';
 import { type CheckpointsRepo, createCheckpointsRepo } from './repos/checkpoints-repo.js';
 import { type ClaimsRepo, createClaimsRepo } from './repos/claims-repo.js';
 import { createDeploymentsRepo, type DeploymentsRepo } from './repos/deployments-repo.js';
+import { createFolderSyncRepo, type FolderSyncRepo } from './repos/folder-sync-repo.js';
 import { createFoldersRepo, type FoldersRepo } from './repos/folders-repo.js';
 import { createGcRepo, type GcRepo } from './repos/gc-repo.js';
 import { createIdempotencyRepo, type IdempotencyRepo } from './repos/idempotency-repo.js';
@@ -26,6 +27,15 @@ export type {
   ReadyCheckpointInput,
 } from './repos/checkpoints-repo.js';
 export type { Channel, DeploymentRecord } from './repos/deployments-repo.js';
+export type {
+  FolderSyncKey,
+  FolderSyncPatch,
+  FolderSyncState,
+  NewFolderSyncState,
+  PendingSyncOperation,
+  SyncErrorRecord,
+  SyncIntents,
+} from './repos/folder-sync-repo.js';
 export type {
   FolderChunk,
   FolderCollection,
@@ -57,6 +67,7 @@ export type {
   CheckpointsRepo,
   ClaimsRepo,
   DeploymentsRepo,
+  FolderSyncRepo,
   FoldersRepo,
   GcRepo,
   IdempotencyRepo,
@@ -101,6 +112,8 @@ export interface MetadataRepositories {
   readonly folders: FoldersRepo;
   /** Named, expiring claims of service jobs (one replica at a time). */
   readonly claims: ClaimsRepo;
+  /** Work-folder sync state per sandbox and scope. */
+  readonly folderSync: FolderSyncRepo;
 }
 
 /** The repositories bound to one open transaction, plus its raw Kysely handle. */
@@ -177,6 +190,7 @@ function repositories(context: RepoContext): MetadataRepositories {
     idempotency: createIdempotencyRepo(context),
     folders: createFoldersRepo(context),
     claims: createClaimsRepo(context),
+    folderSync: createFolderSyncRepo(context),
   };
 }
 

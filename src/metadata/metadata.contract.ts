@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import { describeSnapshotCases } from './checkpoints.contract.js';
+import { describeFolderSyncCases } from './folder-sync.contract.js';
 import { describeFoldersCases } from './folders.contract.js';
 import { describeGcCases } from './gc.contract.js';
 import { describeIdPrefixCases } from './id-prefix.contract.js';
@@ -37,6 +38,7 @@ export function describeMetadataContract(options: MetadataContractOptions): void
     describePrincipalsCases(ctx);
     describeIdPrefixCases(ctx);
     describeFoldersCases(ctx);
+    describeFolderSyncCases(ctx);
   });
 }
 

@@ -293,6 +293,36 @@ export interface ServiceClaimsTable {
   expires_at: number;
 }
 
+/** `folder_sync_states` (migration 10): what one sandbox's sync of one collection last agreed with the store. */
+export interface FolderSyncStatesTable {
+  provider: string;
+  sandbox_id: string;
+  scope: 'task' | 'agent' | 'user' | 'project';
+  run_id: string;
+  tenant_id: string;
+  collection_id: string;
+  /** JSON of the run's owners by scope the row was made for. */
+  bindings: string;
+  /** JSON map path -> signature. */
+  baseline: string;
+  /** JSON map path -> `{operationId, signature}`. */
+  pending: string;
+  /** JSON `{imports, removals}` of an incoming sync not yet reconciled, or `null`. */
+  intents: string | null;
+  last_root_tree: string | null;
+  state: 'never_saved' | 'saving' | 'saved' | 'failed';
+  last_saved_at: number | null;
+  final_checkpoint_at: number | null;
+  /** JSON `{code, message}` of the last failed save. */
+  error: string | null;
+  refresh_state: 'none' | 'queued' | 'running' | 'failed';
+  refresh_at: number | null;
+  /** JSON `{code, message}` of the last failed refresh. */
+  refresh_error: string | null;
+  created_at: number;
+  updated_at: number;
+}
+
 /** `holdfast_schema_migrations`: one row per applied migration, written by the migrator only. */
 export interface SchemaMigrationsTable {
   version: number;
@@ -322,5 +352,6 @@ export interface Database {
   folder_files: FolderFilesTable;
   folder_operations: FolderOperationsTable;
   service_claims: ServiceClaimsTable;
+  folder_sync_states: FolderSyncStatesTable;
   holdfast_schema_migrations: SchemaMigrationsTable;
 }

@@ -1,0 +1,310 @@
+import path from 'node:path';
+import { issueRunToken } from '../auth/tokens.js';
+import { ConflictError, errorToJson, HoldfastError, isHoldfastError, NotFoundError } from '../errors.js';
+import type { FolderSyncKey, FolderSyncState, StoredRunBindings, SyncErrorRecord } from '../metadata/metadata-store.js';
+import type { TenantScope } from '../runs/deployments.js';
+import { isFinalSave, type RunExtension, type RunSandboxContext, type SaveMoment } from '../runs/run-extension.js';
+import { type CollectionRef, FOLDER_SCOPES, type FolderScope } from './folders.js';
+import { FolderSyncEngine, type FolderSyncEngineDeps, type SyncTarget } from './sync/sync-engine.js';
+
+/** The directories of a sandbox home: one per collection scope, and `repos/` for repositories. */
+export const HOME_DIRS = [...FOLDER_SCOPES, 'repos'] as const;
+
+/** Environment variable naming each home directory. */
+const DIR_VARIABLES: Readonly<Record<(typeof HOME_DIRS)[number], string>> = {
+  task: 'HOLDFAST_TASK_DIR',
+  agent: 'HOLDFAST_AGENT_DIR',
+  user: 'HOLDFAST_USER_DIR',
+  project: 'HOLDFAST_PROJECT_DIR',
+  repos: 'HOLDFAST_REPOS_DIR',
+};
+
+/** The longest the home directories' `mkdir` may take. */
+const MKDIR_TIMEOUT_MS = 60_000;
+
+/** One sandbox's sync of one collection, as the status answers it. */
+export interface SyncStatus {
+  readonly runId: string;
+  readonly sandbox: { readonly provider: string; readonly id: string };
+  readonly state: FolderSyncState['state'];
+  readonly lastSavedAt: number | null;
+  readonly finalCheckpointAt: number | null;
+  readonly error: SyncErrorRecord | null;
+  readonly refresh: FolderSyncState['refresh'];
+  /** The run is active and this is its current sandbox. */
+  readonly active: boolean;
+}
+
+/**
+ * Work-folder sync as a step of every run's lifecycle (issue 13): the sandbox home holds
+ * `task/ agent/ user/ project/ repos/`; each bound collection is hydrated into its directory
+ * on attach, saved back before every workspace checkpoint, and refreshed at the run's safe
+ * boundary when asked. See {@link FolderSyncEngine} for one directory's outgoing and incoming
+ * sync. Every method runs under the run's lease (the lifecycle's contract), which is what
+ * keeps two syncs of one sandbox from interleaving; the store's writes are serialised per
+ * collection by `Folders`, and the sync state is written only here.
+ */
+export class FolderSync implements RunExtension {
+  readonly name = 'folders';
+  private readonly engine: FolderSyncEngine;
+  /** Run tokens minted in this process, by sandbox: one per sandbox, never stored. */
+  private readonly tokens = new Map<string, string>();
+
+  constructor(private readonly deps: FolderSyncEngineDeps) {
+    this.engine = new FolderSyncEngine(deps);
+  }
+
+  /** The engine (its sync snapshots are for tests and maintenance only). */
+  get sync(): FolderSyncEngine {
+    return this.engine;
+  }
+
+  /**
+   * Makes the home directories, refuses a sandbox whose sync states were made for other
+   * bindings (`CONFLICT`, reason `bindings_changed`), then: cold, hydrates every bound
+   * collection; warm, first saves every bound directory (the sandbox's unsaved edits), then
+   * downloads what changed meanwhile. A directory whose save failed is not downloaded into
+   * (its edits are the only copy) and the attach rejects with that failure after the others
+   * ran; a revoked user's directory is left as it is. Resolves with the directories'
+   * variables and, for a bound run, `HOLDFAST_RUN_TOKEN`.
+   */
+  async attach(context: RunSandboxContext, start: 'cold' | 'warm'): Promise<Readonly<Record<string, string>>> {
+    const { sandbox } = context;
+    const home = sandbox.agentHome;
+    const dirs = HOME_DIRS.map((d) => path.posix.join(home, d));
+    const made = await sandbox.run(['mkdir', '-p', '--', ...dirs], { timeoutMs: MKDIR_TIMEOUT_MS });
+    if (made.code !== 0) {
+      throw new HoldfastError(
+        'SETUP_FAILED',
+        `could not make the home directories under ${home}: ${made.stderr.toString('utf8').slice(0, 500)}`,
+      );
+    }
+    const bound = boundScopes(context.run.bindings);
+    for (const scope of FOLDER_SCOPES) await this.checkBindings(context, scope);
+    let failure: unknown;
+    const skip = new Set<FolderScope>();
+    for (const scope of bound) {
+      const target = await this.ready(context, scope);
+      if (!(await this.member(context, scope, target))) {
+        skip.add(scope);
+        continue;
+      }
+      if (start === 'warm') {
+        try {
+          await this.saveOne(target, false);
+        } catch (error) {
+          failure ??= error;
+          skip.add(scope);
+        }
+      }
+    }
+    for (const scope of bound) {
+      if (skip.has(scope)) continue;
+      const target = await this.ready(context, scope);
+      try {
+        await this.engine.incoming(target);
+        await this.deps.meta.folderSync.update(stateKeyOf(context, scope), { refreshState: 'none', refreshError: null });
+      } catch (error) {
+        failure ??= error;
+      }
+    }
+    if (failure !== undefined) throw failure;
+    const env: Record<string, string> = { HOLDFAST_HOME: home };
+    for (const [i, d] of HOME_DIRS.entries()) env[DIR_VARIABLES[d]] = dirs[i] as string;
+    if (bound.length > 0) env.HOLDFAST_RUN_TOKEN = await this.runToken(context);
+    return env;
+  }
+
+  /**
+   * Saves every bound directory: re-checks a bound user's membership first (a revoked user's
+   * directory is marked failed with `FORBIDDEN` and left in the sandbox, and the others still
+   * save), then `saving`, the outgoing sync, and `saved` with `lastSavedAt` (and
+   * `finalCheckpointAt` on a final save) or `failed` with the error, the previous
+   * `lastSavedAt` kept. Rejects, after trying every scope, with the first failure that is not
+   * a revocation.
+   */
+  async save(context: RunSandboxContext, moment: SaveMoment): Promise<void> {
+    let failure: unknown;
+    for (const scope of boundScopes(context.run.bindings)) {
+      await this.checkBindings(context, scope);
+      const target = await this.ready(context, scope);
+      if (!(await this.member(context, scope, target))) continue;
+      try {
+        await this.saveOne(target, isFinalSave(moment));
+      } catch (error) {
+        failure ??= error;
+      }
+    }
+    if (failure !== undefined) throw failure;
+  }
+
+  /**
+   * The run's safe boundary: each directory with a queued refresh whose last save succeeded
+   * is downloaded into (`running`, then `none`, or `failed` with the error). A refresh queued
+   * behind a failed save waits: downloading would overwrite the only copy of those edits.
+   */
+  async boundary(context: RunSandboxContext): Promise<void> {
+    let failure: unknown;
+    for (const scope of boundScopes(context.run.bindings)) {
+      const key = stateKeyOf(context, scope);
+      const state = await this.deps.meta.folderSync.find(key);
+      if (state?.refresh.state !== 'queued' || state.state !== 'saved') continue;
+      await this.deps.meta.folderSync.update(key, { refreshState: 'running' });
+      try {
+        await this.engine.incoming(await this.ready(context, scope));
+        await this.deps.meta.folderSync.update(key, { refreshState: 'none', refreshError: null });
+      } catch (error) {
+        failure ??= error;
+        await this.deps.meta.folderSync.update(key, { refreshState: 'failed', refreshError: errorRecord(error) });
+      }
+    }
+    if (failure !== undefined) throw failure;
+  }
+
+  /**
+   * Queues a refresh of run `runId`'s `scope` directory for its next safe boundary (202
+   * semantics: resolves once queued). `NOT_FOUND` when the run is not the tenant's or does not
+   * bind that scope; `CONFLICT` (reason `ended`) once the run has ended. A run whose sandbox
+   * never synced that scope needs none: its next attach hydrates it (`queued: false`).
+   */
+  async requestRefresh(tenant: TenantScope, runId: string, scope: FolderScope): Promise<{ queued: boolean }> {
+    const run = await this.deps.meta.runs.find(tenant.id, runId);
+    const owner = run?.bindings?.[scope];
+    if (run === undefined || owner === undefined) {
+      throw new NotFoundError(`run ${runId} is not bound to a ${scope} folder`, { data: { runId, scope } });
+    }
+    if (run.endedAt !== null) {
+      throw new ConflictError('CONFLICT', `run ${runId} has ended: there is no sandbox to refresh`, { data: { runId, reason: 'ended' } });
+    }
+    if (run.sandbox === null) return { queued: false };
+    const key = { provider: run.sandbox.provider, sandboxId: run.sandbox.id, scope };
+    if ((await this.deps.meta.folderSync.find(key)) === undefined) return { queued: false };
+    await this.deps.meta.folderSync.update(key, { refreshState: 'queued', refreshError: null });
+    return { queued: true };
+  }
+
+  /** Per sandbox that synced collection `ref`, its save and refresh state, oldest first. */
+  async status(tenant: TenantScope, ref: Omit<CollectionRef, 'tenantId'>): Promise<SyncStatus[]> {
+    const collection = await this.deps.meta.folders.findCollection(tenant.id, ref.scope, ref.ownerId);
+    if (collection === undefined) return [];
+    const out: SyncStatus[] = [];
+    for (const s of await this.deps.meta.folderSync.listByCollection(collection.id)) {
+      const run = await this.deps.meta.runs.find(tenant.id, s.runId);
+      const active = run !== undefined && run.endedAt === null && run.sandbox?.provider === s.provider && run.sandbox.id === s.sandboxId;
+      out.push({
+        runId: s.runId,
+        sandbox: { provider: s.provider, id: s.sandboxId },
+        state: s.state,
+        lastSavedAt: s.lastSavedAt,
+        finalCheckpointAt: s.finalCheckpointAt,
+        error: s.error,
+        refresh: s.refresh,
+        active,
+      });
+    }
+    return out;
+  }
+
+  /** One directory's save, with its state moves (see {@link FolderSync.save}). */
+  private async saveOne(target: SyncTarget, final: boolean): Promise<void> {
+    const key = { provider: target.sandbox.provider, sandboxId: target.sandbox.id, scope: target.ref.scope };
+    await this.deps.meta.folderSync.update(key, { state: 'saving' });
+    try {
+      await this.engine.outgoing(target);
+    } catch (error) {
+      await this.deps.meta.folderSync.update(key, { state: 'failed', error: errorRecord(error) }).catch(() => undefined);
+      throw error;
+    }
+    const at = Date.now();
+    await this.deps.meta.folderSync.update(key, {
+      state: 'saved',
+      lastSavedAt: at,
+      error: null,
+      ...(final ? { finalCheckpointAt: at } : {}),
+    });
+  }
+
+  /** The sync target of a bound scope, its state row created on first use. */
+  private async ready(context: RunSandboxContext, scope: FolderScope): Promise<SyncTarget> {
+    const ownerId = context.run.bindings?.[scope] as string;
+    const ref: CollectionRef = { tenantId: context.tenant.id, scope, ownerId };
+    const key = stateKeyOf(context, scope);
+    const state = await this.deps.meta.folderSync.find(key);
+    if (state === undefined) {
+      const collection = await this.deps.meta.folders.ensureCollection(ref.tenantId, scope, ownerId);
+      await this.deps.meta.folderSync
+        .create({
+          ...key,
+          runId: context.run.id,
+          tenantId: ref.tenantId,
+          collectionId: collection.id,
+          bindings: bindingsOf(context.run.bindings),
+        })
+        .catch((error: unknown) => {
+          if (!isHoldfastError(error, 'ALREADY_EXISTS')) throw error;
+        });
+    } else if (state.runId !== context.run.id) {
+      await this.deps.meta.folderSync.update(key, { runId: context.run.id });
+    }
+    return { ref, runId: context.run.id, sandbox: context.sandbox, ...(context.signal === undefined ? {} : { signal: context.signal }) };
+  }
+
+  /** `CONFLICT` (reason `bindings_changed`) when the sandbox's state of `scope` was made for other owners. */
+  private async checkBindings(context: RunSandboxContext, scope: FolderScope): Promise<void> {
+    const state = await this.deps.meta.folderSync.find(stateKeyOf(context, scope));
+    if (state === undefined || sameBindings(state.bindings, bindingsOf(context.run.bindings))) return;
+    throw new ConflictError(
+      'CONFLICT',
+      `sandbox ${context.sandbox.provider}/${context.sandbox.id} was synced for other folder owners: give this run a fresh sandbox`,
+      { data: { reason: 'bindings_changed', sandbox: context.sandbox.id, scope } },
+    );
+  }
+
+  /**
+   * True unless `scope` is the user scope and its user is no longer an active member: then
+   * the directory is marked failed (`FORBIDDEN`) and left as it is in the sandbox.
+   */
+  private async member(context: RunSandboxContext, scope: FolderScope, target: SyncTarget): Promise<boolean> {
+    if (scope !== 'user') return true;
+    if ((await this.deps.meta.users.findActive(context.tenant.id, target.ref.ownerId)) !== undefined) return true;
+    await this.deps.meta.folderSync.update(stateKeyOf(context, scope), {
+      state: 'failed',
+      error: { code: 'FORBIDDEN', message: `user ${target.ref.ownerId} is no longer a member: the user folder is not synced` },
+    });
+    return false;
+  }
+
+  private async runToken(context: RunSandboxContext): Promise<string> {
+    const key = `${context.sandbox.provider}/${context.sandbox.id}/${context.run.id}`;
+    let token = this.tokens.get(key);
+    if (token === undefined) {
+      token = (await issueRunToken(this.deps.meta, context.tenant, context.run.id)).token;
+      this.tokens.set(key, token);
+    }
+    return token;
+  }
+}
+
+/** The scopes a run binds, in {@link FOLDER_SCOPES} order. */
+function boundScopes(bindings: StoredRunBindings | null): FolderScope[] {
+  return FOLDER_SCOPES.filter((s) => typeof bindings?.[s] === 'string' && bindings[s] !== '');
+}
+
+function bindingsOf(bindings: StoredRunBindings | null): StoredRunBindings {
+  const out: Record<string, string> = {};
+  for (const s of boundScopes(bindings)) out[s] = bindings?.[s] as string;
+  return out;
+}
+
+function sameBindings(a: StoredRunBindings, b: StoredRunBindings): boolean {
+  return FOLDER_SCOPES.every((s) => (a[s] ?? null) === (b[s] ?? null));
+}
+
+function stateKeyOf(context: RunSandboxContext, scope: FolderScope): FolderSyncKey {
+  return { provider: context.sandbox.provider, sandboxId: context.sandbox.id, scope };
+}
+
+function errorRecord(error: unknown): SyncErrorRecord {
+  const json = errorToJson(error);
+  return { code: json.code, message: json.message };
+}

@@ -1,0 +1,296 @@
+import { randomUUID } from 'node:crypto';
+import path from 'node:path';
+import type { BlobStore } from '../../blob-store/blob-store.js';
+import type { Sha256Hex } from '../../core/hash.js';
+import { type HoldfastError, NotFoundError } from '../../errors.js';
+import type { FolderSyncKey, FolderSyncState, MetadataStore, PendingSyncOperation } from '../../metadata/metadata-store.js';
+import type { ContentWorkers } from '../../objects/content-workers.js';
+import { ObjectReader } from '../../objects/object-reader.js';
+import type { SandboxHandle } from '../../sandbox/sandbox-provider.js';
+import type { SandboxEndpoints } from '../../sandbox/transport/sandbox-snapshots.js';
+import { Snapshots } from '../../snapshot/snapshots.js';
+import { checkpointLimits, type FlatTree, flattenTree } from '../../snapshot/tree-walk.js';
+import type { CollectionRef, Folders, StoredEntry } from '../folders.js';
+import { MAX_STORED_BATCH_OPERATIONS, type StoredOperation } from '../stored-operations.js';
+import { type ListedEntry, ListedSource } from './listed-source.js';
+import { keepOnlyHead, SYNC_TENANT, syncWorkspaceName } from './sync-namespace.js';
+import { applied, diskView, type OutgoingChange, planOutgoing, reconcile, signature } from './sync-plan.js';
+
+/** The slice of {@link Folders} a sync uses (a test wraps it to lose a response on purpose). */
+export type SyncFolders = Pick<Folders, 'listContent' | 'applyStored' | 'limits'>;
+/** The slice of {@link SandboxEndpoints} a sync uses: the same route as the workspace's checkpoints. */
+export type SyncEndpoints = Pick<SandboxEndpoints, 'checkpoint' | 'restore'>;
+
+/** What a {@link FolderSyncEngine} works on. */
+export interface FolderSyncEngineDeps {
+  readonly meta: MetadataStore;
+  readonly blobs: BlobStore;
+  readonly workers: ContentWorkers;
+  /** The service's cache directory (stat caches of the sync workspaces on the local route). */
+  readonly cacheDir: string;
+  readonly folders: SyncFolders;
+  readonly endpoints: SyncEndpoints;
+}
+
+/** One collection directory of one sandbox, with the state row the sync keeps for it. */
+export interface SyncTarget {
+  readonly ref: CollectionRef;
+  readonly runId: string;
+  readonly sandbox: SandboxHandle;
+  readonly signal?: AbortSignal;
+}
+
+/** What an outgoing sync did. */
+export interface OutgoingReport {
+  /** Files written, directories made and paths removed in the store. */
+  readonly written: number;
+  readonly made: number;
+  readonly removed: number;
+  /** The sandbox's tree was the one the last save saw: nothing was compared. */
+  readonly unchanged: boolean;
+  /** Paths the sandbox holds that were neither sent nor deleted (secret rules, symlinks, unstorable paths). */
+  readonly unknown: readonly string[];
+}
+
+/** What an incoming sync did. */
+export interface IncomingReport {
+  readonly files: number;
+  /** Paths imported (new or changed) and removed in the sandbox. */
+  readonly imported: number;
+  readonly removed: number;
+  /** The sandbox already held the collection as listed: nothing was restored. */
+  readonly unchanged: boolean;
+}
+
+/**
+ * The work-folder sync of one collection directory of a sandbox (`<home>/<scope>`), through
+ * the same workspace endpoint (agent or shell transport, or the host path) as the sandbox's
+ * checkpoints: the directory is checkpointed into an internal sync workspace (one per run and
+ * scope, in {@link SYNC_TENANT}), so the transport batches, hashes on the host and keeps its
+ * stat cache; incoming content is a checkpoint built from the collection's rows without
+ * reading a byte and restored (staged, verified, published atomically).
+ *
+ * The sync state (`meta.folderSync`) is written only by the holder of the run's lease (every
+ * caller runs under it, never two syncs of one sandbox at once); the store's own writes are
+ * serialised per collection by `Folders`. A sync never holds a transaction across a transfer.
+ */
+export class FolderSyncEngine {
+  private readonly snapshots: Snapshots;
+  private readonly reader: ObjectReader;
+
+  constructor(private readonly deps: FolderSyncEngineDeps) {
+    this.snapshots = new Snapshots(deps, SYNC_TENANT);
+    this.reader = new ObjectReader(deps.blobs, deps.meta);
+  }
+
+  /** The snapshot service of the sync workspaces (for tests and maintenance; no route reaches it). */
+  get syncSnapshots(): Snapshots {
+    return this.snapshots;
+  }
+
+  /**
+   * Sends the sandbox's changes to the store. First the directory is checkpointed (cache
+   * excludes off, secret rules on); a tree equal to the last save's with nothing pending ends
+   * it. Stored incoming intents are reconciled with the disk and cleared before anything is
+   * sent. Each change's operation id is stored before it is sent (the pending one reused when
+   * the signature is the same, so a lost response replays the same operation instead of
+   * writing twice), then changes go in batches of {@link MAX_STORED_BATCH_OPERATIONS}, by
+   * chunk ids (no byte moves again), last-write-wins with `replaceKind`. The baseline moves
+   * per applied change. Rejects with the first refused change's error after trying them all
+   * (the baseline keeps what succeeded), or with the transfer's error.
+   */
+  async outgoing(target: SyncTarget): Promise<OutgoingReport> {
+    const key = stateKey(target);
+    const result = await this.deps.endpoints.checkpoint(this.snapshots, scopeHandle(target.sandbox, target.ref.scope), {
+      workspace: syncWorkspaceName(target.ref.tenantId, target.runId, target.ref.scope),
+      reason: 'manual',
+      excludes: { cacheExcludes: false },
+      ...(target.signal === undefined ? {} : { signal: target.signal }),
+    });
+    await keepOnlyHead(this.deps.meta, result.checkpoint);
+    let state = await this.state(key);
+    const rootTree = result.checkpoint.rootTree as Sha256Hex;
+    const unknownPaths = result.excluded.filter((e) => e.reason !== 'mode-stripped').map((e) => e.path);
+    if (rootTree === state.lastRootTree && state.intents === null && Object.keys(state.pending).length === 0) {
+      return { written: 0, made: 0, removed: 0, unchanged: true, unknown: unknownPaths };
+    }
+    const flat = await flattenTree(this.reader, rootTree, undefined, checkpointLimits(result.checkpoint));
+    const view = diskView(flat, result.excluded, this.deps.folders.limits.maxPathBytes);
+    const baseline = state.intents === null ? { ...state.baseline } : reconcile(state.baseline, state.intents, view.entries);
+    // Cleared before any outgoing write: what was not adopted is a genuine local edit now.
+    if (state.intents !== null) state = await this.deps.meta.folderSync.update(key, { baseline, intents: null });
+    const changes = planOutgoing(view, baseline);
+    const pending: Record<string, PendingSyncOperation> = { ...state.pending };
+    const counts = { written: 0, made: 0, removed: 0 };
+    let failure: HoldfastError | undefined;
+    for (let i = 0; i < changes.length; i += MAX_STORED_BATCH_OPERATIONS) {
+      target.signal?.throwIfAborted();
+      const batch = changes.slice(i, i + MAX_STORED_BATCH_OPERATIONS);
+      for (const change of batch) {
+        const before = pending[change.path];
+        pending[change.path] = before?.signature === change.signature ? before : { operationId: randomUUID(), signature: change.signature };
+      }
+      // Stored before the batch is sent: a lost response retries these very ids.
+      await this.deps.meta.folderSync.update(key, { pending });
+      const outcomes = await this.deps.folders.applyStored(
+        target.ref,
+        batch.map((c) => operation(c, (pending[c.path] as PendingSyncOperation).operationId)),
+      );
+      for (const [k, outcome] of outcomes.entries()) {
+        const change = batch[k] as OutgoingChange;
+        const done = outcome.ok || (change.op === 'remove' && outcome.error.code === 'NOT_FOUND');
+        if (!done) {
+          failure ??= outcome.error;
+          continue;
+        }
+        applied(baseline, change);
+        delete pending[change.path];
+        if (change.op === 'write') counts.written += 1;
+        else if (change.op === 'mkdir') counts.made += 1;
+        else counts.removed += 1;
+      }
+      await this.deps.meta.folderSync.update(key, { baseline, pending });
+    }
+    // A refused change keeps the old tree as "last seen", so the next save compares again.
+    await this.deps.meta.folderSync.update(key, { lastRootTree: failure === undefined ? rootTree : state.lastRootTree });
+    if (failure !== undefined) throw failure;
+    return { ...counts, unchanged: false, unknown: unknownPaths };
+  }
+
+  /**
+   * Brings the collection's current content into the sandbox. Lists every live row, builds
+   * the target tree as a checkpoint of the sync workspace from the listed ids (no byte read;
+   * symlinks and unstorable paths the sandbox held at its last save are carried over, so a
+   * refresh does not drop them), stores the intents (imports and removals) before anything
+   * is written, restores that checkpoint into the directory through the endpoint (staged,
+   * verified, published atomically; unchanged files reused), then makes the listing the
+   * baseline and clears the intents. When the baseline already equals the listing, nothing
+   * is restored. Call it only after an outgoing sync succeeded (or into a fresh sandbox): a
+   * restore replaces what the directory holds.
+   */
+  async incoming(target: SyncTarget): Promise<IncomingReport> {
+    const key = stateKey(target);
+    const rows = await this.deps.folders.listContent(target.ref);
+    const state = await this.state(key);
+    const listed: Record<string, string> = {};
+    for (const row of rows) listed[row.path] = signature(row.kind, row.sha256, row.executable);
+    const imports: Record<string, string> = {};
+    for (const [p, sig] of Object.entries(listed)) if (state.baseline[p] !== sig) imports[p] = sig;
+    const removals = Object.keys(state.baseline).filter((p) => !(p in listed));
+    if (Object.keys(imports).length === 0 && removals.length === 0 && state.intents === null) {
+      return { files: rows.filter((r) => r.kind === 'file').length, imported: 0, removed: 0, unchanged: true };
+    }
+    const workspace = syncWorkspaceName(target.ref.tenantId, target.runId, target.ref.scope);
+    const carried = await this.localOnly(workspace, listed);
+    await this.deps.meta.folderSync.update(key, { intents: { imports, removals } });
+    const entries = [...rows.map(listedEntry), ...carried];
+    const rootMtimeMs = rows.reduce((m, r) => Math.max(m, r.updatedAt), 0);
+    const made = await this.snapshots.checkpoint({
+      workspace,
+      reason: 'manual',
+      source: () => new ListedSource(`${target.ref.scope} folder ${target.ref.ownerId}`, entries, rootMtimeMs),
+    });
+    await keepOnlyHead(this.deps.meta, made.checkpoint);
+    await this.deps.endpoints.restore(this.snapshots, scopeHandle(target.sandbox, target.ref.scope), {
+      workspace,
+      checkpoint: made.checkpoint.id,
+      replace: true,
+      ...(target.signal === undefined ? {} : { signal: target.signal }),
+    });
+    await this.deps.meta.folderSync.update(key, { baseline: listed, intents: null });
+    return { files: made.stats.files, imported: Object.keys(imports).length, removed: removals.length, unchanged: false };
+  }
+
+  /**
+   * Entries of the sync workspace's head (the sandbox as its last sync saw it) that no
+   * collection can hold and no listed path replaces: symlinks and files or directories with
+   * unstorable paths. Their content is in the head's own objects. (Files a secret rule kept
+   * out of every checkpoint cannot be carried: a refresh that restores removes them.)
+   */
+  private async localOnly(workspace: string, listed: Readonly<Record<string, string>>): Promise<ListedEntry[]> {
+    const ws = await this.snapshots.workspace(workspace, true);
+    if (ws.headCheckpointId === null) return [];
+    const head = await this.deps.meta.checkpoints.get(ws.headCheckpointId);
+    if (head.rootTree === null) return [];
+    const flat: FlatTree = await flattenTree(this.reader, head.rootTree, undefined, checkpointLimits(head));
+    const view = diskView(flat, [], this.deps.folders.limits.maxPathBytes);
+    const clash = (p: string): boolean => p in listed;
+    const out: ListedEntry[] = [];
+    for (const s of flat.symlinks) if (!clash(s.path)) out.push({ kind: 'symlink', path: s.path, target: s.target, mtimeMs: s.mtimeMs });
+    for (const d of flat.dirs) {
+      if (d.path !== '' && !view.entries.has(d.path) && !clash(d.path)) out.push({ kind: 'directory', path: d.path, mtimeMs: d.mtimeMs });
+    }
+    for (const f of flat.files) {
+      if (view.entries.has(f.path) || clash(f.path)) continue;
+      out.push({
+        kind: 'file',
+        path: f.path,
+        size: f.size,
+        sha256: f.sha256,
+        chunks: f.chunks,
+        executable: (f.mode & 0o100) !== 0,
+        mtimeMs: f.mtimeMs,
+      });
+    }
+    return out;
+  }
+
+  private async state(key: FolderSyncKey): Promise<FolderSyncState> {
+    const state = await this.deps.meta.folderSync.find(key);
+    if (state === undefined) {
+      throw new NotFoundError(`no sync state of ${key.scope} in sandbox ${key.provider}/${key.sandboxId}: attach the sandbox first`, {
+        data: { ...key },
+      });
+    }
+    return state;
+  }
+}
+
+/** The state row of a target. */
+export function stateKey(target: SyncTarget): FolderSyncKey {
+  return { provider: target.sandbox.provider, sandboxId: target.sandbox.id, scope: target.ref.scope };
+}
+
+/**
+ * A view of `handle` whose workspace is its home's `scope` directory, for the workspace
+ * endpoints. A provider whose in-sandbox paths are host paths (`localPath` equal to
+ * `workspaceRoot`, the local provider) keeps a host path for it; any other keeps none, so the
+ * directory is reached over exec.
+ */
+export function scopeHandle(handle: SandboxHandle, scope: string): SandboxHandle {
+  const root = path.posix.join(handle.agentHome, scope);
+  const local = handle.localPath !== undefined && handle.localPath === handle.workspaceRoot ? root : undefined;
+  return {
+    id: handle.id,
+    provider: handle.provider,
+    workspaceRoot: root,
+    agentHome: handle.agentHome,
+    ...(local === undefined ? {} : { localPath: local }),
+    exec: (argv, options) => handle.exec(argv, options),
+    run: (argv, options) => handle.run(argv, options),
+  };
+}
+
+function operation(change: OutgoingChange, operationId: string): StoredOperation {
+  if (change.op === 'remove') return { op: 'remove', path: change.path, options: { operationId } };
+  if (change.op === 'mkdir') return { op: 'mkdir', path: change.path, options: { operationId, replaceKind: true } };
+  return {
+    op: 'write',
+    path: change.path,
+    content: change.content,
+    options: { operationId, replaceKind: true, executable: change.executable },
+  };
+}
+
+function listedEntry(row: StoredEntry): ListedEntry {
+  if (row.kind === 'directory') return { kind: 'directory', path: row.path, mtimeMs: row.updatedAt };
+  return {
+    kind: 'file',
+    path: row.path,
+    size: row.size,
+    sha256: row.sha256 as string,
+    chunks: row.chunks ?? [],
+    executable: row.executable,
+    mtimeMs: row.updatedAt,
+  };
+}
