@@ -6,6 +6,7 @@ import { openBlobStore } from './blob-store/open-blob-store.js';
 import { type HoldfastConfig, loadConfig, parseBlobsUrl, parseMetaUrl } from './config.js';
 import { IntegrityError } from './errors.js';
 import { Folders, type FoldersOptions } from './folders/folders.js';
+import { FolderSync } from './folders/sandbox-sync.js';
 import { checkTenantName } from './folders/sync/sync-namespace.js';
 import { type MetadataStore, openMetadataStore } from './metadata/metadata-store.js';
 import { ContentWorkers } from './objects/content-workers.js';
@@ -110,7 +111,10 @@ export interface OpenHoldfastOptions {
   readonly owner?: string;
   /** Receives what the runs layer does (turns, recoveries, upgrades, lease changes). */
   readonly onRunEvent?: (event: RunLogEvent) => void;
-  /** More steps of every run's lifecycle (work-folder sync), called in this order; see `RunExtension`. */
+  /**
+   * More steps of every run's lifecycle, called in this order after the work-folder sync (see
+   * `RunExtension`).
+   */
   readonly runExtensions?: readonly RunExtension[];
   /** Limits of work folders (defaults: the issue's). */
   readonly folders?: FoldersOptions;
@@ -163,6 +167,11 @@ export interface Holdfast {
   provider(name: string): SandboxProvider;
   /** Work folders of every tenant (the caller passes the tenant id and does the authorization). */
   readonly folders: Folders;
+  /**
+   * The sync of runs' sandboxes with their bound collections (a step of every run's
+   * lifecycle): per-sandbox save state and queued refreshes.
+   */
+  readonly folderSync: FolderSync;
   /** API tokens of every tenant (created hashed; the CLI and the HTTP API both use this). */
   readonly tokens: Tokens;
   /** Users of every tenant (member or viewer, revocable), whom user tokens act for. */
@@ -226,6 +235,8 @@ export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<H
   }
   const workers = new ContentWorkers();
   const deps = { blobs, meta, workers, cacheDir: options.cacheDir ?? defaultCacheDir() };
+  const folders = new Folders({ meta, blobs, workers }, options.folders);
+  let folderSync: FolderSync | undefined;
   const host = new RunHost({
     meta,
     deps,
@@ -233,7 +244,10 @@ export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<H
     ...(options.runSettings === undefined ? {} : { settings: options.runSettings }),
     ...(options.owner === undefined ? {} : { owner: options.owner }),
     ...(options.onRunEvent === undefined ? {} : { onEvent: options.onRunEvent }),
-    ...(options.runExtensions === undefined ? {} : { extensions: options.runExtensions }),
+    extensions: (runHost) => {
+      folderSync = new FolderSync({ ...deps, folders, endpoints: runHost.endpoints });
+      return [folderSync, ...(options.runExtensions ?? [])];
+    },
   });
   const strays = new StraySweeper(host);
   const garbage = new GcSweeper(deps, {
@@ -274,7 +288,8 @@ export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<H
       restore: (input) => host.endpoints.restoreSandbox(own.snapshots, input),
     },
     provider: (name) => host.provider(name),
-    folders: new Folders({ meta, blobs, workers }, options.folders),
+    folders,
+    folderSync: folderSync as FolderSync,
     tokens: new Tokens(meta, async (name) => (await forTenant(name)).tenant),
     users: new Users(meta, async (name) => (await forTenant(name)).tenant),
     forTenant,

@@ -107,7 +107,7 @@ describe.each(CASES)('work-folder sync faults: $name', ({ provider, backend }) =
       await sync.save(ctx, 'turn_end');
       await f.folders.write(task, 'edit.txt', body('changed by another writer'), { operationId: 'e2' });
       await f.folders.remove(task, 'drop.txt', { operationId: 'd2' });
-      expect(await sync.requestRefresh(f.tenant, ctx.run.id, 'task')).toEqual({ queued: false });
+      expect(await sync.requestRefresh(f.tenant, ctx.run.id, { scope: 'task', ownerId: task.ownerId })).toEqual({ queued: false });
       const running: RunSandboxContext = { ...ctx, run: { ...ctx.run, sandbox: { provider: ctx.sandbox.provider, id: ctx.sandbox.id } } };
       await f.b.meta.folderSync.update(
         { provider: ctx.sandbox.provider, sandboxId: ctx.sandbox.id, scope: 'task' },

@@ -141,7 +141,7 @@ describe.each(CASES)('work-folder sync: $name', ({ provider, backend }) => {
     const other = await f.run({ task: owner('b') });
     const error = await sync.attach({ ...ctx, run: other }, 'warm').catch((e: unknown) => e);
     expect(error).toMatchObject({ code: 'CONFLICT', data: { reason: 'bindings_changed' } });
-    expect(await codeOf(sync.requestRefresh(f.tenant, other.id, 'user'))).toBe('NOT_FOUND');
+    expect(await codeOf(sync.requestRefresh(f.tenant, other.id, { scope: 'user', ownerId: 'nobody' }))).toBe('NOT_FOUND');
   });
 
   it('a file changed in the store between listing and download: the baseline holds what was downloaded, never sent back', async () => {

@@ -162,15 +162,15 @@ export class FolderSync implements RunExtension {
   }
 
   /**
-   * Queues a refresh of run `runId`'s `scope` directory for its next safe boundary (202
-   * semantics: resolves once queued). `NOT_FOUND` when the run is not the tenant's or does not
-   * bind that scope; `CONFLICT` (reason `ended`) once the run has ended. A run whose sandbox
+   * Queues a refresh of run `runId`'s directory of collection `ref` for its next safe boundary
+   * (202 semantics: resolves once queued). `NOT_FOUND` when the run is not the tenant's or does
+   * not bind that collection; `CONFLICT` (reason `ended`) once the run has ended. A run whose sandbox
    * never synced that scope needs none: its next attach hydrates it (`queued: false`).
    */
-  async requestRefresh(tenant: TenantScope, runId: string, scope: FolderScope): Promise<{ queued: boolean }> {
+  async requestRefresh(tenant: TenantScope, runId: string, ref: Omit<CollectionRef, 'tenantId'>): Promise<{ queued: boolean }> {
+    const { scope } = ref;
     const run = await this.deps.meta.runs.find(tenant.id, runId);
-    const owner = run?.bindings?.[scope];
-    if (run === undefined || owner === undefined) {
+    if (run === undefined || run.bindings?.[scope] !== ref.ownerId) {
       throw new NotFoundError(`run ${runId} is not bound to a ${scope} folder`, { data: { runId, scope } });
     }
     if (run.endedAt !== null) {

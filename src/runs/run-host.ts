@@ -69,8 +69,12 @@ export interface RunHostOptions {
   readonly settings?: Partial<RunSettings>;
   /** Receives every {@link RunLogEvent}. */
   readonly onEvent?: (event: RunLogEvent) => void;
-  /** More steps of every run's lifecycle (work-folder sync), called in this order; see {@link RunExtension}. */
-  readonly extensions?: readonly RunExtension[];
+  /**
+   * More steps of every run's lifecycle (work-folder sync), called in this order; see
+   * {@link RunExtension}. A function gets the host first (an extension that reaches
+   * sandboxes through `host.endpoints`).
+   */
+  readonly extensions?: readonly RunExtension[] | ((host: RunHost) => readonly RunExtension[]);
 }
 
 /** A turn running in this process. */
@@ -130,7 +134,8 @@ export class RunHost {
       ...options.settings,
     });
     this.resolveProvider = options.providers ?? ((name) => openSandboxProvider(name));
-    this.extensions = Object.freeze([...(options.extensions ?? [])]);
+    const extensions = typeof options.extensions === 'function' ? options.extensions(this) : (options.extensions ?? []);
+    this.extensions = Object.freeze([...extensions]);
     if (options.onEvent !== undefined) this.listeners.add(options.onEvent);
   }
 

@@ -57,7 +57,7 @@ export function createApp(options: AppOptions): Hono<AppEnv> {
   registerRunMetrics(hf, metrics);
 
   const routes: RouteDef[] = [...deploymentRoutes(hf), ...runRoutes(hf), ...checkpointRoutes(hf), ...tokenRoutes(hf)];
-  const folderRoutes = workFolderRoutes({ folders: hf.folders, lookups: folderAccessLookups(hf.meta) });
+  const folderRoutes = workFolderRoutes({ folders: hf.folders, sync: hf.folderSync, lookups: folderAccessLookups(hf.meta) });
   const docs = [...PUBLIC_DOCS, ...routes.map((r) => r.doc), ...folderRoutes.map((r) => r.doc)];
   const openapi = buildOpenApi({ title: 'Holdfast API', version: options.version }, docs);
   app.notFound(routeNotFound(docs));

@@ -127,3 +127,34 @@ export const FolderOperationResult = z
   .meta({ id: 'FolderOperationResult' });
 
 export const FolderPurgeCollectionResult = z.object({ purged: z.number().int().describe('Rows removed for good') });
+
+const SyncError = z.object({ code: z.string(), message: z.string() }).describe('The last failure: its error code and message');
+
+/** One sandbox's sync of a collection (`GET …/sync`). */
+export const FolderSyncStatusSchema = z.object({
+  runId: z.string(),
+  sandbox: z.object({ provider: z.string(), id: z.string() }),
+  state: z
+    .enum(['never_saved', 'saving', 'saved', 'failed'])
+    .describe('`never_saved` until the first save completes: never shown as saved; `failed` keeps the previous lastSavedAt'),
+  lastSavedAt: z.number().nullable().describe('Epoch ms of the last successful save (periodic or final)'),
+  finalCheckpointAt: z
+    .number()
+    .nullable()
+    .describe('Epoch ms of the last completed final flush (a turn end, a drain); a periodic save never sets it'),
+  error: SyncError.nullable(),
+  refresh: z.object({
+    state: z.enum(['none', 'queued', 'running', 'failed']),
+    at: z.number().nullable().describe('When the refresh state last changed'),
+    error: SyncError.nullable(),
+  }),
+  active: z.boolean().describe('The run is active and this is its current sandbox'),
+});
+
+export const FolderSyncList = z.object({ sandboxes: z.array(FolderSyncStatusSchema) });
+
+export const FolderRefreshBody = z.strictObject({ runId: z.string().min(1).max(128).describe('A run bound to this collection') });
+
+export const FolderRefreshResult = z.object({
+  queued: z.boolean().describe("false when the run's sandbox has not synced this collection yet: its next start hydrates it anyway"),
+});

@@ -15,6 +15,7 @@ import type { Context } from 'hono';
 import { type CollectionTarget, canAccessFolder, type FolderAccessLookups, type FolderAction } from '../../auth/folder-access.js';
 import { NotFoundError } from '../../errors.js';
 import { type CollectionRef, FOLDER_SCOPES, type FolderScope, type Folders } from '../../folders/folders.js';
+import type { FolderSync } from '../../folders/sandbox-sync.js';
 import type { AppEnv } from '../app-env.js';
 import { type RouteDef, readJson, readQuery } from '../route.js';
 import { downloadResponse, requestChunks, requireOctetStream } from './work-folders-content.js';
@@ -27,6 +28,9 @@ import {
   FolderOperationResult,
   FolderPathQuery,
   FolderPurgeCollectionResult,
+  FolderRefreshBody,
+  FolderRefreshResult,
+  FolderSyncList,
   FolderUploadHeaders,
   FolderWriteResult,
   WORK_FOLDERS_BASE,
@@ -40,6 +44,8 @@ const CONTROL_CHARACTER = /[\u0000-\u001f\u007f]/;
 /** What the work-folder routes need: the library and the lookups of the access policy. */
 export interface WorkFolderRouteDeps {
   readonly folders: Folders;
+  /** Per-sandbox save state and queued refreshes (`…/sync`, `…/refresh`). */
+  readonly sync: Pick<FolderSync, 'status' | 'requestRefresh'>;
   readonly lookups: FolderAccessLookups;
 }
 
@@ -76,7 +82,7 @@ function operationIdOf(c: Context<AppEnv>): string {
  * streams (`app.ts` mounts these routes without the receipt middleware, which would read the
  * body whole).
  */
-export function workFolderRoutes({ folders, lookups }: WorkFolderRouteDeps): RouteDef[] {
+export function workFolderRoutes({ folders, sync, lookups }: WorkFolderRouteDeps): RouteDef[] {
   const tags = ['work-folders'];
   return [
     {
@@ -212,6 +218,41 @@ export function workFolderRoutes({ folders, lookups }: WorkFolderRouteDeps): Rou
             return c.json(FolderOperationResult.parse({ action: op.action, applied: done.applied, purged: done.purged }));
           }
         }
+      },
+    },
+    {
+      doc: {
+        method: 'get',
+        path: `${WORK_FOLDERS_BASE}/sync`,
+        summary: 'The save state of the collection in every sandbox that synced it (saving, saved, failed, or never saved), oldest first',
+        tags,
+        response: FolderSyncList,
+      },
+      async handler(c) {
+        const ref = await collectionFor(c, 'read', lookups);
+        const principal = c.get('principal');
+        const sandboxes = await sync.status({ id: principal.tenantId, name: principal.tenantName }, ref);
+        return c.json(FolderSyncList.parse({ sandboxes }));
+      },
+    },
+    {
+      doc: {
+        method: 'post',
+        path: `${WORK_FOLDERS_BASE}/refresh`,
+        summary:
+          "Queue a refresh of the collection in a bound run's sandbox for the run's next safe boundary (after a successful final flush)",
+        tags,
+        body: FolderRefreshBody,
+        response: FolderRefreshResult,
+        responseStatus: 202,
+        responses: { 409: { description: 'The run has ended' } },
+      },
+      async handler(c) {
+        const ref = await collectionFor(c, 'write', lookups);
+        const { runId } = await readJson(c, FolderRefreshBody);
+        const principal = c.get('principal');
+        const queued = await sync.requestRefresh({ id: principal.tenantId, name: principal.tenantName }, runId, ref);
+        return c.json(FolderRefreshResult.parse(queued), 202);
       },
     },
   ];
