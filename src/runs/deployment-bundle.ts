@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { HoldfastError } from '../errors.js';
 import type { SandboxHandle } from '../sandbox/sandbox-provider.js';
@@ -54,8 +55,12 @@ export async function installBundle(
       data: { rootTree: bundle.rootTree },
     });
   }
-  await shellStep(sandbox, CLEAR_SCRIPT, [dir, ...ownedComponents(dir, sandbox.agentHome)], 'clearing the bundle directory');
-  const receipt = await endpoints.restore(snapshots, bundleView(sandbox, dir), {
+  // Restored beside its place under a fresh name, then renamed: every install is a cold restore
+  // of its own (no earlier restore there is resumed or reused), and the path never holds half a bundle.
+  const leftovers = path.posix.join(path.posix.dirname(dir), `.${path.posix.basename(dir)}.install-`);
+  const fresh = `${leftovers}${randomBytes(8).toString('hex')}`;
+  await shellStep(sandbox, CLEAR_SCRIPT, [dir, leftovers, ...ownedComponents(dir, sandbox.agentHome)], 'clearing the bundle directory');
+  const receipt = await endpoints.restore(snapshots, bundleView(sandbox, fresh), {
     workspace: BUNDLE_WORKSPACE,
     checkpoint: checkpoint.id,
     replace: true,
@@ -69,25 +74,39 @@ export async function installBundle(
       },
     );
   }
-  await shellStep(sandbox, ['chmod', '-R', 'a-w', '--', dir], [], 'making the bundle read-only');
+  await shellStep(sandbox, PLACE_SCRIPT, [fresh, dir], 'making the bundle read-only in place');
   return { dir, env: { [BUNDLE_DIR_ENV]: dir }, receipt };
 }
 
 /**
- * `$1` is the bundle directory, the rest the components of its path that a sandbox user may
- * have made (below the home, or all for a path outside it): none may be a symlink, so the
- * restore cannot be led elsewhere. An old copy is made writable again and removed, so the
- * restore is cold and no edited byte is ever reused; the parent is created.
+ * `$1` is the bundle directory, `$2` the name prefix of install directories beside it, the rest
+ * the components of its path that a sandbox user may have made (below the home, or all for a
+ * path outside it): none may be a symlink, so nothing is led elsewhere. The old copy (or
+ * whatever took its place, a symlink removed as a link) and any interrupted install are made
+ * writable again and removed; the parent is created.
  */
 const CLEAR_SCRIPT = [
   'sh',
   '-c',
   [
-    'dir=$1; shift',
+    'dir=$1; prefix=$2; shift 2',
     'for p in "$@"; do if [ -L "$p" ]; then echo "$p is a symlink" >&2; exit 3; fi; done',
-    'if [ -L "$dir" ]; then rm -f -- "$dir" || exit 4',
-    'elif [ -e "$dir" ]; then chmod -R u+w -- "$dir" && rm -rf -- "$dir" || exit 4; fi',
+    'for p in "$dir" "$prefix"*; do',
+    '  if [ -L "$p" ]; then rm -f -- "$p" || exit 4',
+    '  elif [ -e "$p" ]; then chmod -R u+w -- "$p" && rm -rf -- "$p" || exit 4; fi',
+    'done',
     'mkdir -p -- "$(dirname -- "$dir")"',
+  ].join('\n'),
+  'holdfast-bundle',
+];
+
+/** Renames the restored install directory `$1` to the bundle directory `$2` (which must still be absent) and makes it read-only. */
+const PLACE_SCRIPT = [
+  'sh',
+  '-c',
+  [
+    'if [ -e "$2" ] || [ -L "$2" ]; then echo "$2 appeared during the install" >&2; exit 5; fi',
+    'mv -- "$1" "$2" && chmod -R a-w -- "$2"',
   ].join('\n'),
   'holdfast-bundle',
 ];
