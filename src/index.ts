@@ -10,6 +10,7 @@ import { FolderSync } from './folders/sandbox-sync.js';
 import { checkTenantName } from './folders/sync/sync-namespace.js';
 import { type MetadataStore, openMetadataStore } from './metadata/metadata-store.js';
 import { ContentWorkers } from './objects/content-workers.js';
+import { Bundles } from './runs/bundles.js';
 import { Checkpoints } from './runs/checkpoints.js';
 import type { Deployments, TenantScope } from './runs/deployments.js';
 import { type ShutdownReport, shutdownRuns } from './runs/drain.js';
@@ -59,9 +60,12 @@ export {
 export type { Channel, Lease, MetadataStore, Run, RunEvent, Turn } from './metadata/metadata-store.js';
 export { openMetadataStore } from './metadata/metadata-store.js';
 export type { RebuildOptions, RebuildReport } from './objects/index-rebuild.js';
+export { type BundleRecord, DEFAULT_BUNDLE_DIR } from './runs/bundle-record.js';
+export { Bundles, findCapturedBundle } from './runs/bundles.js';
 export { Checkpoints } from './runs/checkpoints.js';
+export { BUNDLE_DIR_ENV, type BundleInstall, installBundle } from './runs/deployment-bundle.js';
 export type { DeploymentSpec, DeploymentSpecInput, WorkspaceUpgradePolicy } from './runs/deployment-spec.js';
-export type { Deployment, Deployments, TenantScope } from './runs/deployments.js';
+export type { Deployment, DeploymentCreateInput, Deployments, TenantScope } from './runs/deployments.js';
 export type { ShutdownReport } from './runs/drain.js';
 export { isFinalSave, type RunExtension, type RunSandboxContext, type SaveMoment } from './runs/run-extension.js';
 export { DEFAULT_RUN_SETTINGS, type RunLogEvent, type RunSettings, STRAY_SWEEP_INTERVAL_MS } from './runs/run-host.js';
@@ -81,6 +85,7 @@ export type { CheckpointProgress, CheckpointResult, CheckpointStats } from './sn
 export type { DiffEntry } from './snapshot/diff.js';
 export type { GcOptions, GcReport } from './snapshot/gc.js';
 export { GC_SWEEP_INTERVAL_MS, type GcSweepOutcome } from './snapshot/gc-sweeper.js';
+export { BUNDLE_WORKSPACE } from './snapshot/reserved-workspaces.js';
 export type { RestoreProgress, RestoreReceipt } from './snapshot/restore.js';
 export type { RetentionPolicy } from './snapshot/retention.js';
 export { DEFAULT_TENANT, Snapshots, type WorkspaceSummary } from './snapshot/snapshots.js';
@@ -129,6 +134,8 @@ export interface TenantServices {
   readonly tenant: TenantScope;
   readonly snapshots: Snapshots;
   readonly deployments: Deployments;
+  /** Deployment bundles of the tenant: capture a directory, find a captured one. */
+  readonly bundles: Bundles;
   readonly runs: Runs;
   readonly checkpoints: Checkpoints;
 }
@@ -151,6 +158,11 @@ export interface Holdfast {
   readonly tenant: TenantScope;
   /** Deployments and channels of the tenant. */
   readonly deployments: Deployments;
+  /**
+   * Deployment bundles of the tenant: `capture(dir)` stores a directory (strictly: any
+   * credential refuses it) and returns the record `deployments.create({ bundle })` takes.
+   */
+  readonly bundles: Bundles;
   /** Durable runs and their turns. */
   readonly runs: Runs;
   /** Checkpoints by run, and browsing inside them. */
@@ -281,6 +293,7 @@ export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<H
     snapshots: own.snapshots,
     tenant: own.tenant,
     deployments: own.deployments,
+    bundles: own.bundles,
     runs: own.runs,
     checkpoints: own.checkpoints,
     sandboxes: {
@@ -351,5 +364,12 @@ async function openTenant(host: RunHost, name: string): Promise<TenantServices> 
   const snapshots = host.snapshotsFor(name);
   const tenant = await snapshots.tenant(true);
   const runs = new Runs(host, tenant);
-  return { tenant, snapshots, deployments: runs.deployments, runs, checkpoints: new Checkpoints(runs, snapshots) };
+  return {
+    tenant,
+    snapshots,
+    deployments: runs.deployments,
+    bundles: new Bundles(host.deps, snapshots),
+    runs,
+    checkpoints: new Checkpoints(runs, snapshots),
+  };
 }

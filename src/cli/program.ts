@@ -4,6 +4,7 @@ import { type HoldfastConfig, loadConfig } from '../config.js';
 import type { Holdfast } from '../index.js';
 import { registerBrowse } from './commands/browse.js';
 import { registerCheckpoint } from './commands/checkpoint.js';
+import { registerDeployment } from './commands/deployment.js';
 import { registerFolder } from './commands/folder.js';
 import { registerInit } from './commands/init.js';
 import { registerLease } from './commands/lease.js';
@@ -105,6 +106,7 @@ Exit codes: 0 ok, 1 error, 2 usage.`,
   registerServe(program);
   registerToken(program);
   registerUser(program);
+  registerDeployment(program);
   registerRun(program);
   registerLease(program);
   registerFolder(program);

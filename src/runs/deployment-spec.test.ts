@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { deploymentId, normalizeDeploymentSpec } from './deployment-spec.js';
+import { sha256Hex } from '../core/hash.js';
+import { bundleDirIn } from './bundle-record.js';
+import { canonicalSpecJson, deploymentId, normalizeDeploymentSpec, parseStoredSpec } from './deployment-spec.js';
 
 describe('deployment specs', () => {
   it('fill defaults, and the id depends on content only (not on env key order)', () => {
@@ -14,6 +16,8 @@ describe('deployment specs', () => {
       workspaceUpgradePolicy: 'automatic',
       validate: null,
       limits: null,
+      bundle: null,
+      bundlePath: null,
     });
     expect(deploymentId(a)).toBe(deploymentId(b));
     expect(deploymentId(a)).toMatch(/^[0-9a-f]{64}$/);
@@ -82,5 +86,60 @@ describe('deployment specs', () => {
     expect(normalizeDeploymentSpec({ provider: 'bwrap', setup: [['git', 'clone', 'https://github.com/acme/app.git']] }).setup).toHaveLength(
       1,
     );
+  });
+
+  it('bundles: part of the id only when set, so a spec from before bundles keeps its id', () => {
+    const legacy =
+      '{"provider":"bwrap","image":null,"setup":[],"env":{},"workspaceRoot":null,"workspaceUpgradePolicy":"automatic","validate":null}';
+    expect(deploymentId(normalizeDeploymentSpec({ provider: 'bwrap' }))).toBe(sha256Hex(legacy));
+    expect(deploymentId(normalizeDeploymentSpec({ provider: 'bwrap', bundle: null, bundlePath: null }))).toBe(sha256Hex(legacy));
+    expect(parseStoredSpec(legacy)).toEqual(normalizeDeploymentSpec({ provider: 'bwrap' }));
+    const bundle = { rootTree: 'a'.repeat(64), files: 3, bytes: 10 };
+    const bundled = normalizeDeploymentSpec({ provider: 'bwrap', bundle });
+    expect(deploymentId(bundled)).not.toBe(sha256Hex(legacy));
+    expect(parseStoredSpec(canonicalSpecJson(bundled))).toEqual(bundled);
+    const other = normalizeDeploymentSpec({ provider: 'bwrap', bundle: { ...bundle, rootTree: 'b'.repeat(64) } });
+    expect(deploymentId(other)).not.toBe(deploymentId(bundled));
+    const placed = normalizeDeploymentSpec({ provider: 'bwrap', bundle, bundlePath: 'agent-src/' });
+    expect(placed.bundlePath).toBe('agent-src');
+    expect(deploymentId(placed)).not.toBe(deploymentId(bundled));
+  });
+
+  it('bundles: malformed records and paths that could reach the workspace or Holdfast’s own directories are refused', () => {
+    const bundle = { rootTree: 'a'.repeat(64), files: 1, bytes: 1 };
+    const refused = [
+      { bundle: { rootTree: 'A'.repeat(64), files: 1, bytes: 1 } },
+      { bundle: { rootTree: 'a'.repeat(64), files: -1, bytes: 1 } },
+      { bundle: 'a'.repeat(64) },
+      { bundlePath: 'x' },
+      { bundle, bundlePath: '../x' },
+      { bundle, bundlePath: 'a/./b' },
+      { bundle, bundlePath: '/' },
+      { bundle, bundlePath: '' },
+      { bundle, bundlePath: '.holdfast/x' },
+      { bundle, bundlePath: 'task' },
+      { bundle, bundlePath: 'a\nb' },
+      { bundle, bundlePath: '/srv/app', workspaceRoot: '/srv' },
+      { bundle, bundlePath: '/srv', workspaceRoot: '/srv/app' },
+      { bundle, bundlePath: '/srv/app/b', workspaceRoot: '/srv/app' },
+    ];
+    for (const input of refused) {
+      expect(() => normalizeDeploymentSpec({ provider: 'bwrap', ...input } as never), JSON.stringify(input)).toThrow(
+        expect.objectContaining({ code: 'INVALID_INPUT' }),
+      );
+    }
+    expect(normalizeDeploymentSpec({ provider: 'bwrap', bundle, bundlePath: '/opt/agent', workspaceRoot: '/srv/app' }).bundlePath).toBe(
+      '/opt/agent',
+    );
+  });
+
+  it('bundle directory in a sandbox: default under the home, never over the workspace or the home', () => {
+    const sandbox = { workspaceRoot: '/workspace', agentHome: '/home/agent' };
+    expect(bundleDirIn(null, sandbox)).toBe('/home/agent/.deployment');
+    expect(bundleDirIn('skills/v1', sandbox)).toBe('/home/agent/skills/v1');
+    expect(bundleDirIn('/opt/agent', sandbox)).toBe('/opt/agent');
+    for (const p of ['/workspace', '/workspace/x', '/', '/home', '/home/agent', '/home/agent/.holdfast', '/home/agent/user/x']) {
+      expect(() => bundleDirIn(p, sandbox), p).toThrow(expect.objectContaining({ code: 'INVALID_INPUT' }));
+    }
   });
 });

@@ -3,6 +3,7 @@ import { findSecret } from '../core/secrets.js';
 import { HoldfastError, InputError } from '../errors.js';
 import type { SandboxLimits } from '../sandbox/sandbox-provider.js';
 import { checkedEnv } from '../sandbox/sandbox-spec.js';
+import { type BundleRecord, checkedBundlePath, checkedBundleRecord } from './bundle-record.js';
 
 /** How a run on an older deployment reaches a newly published one. */
 export type WorkspaceUpgradePolicy = 'automatic' | 'manual';
@@ -31,6 +32,17 @@ export interface DeploymentSpec {
    * defaults. Part of the id only when set, so deployments made before limits existed keep theirs.
    */
   readonly limits: SandboxLimits | null;
+  /**
+   * Files the deployment brings (the agent's source, skills, prompts): a directory captured
+   * into the store (`Bundles.capture`), restored read-only into every new sandbox and never
+   * checkpointed; `null`: none. Part of the id only when set, so older deployments keep theirs.
+   */
+  readonly bundle: BundleRecord | null;
+  /**
+   * Where the bundle lands: `null` is `.deployment` under the sandbox home; a relative path is
+   * under the home; an absolute one must lie outside the workspace root. Part of the id only when set.
+   */
+  readonly bundlePath: string | null;
 }
 
 /** What callers pass: every field but `provider` has a default. */
@@ -86,7 +98,10 @@ export function normalizeDeploymentSpec(input: DeploymentSpecInput): DeploymentS
     workspaceUpgradePolicy: policy,
     validate: input.validate === undefined || input.validate === null ? null : checkedArgv(input.validate, 'validate'),
     limits: checkedLimits(input.limits),
+    bundle: input.bundle === undefined || input.bundle === null ? null : checkedBundleRecord(input.bundle),
+    bundlePath: checkedBundlePath(input.bundlePath, workspaceRoot === null ? null : workspaceRoot.replace(/\/+$/, '') || '/'),
   };
+  if (spec.bundlePath !== null && spec.bundle === null) throw invalid('bundlePath needs a bundle', 'bundlePath');
   refuseCredentials(spec);
   return spec;
 }
@@ -102,6 +117,7 @@ function refuseCredentials(spec: DeploymentSpec): void {
     ...Object.entries(spec.env).map(([name, value]): [string, string, string] => ['env', value, name]),
     ...spec.setup.flatMap((argv, i) => argv.map((arg): [string, string, undefined] => [`setup[${i}]`, arg, undefined])),
     ...(spec.validate ?? []).map((arg): [string, string, undefined] => ['validate', arg, undefined]),
+    ...(spec.bundlePath === null ? [] : [['bundlePath', spec.bundlePath, undefined] as [string, string, undefined]]),
   ];
   for (const [field, value, name] of fields) {
     const finding = findSecret(Buffer.from(value));
@@ -115,14 +131,34 @@ function refuseCredentials(spec: DeploymentSpec): void {
   }
 }
 
-/** Canonical JSON of a normalized spec: fixed key order, sorted env; `limits` only when set. */
+/**
+ * Canonical JSON of a normalized spec: fixed key order, sorted env; `limits`, `bundle` and
+ * `bundlePath` only when set (so a spec from before they existed keeps its id).
+ */
 export function canonicalSpecJson(spec: DeploymentSpec): string {
-  const { provider, image, setup, env, workspaceRoot, workspaceUpgradePolicy, validate, limits } = spec;
+  const { provider, image, setup, env, workspaceRoot, workspaceUpgradePolicy, validate, limits, bundle, bundlePath } = spec;
   const bounds =
     limits === null || limits === undefined
       ? {}
       : { limits: Object.fromEntries(LIMIT_FIELDS.filter((f) => limits[f] !== undefined).map((f) => [f, limits[f]])) };
-  return JSON.stringify({ provider, image, setup, env, workspaceRoot, workspaceUpgradePolicy, validate, ...bounds });
+  const bundled =
+    bundle === null || bundle === undefined ? {} : { bundle: { rootTree: bundle.rootTree, files: bundle.files, bytes: bundle.bytes } };
+  const placed = bundlePath === null || bundlePath === undefined ? {} : { bundlePath };
+  return JSON.stringify({ provider, image, setup, env, workspaceRoot, workspaceUpgradePolicy, validate, ...bounds, ...bundled, ...placed });
+}
+
+/**
+ * A stored spec (canonical JSON) as a complete {@link DeploymentSpec}: fields a spec from
+ * before they existed lacks (`limits`, `bundle`, `bundlePath`) read as `null`.
+ */
+export function parseStoredSpec(json: string): DeploymentSpec {
+  const stored = JSON.parse(json) as Partial<DeploymentSpec> & Pick<DeploymentSpec, 'provider'>;
+  return {
+    ...stored,
+    limits: stored.limits ?? null,
+    bundle: stored.bundle ?? null,
+    bundlePath: stored.bundlePath ?? null,
+  } as DeploymentSpec;
 }
 
 /** Checks limits: an object of positive numbers (memoryBytes and pids integers), or null. */

@@ -1,11 +1,14 @@
 import { InputError, isHoldfastError, NotFoundError } from '../errors.js';
 import type { Channel, MetadataStore } from '../metadata/metadata-store.js';
+import type { BundleRecord } from './bundle-record.js';
+import { findCapturedBundle } from './bundles.js';
 import {
   canonicalSpecJson,
   type DeploymentSpec,
   type DeploymentSpecInput,
   deploymentId,
   normalizeDeploymentSpec,
+  parseStoredSpec,
 } from './deployment-spec.js';
 
 /** A deployment as the API returns it. */
@@ -14,6 +17,14 @@ export interface Deployment {
   readonly spec: DeploymentSpec;
   readonly createdAt: number;
 }
+
+/**
+ * What {@link Deployments.create} takes: a spec whose `bundle` is a bundle this tenant captured,
+ * named by the record `Bundles.capture` returned or by its `rootTree` alone.
+ */
+export type DeploymentCreateInput = Omit<DeploymentSpecInput, 'bundle'> & {
+  readonly bundle?: BundleRecord | string | null | undefined;
+};
 
 /** A tenant, as services scoped to one see it. */
 export interface TenantScope {
@@ -41,14 +52,28 @@ export class Deployments {
 
   /**
    * Stores a deployment (idempotent). `INVALID_INPUT`/`LIMIT_EXCEEDED`/`SECRET_EXCLUDED` for a
-   * bad spec, `INVALID_INPUT` for a provider this service cannot open.
+   * bad spec, `INVALID_INPUT` for a provider this service cannot open, `NOT_FOUND` for a
+   * `bundle` this tenant did not capture. The bundle's file count and bytes are taken from its
+   * capture, never from the input.
    */
-  async create(input: DeploymentSpecInput): Promise<Deployment & { readonly created: boolean }> {
-    const spec = normalizeDeploymentSpec(input);
+  async create(input: DeploymentCreateInput): Promise<Deployment & { readonly created: boolean }> {
+    const spec = normalizeDeploymentSpec({ ...input, bundle: await this.capturedBundle(input.bundle) });
     this.requireProvider(spec.provider);
     const id = deploymentId(spec);
     const { deployment, created } = await this.meta.deployments.put({ tenantId: this.tenant.id, id, spec: canonicalSpecJson(spec) });
     return { id, spec, createdAt: deployment.createdAt, created };
+  }
+
+  /** The captured bundle `ref` names (`null` for none); `INVALID_INPUT` for a malformed one, `NOT_FOUND` for one not captured. */
+  private async capturedBundle(ref: DeploymentCreateInput['bundle']): Promise<BundleRecord | null> {
+    if (ref === undefined || ref === null) return null;
+    const rootTree = typeof ref === 'string' ? ref : typeof ref === 'object' ? ref.rootTree : undefined;
+    if (typeof rootTree !== 'string' || !/^[0-9a-f]{64}$/.test(rootTree)) {
+      throw new InputError('INVALID_INPUT', 'bundle must be a bundle record or its rootTree (64 lowercase hex)', {
+        data: { field: 'bundle' },
+      });
+    }
+    return findCapturedBundle(this.meta, this.tenant.id, rootTree);
   }
 
   private requireProvider(name: string): void {
@@ -68,13 +93,13 @@ export class Deployments {
   async get(id: string): Promise<Deployment> {
     const record = await this.meta.deployments.find(this.tenant.id, id);
     if (record === undefined) throw new NotFoundError(`deployment ${id} not found`, { data: { deploymentId: id } });
-    return { id: record.id, spec: JSON.parse(record.spec) as DeploymentSpec, createdAt: record.createdAt };
+    return { id: record.id, spec: parseStoredSpec(record.spec), createdAt: record.createdAt };
   }
 
   /** The tenant's deployments, newest first. */
   async list(): Promise<Deployment[]> {
     const records = await this.meta.deployments.list(this.tenant.id);
-    return records.map((r) => ({ id: r.id, spec: JSON.parse(r.spec) as DeploymentSpec, createdAt: r.createdAt }));
+    return records.map((r) => ({ id: r.id, spec: parseStoredSpec(r.spec), createdAt: r.createdAt }));
   }
 
   /** Makes `deploymentId` the active deployment of channel `name` (created on first publish). */

@@ -11,6 +11,7 @@ import { requestLogger } from './logger.js';
 import { httpMetrics, type Metrics, PROMETHEUS_CONTENT_TYPE } from './metrics.js';
 import { buildOpenApi, type RouteDoc } from './openapi.js';
 import type { RouteDef } from './route.js';
+import { bundleRoutes } from './routes/bundles.js';
 import { checkpointRoutes } from './routes/checkpoints.js';
 import { deploymentRoutes } from './routes/deployments.js';
 import { runRoutes } from './routes/runs.js';
@@ -58,7 +59,8 @@ export function createApp(options: AppOptions): Hono<AppEnv> {
 
   const routes: RouteDef[] = [...deploymentRoutes(hf), ...runRoutes(hf), ...checkpointRoutes(hf), ...tokenRoutes(hf)];
   const folderRoutes = workFolderRoutes({ folders: hf.folders, sync: hf.folderSync, lookups: folderAccessLookups(hf.meta) });
-  const docs = [...PUBLIC_DOCS, ...routes.map((r) => r.doc), ...folderRoutes.map((r) => r.doc)];
+  const uploads = bundleRoutes(hf);
+  const docs = [...PUBLIC_DOCS, ...routes.map((r) => r.doc), ...uploads.map((r) => r.doc), ...folderRoutes.map((r) => r.doc)];
   const openapi = buildOpenApi({ title: 'Holdfast API', version: options.version }, docs);
   app.notFound(routeNotFound(docs));
 
@@ -78,6 +80,11 @@ export function createApp(options: AppOptions): Hono<AppEnv> {
   for (const route of routes) {
     const limit = bodyLimit(route.maxBodyBytes ?? MAX_REQUEST_BODY_BYTES);
     app.on(route.doc.method.toUpperCase(), route.doc.path, limit, authorizeRoute(route), idempotency(hf.meta, route), route.handler);
+  }
+  // Bundle uploads: no receipt middleware (it reads the body whole); the same content is the same bundle.
+  for (const route of uploads) {
+    const limit = bodyLimit(route.maxBodyBytes ?? MAX_REQUEST_BODY_BYTES);
+    app.on(route.doc.method.toUpperCase(), route.doc.path, limit, authorizeRoute(route), route.handler);
   }
   // Work folders: every token kind; each route asks the folder policy itself. No receipt
   // middleware (it reads the body whole): their Idempotency-Key is the operation id `Folders` keeps.

@@ -1,6 +1,7 @@
 import { InputError } from '../errors.js';
 import type { Checkpoint, MetadataStore } from '../metadata/metadata-store.js';
 import { MAX_CHECKPOINT_MS } from './checkpoint.js';
+import { isReservedWorkspace } from './reserved-workspaces.js';
 
 /** Which ready checkpoints of each workspace to keep besides its head (DESIGN section 7). */
 export interface RetentionPolicy {
@@ -38,22 +39,25 @@ export function checkPolicy(policy: RetentionPolicy): RetentionPolicy {
  *   count, as in restic's `--keep-daily`); otherwise forgotten;
  * - pending: kept while younger than MAX_CHECKPOINT_MS (it may still finish); older ones
  *   belong to a process that died, and are forgotten;
- * - failed: kept for FAILED_RETENTION_MS after they failed, for visibility, then forgotten.
+ * - failed: kept for FAILED_RETENTION_MS after they failed, for visibility, then forgotten;
+ * - in a workspace of `keepAllReady` (ids; the bundle workspaces), every ready checkpoint is kept.
  */
 export function selectForgettable(
   checkpoints: readonly RetentionCandidate[],
   heads: ReadonlySet<string>,
   policy: RetentionPolicy = DEFAULT_RETENTION,
   now: number = Date.now(),
+  keepAllReady: ReadonlySet<string> = new Set(),
 ): Set<string> {
   checkPolicy(policy);
   const byWorkspace = new Map<string, RetentionCandidate[]>();
   for (const c of checkpoints) byWorkspace.set(c.workspaceId, [...(byWorkspace.get(c.workspaceId) ?? []), c]);
   const forget = new Set<string>();
-  for (const list of byWorkspace.values()) {
+  for (const [workspaceId, list] of byWorkspace) {
     const keep = keptReady(list, policy);
+    const exempt = keepAllReady.has(workspaceId);
     for (const c of list) {
-      if (heads.has(c.id)) continue;
+      if (heads.has(c.id) || (exempt && c.status === 'ready')) continue;
       const expired =
         c.status === 'ready'
           ? !keep.has(c.id)
@@ -92,14 +96,18 @@ export interface RetentionResult {
 }
 
 /**
- * Loads every checkpoint and workspace head, selects what the policy forgets and, unless
+ * Loads every checkpoint and workspace head, selects what the policy forgets (never a ready
+ * checkpoint of a bundle workspace, `BUNDLE_WORKSPACE`) and, unless
  * `dryRun`, deletes those rows. The delete itself refuses to remove a current head, so a head
  * that moved while this ran is still safe.
  */
 export async function applyRetention(meta: MetadataStore, policy: RetentionPolicy, now: number, dryRun: boolean): Promise<RetentionResult> {
   const checkpoints = await meta.checkpoints.listAll();
-  const heads = new Set((await meta.workspaces.listAll()).flatMap((w) => (w.headCheckpointId === null ? [] : [w.headCheckpointId])));
-  const forgotten = selectForgettable(checkpoints, heads, policy, now);
+  const workspaces = await meta.workspaces.listAll();
+  const heads = new Set(workspaces.flatMap((w) => (w.headCheckpointId === null ? [] : [w.headCheckpointId])));
+  // Deployment bundles are kept whatever the policy: a deployment naming one may start a sandbox at any time.
+  const bundles = new Set(workspaces.filter((w) => isReservedWorkspace(w.name)).map((w) => w.id));
+  const forgotten = selectForgettable(checkpoints, heads, policy, now, bundles);
   if (!dryRun && forgotten.size > 0) await meta.checkpoints.deleteMany([...forgotten]);
   return { forgotten, retained: checkpoints.filter((c) => !forgotten.has(c.id)) };
 }

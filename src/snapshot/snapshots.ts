@@ -19,6 +19,7 @@ import {
 import { type DiffEntry, diffTrees } from './diff.js';
 import { collectGarbage, type GcOptions, type GcReport } from './gc.js';
 import { LocalWorkspaceTarget } from './local-target.js';
+import { isReservedWorkspace } from './reserved-workspaces.js';
 import { type RestoreProgress, type RestoreReceipt, restoreCheckpoint } from './restore.js';
 import type { ScanLimits } from './scan.js';
 import { type VerifyOptions, type VerifyReport, verifyStore } from './verify.js';
@@ -76,6 +77,13 @@ export class Snapshots {
         {
           data: { reason: options.reason, choices: CHECKPOINT_REASONS },
         },
+      );
+    }
+    if (isReservedWorkspace(options.workspace)) {
+      throw new InputError(
+        'INVALID_INPUT',
+        `workspace ${options.workspace} is reserved for deployment bundles: capture a bundle with Bundles.capture, or checkpoint into another workspace`,
+        { data: { workspace: options.workspace } },
       );
     }
     if (dir !== undefined) requireDirectory(dir);
@@ -269,7 +277,8 @@ export class Snapshots {
 export type { CheckpointResult, DiffEntry, EndpointContext, RestoreReceipt, TreeEntry };
 
 /** Throws `INVALID_INPUT` unless `dir` is an existing directory (followed if it is a symlink, as a scan's root is). */
-function requireDirectory(dir: string): void {
+/** Throws `INVALID_INPUT` unless `dir` is an existing directory. */
+export function requireDirectory(dir: string): void {
   const st = fs.statSync(dir, { throwIfNoEntry: false });
   if (st === undefined)
     throw new InputError('INVALID_INPUT', `${dir} does not exist: give the directory to checkpoint`, { data: { path: dir } });

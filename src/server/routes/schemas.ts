@@ -7,6 +7,13 @@ import { MAX_CURSOR_CHARS } from './work-folders-schemas.js';
 export const Argv = z.array(z.string().max(8192)).min(1).max(256);
 export const Env = z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/), z.string().max(131072));
 
+/** A captured deployment bundle (what `POST /v1/bundles` answers). */
+export const BundleRecordSchema = z.object({
+  rootTree: z.string().regex(/^[0-9a-f]{64}$/),
+  files: z.number().int().nonnegative(),
+  bytes: z.number().int().nonnegative(),
+});
+
 export const DeploymentBody = z.strictObject({
   provider: z.string().regex(/^[a-z][a-z0-9-]{0,63}$/),
   image: z.string().min(1).max(512).nullish(),
@@ -22,6 +29,9 @@ export const DeploymentBody = z.strictObject({
       pids: z.number().int().positive().optional(),
     })
     .nullish(),
+  /** A bundle this tenant captured: its record, or its rootTree alone. */
+  bundle: z.union([BundleRecordSchema, z.string().regex(/^[0-9a-f]{64}$/)]).nullish(),
+  bundlePath: z.string().max(1024).nullish(),
 });
 
 export const Deployment = z.object({
