@@ -8,7 +8,7 @@ import { acquireLease, type HeldLease, recoveryRequired } from './lease.js';
 import type { RunSandboxContext, SaveMoment } from './run-extension.js';
 import type { RunHost } from './run-host.js';
 import { runWorkspaceName } from './run-names.js';
-import { prepareSandbox, removeStrays, rootedHandle, StepRecorder, stopSandbox, withCommandEnv } from './sandbox-steps.js';
+import { deploymentHandle, prepareSandbox, removeStrays, StepRecorder, stopSandbox, withCommandEnv } from './sandbox-steps.js';
 
 /** A run with a live sandbox of its deployment. */
 export interface ReadySandbox {
@@ -317,7 +317,7 @@ export class RunSession {
     const ref = this.current.sandbox;
     if (ref === null) return undefined;
     const handle = await this.host.provider(ref.provider).get(ref.id);
-    return handle === undefined ? undefined : this.withEnv(rootedHandle(handle, deployment.spec));
+    return handle === undefined ? undefined : this.withEnv(deploymentHandle(handle, deployment.spec));
   }
 
   /** `handle` with the extensions' environment of its last attach in every command. */

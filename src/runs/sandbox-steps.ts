@@ -3,6 +3,8 @@ import { withholdSecrets } from '../core/withhold-secrets.js';
 import { errorToJson, HoldfastError, InputError } from '../errors.js';
 import type { Checkpoint, Run } from '../metadata/metadata-store.js';
 import type { SandboxHandle } from '../sandbox/sandbox-provider.js';
+import { bundleDirIn } from './bundle-record.js';
+import { BUNDLE_DIR_ENV, installBundle } from './deployment-bundle.js';
 import type { DeploymentSpec } from './deployment-spec.js';
 import type { Deployment } from './deployments.js';
 import type { RunHost } from './run-host.js';
@@ -81,6 +83,18 @@ export function rootedHandle(handle: SandboxHandle, spec: DeploymentSpec): Sandb
     exec: (argv, options) => handle.exec(argv, options),
     run: (argv, options) => handle.run(argv, options),
   };
+}
+
+/**
+ * The sandbox as a deployment sees it: rooted at its workspace root ({@link rootedHandle}) and,
+ * for a deployment with a bundle, with `HOLDFAST_BUNDLE_DIR` in every command (the path is
+ * the spec's, so a handle found again after a restart names the same directory).
+ */
+export function deploymentHandle(handle: SandboxHandle, spec: DeploymentSpec): SandboxHandle {
+  const rooted = rootedHandle(handle, spec);
+  if (spec.bundle === null || spec.bundle === undefined) return rooted;
+  const env = { [BUNDLE_DIR_ENV]: bundleDirIn(spec.bundlePath ?? null, rooted) };
+  return withCommandEnv(rooted, () => env);
 }
 
 /**
@@ -178,8 +192,10 @@ export async function prepareSandbox(input: PrepareInput): Promise<SandboxHandle
     (h) => ({ sandbox: h.id, provider: h.provider, deploymentId: input.deploymentId }),
   );
   try {
-    const sandbox = rootedHandle(created, spec);
-    if (sandbox !== created) await runChecked(host, created, ['mkdir', '-p', sandbox.workspaceRoot], {}, 'creating the workspace root');
+    const sandbox = deploymentHandle(created, spec);
+    if (sandbox.workspaceRoot !== created.workspaceRoot) {
+      await runChecked(host, created, ['mkdir', '-p', sandbox.workspaceRoot], {}, 'creating the workspace root');
+    }
     const { checkpoint } = input;
     if (checkpoint !== undefined) {
       const receipt = await recorder.step(
@@ -201,6 +217,14 @@ export async function prepareSandbox(input: PrepareInput): Promise<SandboxHandle
           },
         );
       }
+    }
+    if (spec.bundle !== null && spec.bundle !== undefined) {
+      // Before setup and validation, which may use it; never from a checkpoint (the bundle path is outside the workspace).
+      await recorder.step(
+        'bundle',
+        () => installBundle(host.endpoints, host.snapshotsFor(input.tenantName), sandbox, { spec }),
+        (r) => (r === null ? {} : { rootTree: r.receipt.rootTree, files: r.receipt.files, bytes: r.receipt.bytes, dir: r.dir }),
+      );
     }
     await recorder.step('setup', async () => {
       for (const [i, argv] of spec.setup.entries()) await runChecked(host, sandbox, argv, {}, `setup command ${i + 1}`);
