@@ -41,6 +41,8 @@ export function folderPanel(options: FolderPanelOptions): View {
   const { host, scope, owner, who, view } = options;
   const base = `/api/companies/${seg(options.tenant)}/work-folders/${scope}/${seg(owner)}`;
   let disposed = false;
+  /** The listing was refused (404): nothing more of this collection is drawn. */
+  let refused = false;
   let live: FolderEntry[] = [];
   let trash: FolderEntry[] = [];
   let lastOperationAt: number | null = null;
@@ -104,6 +106,8 @@ export function folderPanel(options: FolderPanelOptions): View {
       if (disposed) return;
       if (error instanceof ApiError && error.status === 404) {
         stop();
+        refused = true;
+        replace(freshness);
         replace(saveState);
         replace(toolbar);
         replace(subtabs);
@@ -131,14 +135,14 @@ export function folderPanel(options: FolderPanelOptions): View {
         error: error instanceof ApiError ? { code: error.code, message: error.message } : { code: 'NETWORK', message: String(error) },
       };
     }
-    if (disposed) return;
+    if (disposed || refused) return;
     syncAt = Date.now();
     drawSaveState();
     drawFreshness();
   }
 
   function drawFreshness(): void {
-    freshness.textContent = `Files updated ${filesAt === null ? '…' : formatTime(filesAt)} (every ${FILES_REFRESH_MS / 1000} s) · save state checked ${syncAt === null ? '…' : formatTime(syncAt)} (every ${SYNC_REFRESH_MS / 1000} s)${truncated ? ` · only the first ${MAX_LISTED_ROWS} rows are listed` : ''}`;
+    freshness.textContent = `Listing refreshed ${filesAt === null ? '…' : formatTime(filesAt)} (every ${FILES_REFRESH_MS / 1000} s) · save state checked ${syncAt === null ? '…' : formatTime(syncAt)} (every ${SYNC_REFRESH_MS / 1000} s)${truncated ? ` · only the first ${MAX_LISTED_ROWS} rows are listed` : ''}`;
   }
 
   function drawSaveState(): void {

@@ -19,7 +19,9 @@ export function workFoldersView(context: ViewContext): View {
   titled('Work folders');
   const { main, params, who } = context;
   const runId = params.get('run') ?? (who.kind === 'run' ? (who.runId ?? null) : null);
-  const tab = (SCOPES as readonly string[]).includes(params.get('tab') ?? '') ? (params.get('tab') as Scope) : 'task';
+  // A person's token starts on their own user folder; everyone else on the task folder.
+  const fallbackTab: Scope = who.kind === 'user' && params.get('run') === null ? 'user' : 'task';
+  const tab = (SCOPES as readonly string[]).includes(params.get('tab') ?? '') ? (params.get('tab') as Scope) : fallbackTab;
   let panel: View | undefined;
   let disposed = false;
 
