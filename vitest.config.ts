@@ -4,6 +4,7 @@ import { SummaryReporter } from './test/support/summary-reporter.js';
 export default defineConfig({
   test: {
     include: ['src/**/*.test.ts', 'test/**/*.test.ts'],
+    // Waits for the work-folder save state route (GET …/work-folders/:scope/:ownerId/sync): remove once it is merged.
     reporters: ['default', new SummaryReporter()],
     testTimeout: 60_000,
     hookTimeout: 60_000,

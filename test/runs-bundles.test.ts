@@ -110,9 +110,7 @@ describe.each(PROVIDERS)('deployment bundles in runs on $name', (providerCase) =
     const second = await hf.runs.turn(run.id, ({ sandbox }) =>
       sandbox.run(sh(`cat "$HOLDFAST_BUNDLE_DIR/skills/a.md" mine.txt setup-saw.txt; ${LIST}`)),
     );
-    expect(second.value.stdout.toString()).toBe(
-      'skill a, bundle one\nmine\n20\n555 24 ./bin/tool.sh\n444 20 ./skills/a.md\n',
-    );
+    expect(second.value.stdout.toString()).toBe('skill a, bundle one\nmine\n20\n555 24 ./bin/tool.sh\n444 20 ./skills/a.md\n');
     const recovery = (await hf.runs.events(run.id)).filter((e) => e.kind === 'recovery').map((e) => e.step);
     expect(recovery).toContain('bundle');
   });

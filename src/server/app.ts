@@ -1,6 +1,7 @@
 import { Hono, type MiddlewareHandler } from 'hono';
 import { folderAccessLookups, PRINCIPAL_KINDS } from '../auth/folder-access.js';
 import type { Holdfast } from '../index.js';
+import { INSPECTOR_BASE_PATH, mountInspector } from '../inspector/server/inspector-assets.js';
 import type { AppEnv } from './app-env.js';
 import { bearerAuth } from './auth.js';
 import { bodyLimit, MAX_REQUEST_BODY_BYTES } from './body-limit.js';
@@ -14,6 +15,7 @@ import type { RouteDef } from './route.js';
 import { bundleRoutes } from './routes/bundles.js';
 import { checkpointRoutes } from './routes/checkpoints.js';
 import { deploymentRoutes } from './routes/deployments.js';
+import { inspectorAnyPrincipalRoutes, inspectorV1Routes } from './routes/inspector-support.js';
 import { runRoutes } from './routes/runs.js';
 import { tokenRoutes } from './routes/tokens.js';
 import { workFolderRoutes } from './routes/work-folders.js';
@@ -39,6 +41,14 @@ const PUBLIC_DOCS: readonly RouteDoc[] = [
     produces: 'text/plain',
   },
   { method: 'get', path: '/v1/openapi.json', summary: 'This document', auth: false, tags: ['ops'] },
+  {
+    method: 'get',
+    path: INSPECTOR_BASE_PATH,
+    summary: 'The inspector: a web page over this API (it asks for a token and sends it with every call)',
+    auth: false,
+    tags: ['ops'],
+    produces: 'text/html',
+  },
 ];
 
 /**
@@ -57,8 +67,17 @@ export function createApp(options: AppOptions): Hono<AppEnv> {
   app.onError(errorHandler(log));
   registerRunMetrics(hf, metrics);
 
-  const routes: RouteDef[] = [...deploymentRoutes(hf), ...runRoutes(hf), ...checkpointRoutes(hf), ...tokenRoutes(hf)];
-  const folderRoutes = workFolderRoutes({ folders: hf.folders, sync: hf.folderSync, lookups: folderAccessLookups(hf.meta) });
+  const routes: RouteDef[] = [
+    ...deploymentRoutes(hf),
+    ...runRoutes(hf),
+    ...checkpointRoutes(hf),
+    ...tokenRoutes(hf),
+    ...inspectorV1Routes(hf),
+  ];
+  const folderRoutes = [
+    ...workFolderRoutes({ folders: hf.folders, sync: hf.folderSync, lookups: folderAccessLookups(hf.meta) }),
+    ...inspectorAnyPrincipalRoutes(),
+  ];
   const uploads = bundleRoutes(hf);
   const docs = [...PUBLIC_DOCS, ...routes.map((r) => r.doc), ...uploads.map((r) => r.doc), ...folderRoutes.map((r) => r.doc)];
   const openapi = buildOpenApi({ title: 'Holdfast API', version: options.version }, docs);
@@ -72,6 +91,7 @@ export function createApp(options: AppOptions): Hono<AppEnv> {
   });
   app.get('/metrics', async (c) => c.body(await metrics.render(), 200, { 'content-type': PROMETHEUS_CONTENT_TYPE }));
   app.get('/v1/openapi.json', (c) => c.json(openapi));
+  mountInspector(app);
 
   app.use(
     '/v1/*',
@@ -86,7 +106,7 @@ export function createApp(options: AppOptions): Hono<AppEnv> {
     const limit = bodyLimit(route.maxBodyBytes ?? MAX_REQUEST_BODY_BYTES);
     app.on(route.doc.method.toUpperCase(), route.doc.path, limit, authorizeRoute(route), route.handler);
   }
-  // Work folders: every token kind; each route asks the folder policy itself. No receipt
+  // Work folders (and who-am-I): every token kind; each folder route asks the folder policy itself. No receipt
   // middleware (it reads the body whole): their Idempotency-Key is the operation id `Folders` keeps.
   const anyPrincipal = bearerAuth((hash) => hf.tokens.principal(hash), { kinds: PRINCIPAL_KINDS });
   for (const route of folderRoutes) {
