@@ -138,4 +138,24 @@ describe('holdfast folder (compiled bin)', () => {
     expect(unknownTenant.code).toBe(1);
     expect(errorCode(unknownTenant)).toBe('NOT_FOUND');
   });
+
+  it('sync lists the save state per sandbox (none yet); refresh takes a bound run and refuses an ended one', async () => {
+    const none = await holdfast(['--json', 'folder', 'sync', ...on]);
+    expect(none.code, none.stderr).toBe(0);
+    expect(json(none)).toEqual({ sandboxes: [] });
+    const deployment = json(await holdfast(['--json', 'deployment', 'create', '--provider', 'local']));
+    const run = await holdfast(['--json', 'run', 'create', '--deployment', deployment.id, '--task', 'task-42']);
+    expect(run.code, run.stderr).toBe(0);
+    const runId = json(run).id as string;
+    const queued = await holdfast(['--json', 'folder', 'refresh', ...on, '--run', runId]);
+    expect(queued.code, queued.stderr).toBe(0);
+    expect(json(queued)).toEqual({ queued: false });
+    const unbound = await holdfast(['--json', 'folder', 'refresh', '--scope', 'project', '--owner', 'p-1', '--run', runId]);
+    expect(unbound.code).toBe(1);
+    expect(errorCode(unbound)).toBe('NOT_FOUND');
+    expect((await holdfast(['run', 'end', runId])).code).toBe(0);
+    const ended = await holdfast(['--json', 'folder', 'refresh', ...on, '--run', runId]);
+    expect(ended.code).toBe(1);
+    expect(errorCode(ended)).toBe('CONFLICT');
+  });
 });

@@ -73,7 +73,7 @@ function withOpId(command: Command): Command {
   return command.option('--op-id <id>', 'operation id (default: a new one); the same id again is a no-op, with other content CONFLICT');
 }
 
-/** `holdfast folder ls | get | put | mkdir | rm | restore | purge`: work folders, straight on the store. */
+/** `holdfast folder ls | get | put | mkdir | rm | restore | purge | sync | refresh`: work folders, straight on the store. */
 export function registerFolder(program: Command): void {
   const folder = program
     .command('folder')
@@ -213,6 +213,48 @@ export function registerFolder(program: Command): void {
         const ref = await collectionOf(hf, flags);
         const result = await hf.folders.restore(ref, fileId, { operationId: operationId(flags, (line) => output.note(line)) });
         output.result(result, () => (result.applied ? `${result.restored} restored` : 'already applied; nothing changed'));
+      });
+    });
+
+  onCollection(folder.command('sync'))
+    .description('the save state of the collection in every sandbox that synced it (never saved, saving, saved, failed)')
+    .action(async (flags: CollectionFlags, command: Command) => {
+      await withHoldfast(command, async (hf, { output }) => {
+        const ref = await collectionOf(hf, flags);
+        const tenant = { id: ref.tenantId, name: flags.tenant };
+        const sandboxes = await hf.folderSync.status(tenant, { scope: ref.scope, ownerId: ref.ownerId });
+        output.result({ sandboxes }, () => {
+          if (sandboxes.length === 0) return 'no sandbox has synced this collection';
+          return renderTable(
+            ['RUN', 'SANDBOX', 'STATE', 'LAST SAVED', 'FINAL FLUSH', 'REFRESH', 'ERROR'],
+            sandboxes.map((s) => [
+              s.runId,
+              `${s.sandbox.provider}:${s.sandbox.id}${s.active ? '' : ' (ended)'}`,
+              s.state.replace('_', ' '),
+              s.lastSavedAt === null ? 'never' : isoTime(s.lastSavedAt),
+              s.finalCheckpointAt === null ? '-' : isoTime(s.finalCheckpointAt),
+              s.refresh.state,
+              s.error === null ? '-' : s.error.code,
+            ]),
+          );
+        });
+      });
+    });
+
+  onCollection(folder.command('refresh'))
+    .description("queue a refresh of the collection in a bound run's sandbox, applied at the run's next safe boundary")
+    .requiredOption('--run <id>', 'a run bound to the collection')
+    .action(async (flags: CollectionFlags & { run: string }, command: Command) => {
+      await withHoldfast(command, async (hf, { output }) => {
+        const ref = await collectionOf(hf, flags);
+        const run = await (await hf.forTenant(flags.tenant)).runs.get(flags.run);
+        const tenant = { id: ref.tenantId, name: flags.tenant };
+        const result = await hf.folderSync.requestRefresh(tenant, run.id, { scope: ref.scope, ownerId: ref.ownerId });
+        output.result(result, () =>
+          result.queued
+            ? `refresh of ${flags.scope}/${flags.owner} queued for run ${run.id}'s next safe boundary`
+            : `run ${run.id}'s sandbox has not synced ${flags.scope}/${flags.owner} yet: its next start hydrates it`,
+        );
       });
     });
 
