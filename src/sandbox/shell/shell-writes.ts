@@ -21,8 +21,12 @@ export const ARG_RAW_BYTES = 3 * Math.floor((SHELL_MAX_ARG_BYTES - 8) / 4);
 export const WRITE_FIXED_ARG_BYTES = 16 * 1024;
 /** Raw file bytes one `args` exec carries at most. */
 export const ARGS_EXEC_RAW_BYTES = Math.floor(((SHELL_MAX_ARGV_BYTES - WRITE_FIXED_ARG_BYTES) * 3) / 4) - 64 * 1024;
-/** Stdin bytes of one `stdin` exec of small files. */
-export const STDIN_EXEC_BYTES = 8 * 1024 * 1024;
+/**
+ * Stdin bytes of one `stdin` exec of small files: the same bound as the agent's write batches
+ * (4 MiB and {@link WRITE_EXEC_FILES} files), so what one batch may hold in flight is the same
+ * whichever transport a sandbox gets.
+ */
+export const STDIN_EXEC_BYTES = 4 * 1024 * 1024;
 /** Files completed per write exec (their verification is one `stat` and one `sha256sum`). */
 export const WRITE_EXEC_FILES = 256;
 /** dd block for stdin writes: whole blocks first, then the remainder. */
