@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { storeEnvironment } from './support/cli-env.js';
 import { pemBlock } from './support/secret-samples.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -38,16 +39,7 @@ describe('holdfast deployment create --bundle (compiled bin, --json)', () => {
   beforeAll(() => {
     expect(fs.existsSync(bin), `${bin} is missing: run npm run build first (npm test does)`).toBe(true);
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hf-deployment-cli-'));
-    const clean = Object.fromEntries(
-      Object.entries(process.env).filter((e): e is [string, string] => !e[0].startsWith('HOLDFAST_') && e[1] !== undefined),
-    );
-    env = {
-      ...clean,
-      HOLDFAST_META: `sqlite:${path.join(dir, 'meta.db')}`,
-      HOLDFAST_BLOBS: `file:${path.join(dir, 'blobs')}`,
-      HOLDFAST_SANDBOX_DIR: path.join(dir, 'sandboxes'),
-      HOLDFAST_CACHE_DIR: path.join(dir, 'cache'),
-    };
+    env = storeEnvironment(dir);
   });
   afterAll(() => {
     fs.rmSync(dir, { recursive: true, force: true });

@@ -3,13 +3,10 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Holdfast, openHoldfast } from '../src/index.js';
 import { ObjectReader } from '../src/objects/object-reader.js';
-import { BwrapSandboxProvider } from '../src/sandbox/providers/bwrap.js';
-import { DockerSandboxProvider } from '../src/sandbox/providers/docker.js';
 import type { SandboxProvider } from '../src/sandbox/sandbox-provider.js';
 import { walkReachable } from '../src/snapshot/reachability.js';
 import { BACKENDS, type OpenedBackends } from './support/backends.js';
-import { nodeImage } from './support/docker-images.js';
-import { expectBwrapInstalled } from './support/sandbox-processes.js';
+import { BWRAP_RUNS, dockerRuns, type RunProviderCase } from './support/run-providers.js';
 
 /**
  * Deployment bundles through the run lifecycle (issue 17): every new sandbox of a run gets its
@@ -21,22 +18,7 @@ const sh = (script: string) => ['sh', '-c', script];
 /** `mode size path` of every file under `$HOLDFAST_BUNDLE_DIR`, sorted. */
 const LIST = 'cd "$HOLDFAST_BUNDLE_DIR" && find . -type f | sort | while read -r p; do stat -c "%a %s $p" "$p"; done';
 
-const PROVIDERS: ReadonlyArray<{ name: string; image: () => string | null; open: (dir: string) => SandboxProvider }> = [
-  {
-    name: 'bwrap',
-    image: () => null,
-    open: (dir) => {
-      expectBwrapInstalled();
-      return new BwrapSandboxProvider({ root: path.join(dir, 'sandboxes') });
-    },
-  },
-  {
-    name: 'docker',
-    image: nodeImage,
-    open: (dir) =>
-      new DockerSandboxProvider({ image: nodeImage(), scope: `runbundles-${path.basename(dir).replace(/[^A-Za-z0-9._-]/g, '')}` }),
-  },
-];
+const PROVIDERS: readonly RunProviderCase[] = [BWRAP_RUNS, dockerRuns('runbundles')];
 
 describe.each(PROVIDERS)('deployment bundles in runs on $name', (providerCase) => {
   let opened: OpenedBackends;

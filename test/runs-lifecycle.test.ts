@@ -2,46 +2,24 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Holdfast, openHoldfast, type RunSettings, type TurnContext } from '../src/index.js';
-import { BwrapSandboxProvider } from '../src/sandbox/providers/bwrap.js';
-import { DockerSandboxProvider } from '../src/sandbox/providers/docker.js';
 import type { SandboxProvider } from '../src/sandbox/sandbox-provider.js';
 import { BACKENDS, type BackendCase, type OpenedBackends } from './support/backends.js';
-import { nodeImage } from './support/docker-images.js';
 import { FaultInjectingBlobStore } from './support/fault-injecting-blob-store.js';
 import { FaultyProvider } from './support/faulty-provider.js';
-import { expectBwrapInstalled } from './support/sandbox-processes.js';
+import { BWRAP_RUNS, dockerRuns, type RunProviderCase } from './support/run-providers.js';
 
 const sh = (script: string) => ['sh', '-c', script];
 
-/** A sandbox provider the lifecycle runs on, with what a deployment for it names. */
-interface ProviderCase {
-  readonly name: string;
-  readonly image: () => string | null;
-  readonly open: (dir: string) => SandboxProvider;
-}
-
-const PROVIDERS: readonly ProviderCase[] = [
-  {
-    name: 'bwrap',
-    image: () => null,
-    open: (dir) => {
-      expectBwrapInstalled();
-      return new BwrapSandboxProvider({ root: path.join(dir, 'sandboxes') });
-    },
-  },
-  {
-    name: 'docker',
-    image: nodeImage,
-    // A scope of its own: list() and the stray sweep see only this file's containers.
-    open: (dir) =>
-      new DockerSandboxProvider({ image: nodeImage(), scope: `lifecycle-${path.basename(dir).replace(/[^A-Za-z0-9._-]/g, '')}` }),
-  },
-];
+const PROVIDERS: readonly RunProviderCase[] = [BWRAP_RUNS, dockerRuns('lifecycle')];
 
 /** Every backend pair on bwrap; docker on the first pair (the provider, not the stores, is what differs). */
-const CASES: ReadonlyArray<{ name: string; backend: BackendCase; sandboxes: ProviderCase }> = [
-  ...BACKENDS.map((backend) => ({ name: `${backend.name} on bwrap`, backend, sandboxes: PROVIDERS[0] as ProviderCase })),
-  { name: `${(BACKENDS[0] as BackendCase).name} on docker`, backend: BACKENDS[0] as BackendCase, sandboxes: PROVIDERS[1] as ProviderCase },
+const CASES: ReadonlyArray<{ name: string; backend: BackendCase; sandboxes: RunProviderCase }> = [
+  ...BACKENDS.map((backend) => ({ name: `${backend.name} on bwrap`, backend, sandboxes: PROVIDERS[0] as RunProviderCase })),
+  {
+    name: `${(BACKENDS[0] as BackendCase).name} on docker`,
+    backend: BACKENDS[0] as BackendCase,
+    sandboxes: PROVIDERS[1] as RunProviderCase,
+  },
 ];
 
 describe.each(CASES)('run lifecycle through the library: $name', ({ backend, sandboxes }) => {

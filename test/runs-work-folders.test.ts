@@ -2,14 +2,11 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CollectionRef } from '../src/folders/folders.js';
 import { type Holdfast, openHoldfast, type RunSettings, type TurnContext } from '../src/index.js';
-import { BwrapSandboxProvider } from '../src/sandbox/providers/bwrap.js';
-import { DockerSandboxProvider } from '../src/sandbox/providers/docker.js';
 import type { SandboxProvider } from '../src/sandbox/sandbox-provider.js';
 import { BACKENDS, type BackendCase, type OpenedBackends } from './support/backends.js';
-import { nodeImage } from './support/docker-images.js';
 import { FaultInjectingBlobStore } from './support/fault-injecting-blob-store.js';
 import { body, writeReceipt } from './support/folder-sync.js';
-import { expectBwrapInstalled } from './support/sandbox-processes.js';
+import { BWRAP_RUNS, dockerRuns, type RunProviderCase } from './support/run-providers.js';
 
 /**
  * Work-folder sync as a step of the run lifecycle (issue 13), end to end through the library:
@@ -18,27 +15,10 @@ import { expectBwrapInstalled } from './support/sandbox-processes.js';
 
 const sh = (script: string) => ['sh', '-c', script];
 
-interface ProviderCase {
-  readonly name: string;
-  readonly image: () => string | null;
-  readonly open: (dir: string) => SandboxProvider;
-}
+const BWRAP = BWRAP_RUNS;
+const DOCKER = dockerRuns('folders');
 
-const BWRAP: ProviderCase = {
-  name: 'bwrap',
-  image: () => null,
-  open: (dir) => {
-    expectBwrapInstalled();
-    return new BwrapSandboxProvider({ root: path.join(dir, 'sandboxes') });
-  },
-};
-const DOCKER: ProviderCase = {
-  name: 'docker',
-  image: nodeImage,
-  open: (dir) => new DockerSandboxProvider({ image: nodeImage(), scope: `folders-${path.basename(dir).replace(/[^A-Za-z0-9._-]/g, '')}` }),
-};
-
-const CASES: ReadonlyArray<{ name: string; backend: BackendCase; sandboxes: ProviderCase }> = [
+const CASES: ReadonlyArray<{ name: string; backend: BackendCase; sandboxes: RunProviderCase }> = [
   ...BACKENDS.map((backend) => ({ name: `${backend.name} on bwrap`, backend, sandboxes: BWRAP })),
   { name: `${(BACKENDS[0] as BackendCase).name} on docker`, backend: BACKENDS[0] as BackendCase, sandboxes: DOCKER },
 ];

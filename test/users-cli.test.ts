@@ -8,6 +8,7 @@ import { folderAccessLookups } from '../src/auth/folder-access.js';
 import { hashToken } from '../src/auth/tokens.js';
 import { loadConfig } from '../src/config.js';
 import { canAccessFolder, openHoldfast, type Principal } from '../src/index.js';
+import { storeEnvironment } from './support/cli-env.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const bin = path.join(root, 'dist', 'bin', 'main.js');
@@ -48,16 +49,7 @@ describe('holdfast user, token --user, run create and run end (compiled bin, --j
   beforeAll(() => {
     expect(fs.existsSync(bin), `${bin} is missing: run npm run build first (npm test does)`).toBe(true);
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hf-users-cli-'));
-    const clean = Object.fromEntries(
-      Object.entries(process.env).filter((e): e is [string, string] => !e[0].startsWith('HOLDFAST_') && e[1] !== undefined),
-    );
-    env = {
-      ...clean,
-      HOLDFAST_META: `sqlite:${path.join(dir, 'meta.db')}`,
-      HOLDFAST_BLOBS: `file:${path.join(dir, 'blobs')}`,
-      HOLDFAST_SANDBOX_DIR: path.join(dir, 'sandboxes'),
-      HOLDFAST_CACHE_DIR: path.join(dir, 'cache'),
-    };
+    env = storeEnvironment(dir);
   });
   afterAll(() => {
     fs.rmSync(dir, { recursive: true, force: true });

@@ -28,9 +28,13 @@ export function looksLikePlaceholder(value: string): boolean {
   return false;
 }
 
-/** Words that mark a password or token as written for a reader, not generated. */
+/**
+ * Words that mark a password or token as written for a reader, not generated; `1234` is how
+ * documentation counts (`key_1234`, `pass1234`), which a generated value of these lengths
+ * holds about once in a million.
+ */
 const PLACEHOLDER_WORDS_RE =
-  /pass|pwd|secret|example|sample|change|your|dummy|fake|test|token|redacted|placeholder|hidden|xxx|\*\*\*|mypass|demo|guest|admin|foo|bar/i;
+  /pass|pwd|secret|example|sample|change|your|dummy|fake|test|token|redacted|placeholder|hidden|xxx|\*\*\*|mypass|demo|guest|admin|foo|bar|1234/i;
 /** Template and variable syntax (`${PASS}`, `$PASS`, `<password>`, `{{ pass }}`, `%s`, `%(pass)s`). */
 const TEMPLATE_RE = /[$<>{}]|%(?:s|\()/;
 const MIN_PASSWORD_CHARS = 8;

@@ -88,20 +88,7 @@ export class FolderOperations {
         }
         await this.createParents(tx, collection, path, live, at, existing === undefined ? 1 : 0);
         await publishObjects(tx, content, startedAt);
-        const fields = {
-          size: content.size,
-          sha256: content.sha256,
-          chunks: content.chunks,
-          executable: options.executable === true,
-          contentType: options.contentType ?? null,
-          updatedAt: at,
-        };
-        if (existing !== undefined) {
-          await tx.folders.updateContent(existing.id, fields);
-          return { answer: { ...existing, ...fields }, resultId: existing.id };
-        }
-        const row = await tx.folders.insertFile(collection.id, { collectionId: collection.id, path, kind: 'file', ...fields });
-        return { answer: row, resultId: row.id };
+        return putFileRow(tx, collection, path, existing, { ...content, options, at });
       });
       return result.applied
         ? { entry: toEntry(result.answer as FolderFileRecord), applied: true }
@@ -338,6 +325,36 @@ export function directoryRow(collection: FolderCollection, path: string, at: num
     contentType: null,
     updatedAt: at,
   };
+}
+
+/**
+ * Writes the live file row at `path`: overwrites `existing` in place (its id stays) or inserts
+ * a new row. Resolves with the row as it now is and its id, as a mutation's answer.
+ */
+export async function putFileRow(
+  tx: MetadataTransaction,
+  collection: FolderCollection,
+  path: string,
+  existing: FolderFileRecord | undefined,
+  content: Pick<FolderFileRecord, 'size' | 'sha256' | 'chunks'> & {
+    readonly options: { readonly executable?: boolean; readonly contentType?: string };
+    readonly at: number;
+  },
+): Promise<{ answer: FolderFileRecord; resultId: string }> {
+  const fields = {
+    size: content.size,
+    sha256: content.sha256,
+    chunks: content.chunks,
+    executable: content.options.executable === true,
+    contentType: content.options.contentType ?? null,
+    updatedAt: content.at,
+  };
+  if (existing !== undefined) {
+    await tx.folders.updateContent(existing.id, fields);
+    return { answer: { ...existing, ...fields }, resultId: existing.id };
+  }
+  const row = await tx.folders.insertFile(collection.id, { collectionId: collection.id, path, kind: 'file', ...fields });
+  return { answer: row, resultId: row.id };
 }
 
 export function kindClash(path: string, kind: 'file' | 'directory'): ConflictError {

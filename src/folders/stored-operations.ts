@@ -1,7 +1,7 @@
 import { isSha256Hex } from '../core/hash.js';
 import { type HoldfastError, InputError, NotFoundError, StoreError } from '../errors.js';
 import type { FolderChunk, FolderCollection, FolderFileRecord, MetadataTransaction } from '../metadata/metadata-store.js';
-import { directoryRow, type FolderOperations, kindClash, type MutationItem, type Outcome } from './folder-operations.js';
+import { directoryRow, type FolderOperations, kindClash, type MutationItem, type Outcome, putFileRow } from './folder-operations.js';
 import { parentPaths, validateFolderPath, validateName } from './folder-paths.js';
 import type { CollectionRef, FolderLimits, MkdirOptions, OperationOptions, WriteOptions } from './folders.js';
 
@@ -138,20 +138,7 @@ async function applyWrite(
   await checkRoom(tx, limits, collection, path, live, kept === undefined ? 1 : 0);
   if (replacing) await ops.trashSubtree(tx, collection, path, at);
   await ops.createParents(tx, collection, path, live, at, kept === undefined ? 1 : 0);
-  const fields = {
-    size: content.size,
-    sha256: content.sha256,
-    chunks,
-    executable: options.executable === true,
-    contentType: options.contentType ?? null,
-    updatedAt: at,
-  };
-  if (kept !== undefined) {
-    await tx.folders.updateContent(kept.id, fields);
-    return { answer: { ...kept, ...fields }, resultId: kept.id };
-  }
-  const row = await tx.folders.insertFile(collection.id, { collectionId: collection.id, path, kind: 'file', ...fields });
-  return { answer: row, resultId: row.id };
+  return putFileRow(tx, collection, path, kept, { size: content.size, sha256: content.sha256, chunks, options, at });
 }
 
 /** The shape of stored content: hex ids, a size within the limit, and one chunk (its hash) for a small file. */

@@ -118,6 +118,7 @@ export function credentialLookAlikes(): ReadonlyArray<readonly [string, string]>
     ['the Slack documentation webhook', `https://hooks.${'slack'}.com/services/T00000000/B00000000/${'X'.repeat(24)}`],
     ['a URL with a documentation password', 'postgres://user:password@localhost:5432/db'],
     ['a URL with a numbered placeholder', 'mysql://root:changeme123@127.0.0.1/app'],
+    ['a URL with a counted documentation key', 'dotenv://:key_1234@dotenvx.com/vault/.env.vault?environment=development'],
     [
       'a URL with template passwords',
       `https://${ref('USER')}:${ref('PASS')}@host/ and redis://:<password>@localhost and http://u:{{ pw }}@h`,

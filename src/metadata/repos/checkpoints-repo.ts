@@ -2,6 +2,7 @@ import type { Selectable } from 'kysely';
 import { ConflictError, NotFoundError } from '../../errors.js';
 import type { CheckpointReason, CheckpointStatus, CheckpointsTable } from '../schema.js';
 import {
+  afterNewest,
   fromJsonText,
   isForeignKeyViolation,
   type JsonObject,
@@ -157,12 +158,7 @@ export function createCheckpointsRepo({ db, dialect, now }: RepoContext): Checkp
     async listByWorkspace(workspaceId, options = {}) {
       let query = db.selectFrom('checkpoints').selectAll().where('workspace_id', '=', workspaceId);
       if (options.status !== undefined) query = query.where('status', '=', options.status);
-      if (options.after !== undefined) {
-        const [createdAt, id] = options.after;
-        query = query.where((eb) =>
-          eb.or([eb('created_at', '<', createdAt), eb.and([eb('created_at', '=', createdAt), eb('id', '<', id)])]),
-        );
-      }
+      if (options.after !== undefined) query = query.where(afterNewest(options.after, 'desc'));
       if (options.limit !== undefined) query = query.limit(requireCount(options.limit, 'limit'));
       const rows = await query.orderBy('created_at', 'desc').orderBy('id', 'desc').execute();
       return rows.map(toCheckpoint);

@@ -1,7 +1,7 @@
 import type { Selectable } from 'kysely';
 import { NotFoundError } from '../../errors.js';
 import type { ChannelsTable, DeploymentsTable } from '../schema.js';
-import { isForeignKeyViolation, type RepoContext, requireCount, requireText } from './repo-context.js';
+import { afterNewest, isForeignKeyViolation, type RepoContext, requireCount, requireText } from './repo-context.js';
 
 /** A stored deployment: its content id and the canonical JSON spec it hashes. */
 export interface DeploymentRecord {
@@ -87,12 +87,7 @@ export function createDeploymentsRepo({ db, now }: RepoContext): DeploymentsRepo
     find,
     async list(tenantId, options = {}) {
       let query = db.selectFrom('deployments').selectAll().where('tenant_id', '=', tenantId);
-      if (options.after !== undefined) {
-        const [createdAt, id] = options.after;
-        query = query.where((eb) =>
-          eb.or([eb('created_at', '<', createdAt), eb.and([eb('created_at', '=', createdAt), eb('id', '>', id)])]),
-        );
-      }
+      if (options.after !== undefined) query = query.where(afterNewest(options.after, 'asc'));
       if (options.limit !== undefined) query = query.limit(requireCount(options.limit, 'limit'));
       const rows = await query.orderBy('created_at', 'desc').orderBy('id').execute();
       return rows.map(toDeployment);

@@ -85,3 +85,15 @@ export function startsWith(dialect: RepoContext['dialect'], column: string, pref
   // Every string starting with `prefix` sorts at or after it and before it followed by the largest code point.
   return sql<SqlBool>`(${ref} >= ${prefix} AND ${ref} < ${`${prefix}\u{10FFFF}`} AND ${exact})`;
 }
+
+/**
+ * The keyset condition of a page of a listing ordered newest first (`created_at DESC`, then
+ * `id` in `idOrder`): the rows strictly after `after = [createdAt, id]` in that order. A row
+ * inserted while a client pages is either before the cursor (never returned) or after it
+ * (returned once); none is skipped or repeated.
+ */
+export function afterNewest(after: readonly [createdAt: number, id: string], idOrder: 'asc' | 'desc'): RawBuilder<SqlBool> {
+  const [createdAt, id] = after;
+  const idAfter = idOrder === 'asc' ? sql<SqlBool>`id > ${id}` : sql<SqlBool>`id < ${id}`;
+  return sql<SqlBool>`(created_at < ${createdAt} OR (created_at = ${createdAt} AND ${idAfter}))`;
+}

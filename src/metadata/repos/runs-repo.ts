@@ -2,6 +2,7 @@ import { type Selectable, sql } from 'kysely';
 import { ConflictError, HoldfastError, NotFoundError } from '../../errors.js';
 import type { LeaseState, RunsTable } from '../schema.js';
 import {
+  afterNewest,
   fromJsonText,
   isForeignKeyViolation,
   newId,
@@ -184,12 +185,7 @@ export function createRunsRepo({ db, dialect, now }: RepoContext): RunsRepo {
     async list(tenantId, limit = 100, after) {
       let query = db.selectFrom('runs').selectAll();
       if (tenantId !== null) query = query.where('tenant_id', '=', requireText(tenantId, 'tenantId'));
-      if (after !== undefined) {
-        const [createdAt, id] = after;
-        query = query.where((eb) =>
-          eb.or([eb('created_at', '<', createdAt), eb.and([eb('created_at', '=', createdAt), eb('id', '>', id)])]),
-        );
-      }
+      if (after !== undefined) query = query.where(afterNewest(after, 'asc'));
       const rows = await query.orderBy('created_at', 'desc').orderBy('id').limit(requireCount(limit, 'limit')).execute();
       return rows.map(toRun);
     },

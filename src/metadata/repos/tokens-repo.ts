@@ -1,7 +1,7 @@
 import type { Selectable } from 'kysely';
 import { InputError } from '../../errors.js';
 import type { TokensTable, UserRoleColumn } from '../schema.js';
-import { newId, type RepoContext, requireCount, requireText } from './repo-context.js';
+import { afterNewest, newId, type RepoContext, requireCount, requireText } from './repo-context.js';
 
 /** An API token as stored: its hash, never the token itself. */
 export interface TokenRecord {
@@ -119,12 +119,7 @@ export function createTokensRepo({ db, now }: RepoContext): TokensRepo {
     },
     async list(options = {}) {
       let query = db.selectFrom('tokens').selectAll();
-      if (options.after !== undefined) {
-        const [createdAt, id] = options.after;
-        query = query.where((eb) =>
-          eb.or([eb('created_at', '<', createdAt), eb.and([eb('created_at', '=', createdAt), eb('id', '>', id)])]),
-        );
-      }
+      if (options.after !== undefined) query = query.where(afterNewest(options.after, 'asc'));
       if (options.limit !== undefined) query = query.limit(requireCount(options.limit, 'limit'));
       const rows = await query.orderBy('created_at', 'desc').orderBy('id').execute();
       return rows.map(toToken);
