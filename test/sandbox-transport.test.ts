@@ -87,6 +87,26 @@ describe('checkpoint and restore through the in-sandbox agent (bwrap)', () => {
     await provider.destroy(second.id);
   }, 300_000);
 
+  it('restoring the same checkpoint again puts back what was changed since, however often', async () => {
+    const sandbox = await provider.create();
+    const run = (script: string) => sandbox.run(['sh', '-c', script], { cwd: sandbox.workspaceRoot });
+    await run('mkdir -p d && echo original > d/a.txt && echo kept > b.txt');
+    const saved = await checkpointSandbox(snapshots, { sandbox: sandbox.id, workspace: 'agent-twice' });
+    for (let round = 0; round < 3; round += 1) {
+      await run('echo edited > d/a.txt && rm b.txt && echo stray > stray.txt');
+      const receipt = await restoreSandbox(snapshots, {
+        sandbox: sandbox.id,
+        workspace: 'agent-twice',
+        checkpoint: saved.checkpoint.id,
+        replace: true,
+      });
+      expect(receipt.rootTree).toBe(saved.checkpoint.rootTree);
+      const listed = await run('cat d/a.txt b.txt; ls');
+      expect(listed.stdout.toString()).toBe('original\nkept\nb.txt\nd\n');
+    }
+    await provider.destroy(sandbox.id);
+  });
+
   it('an unknown sandbox is NOT_FOUND', async () => {
     await expect(checkpointSandbox(snapshots, { sandbox: 'sbx-0000000000000000', workspace: 'nope' })).rejects.toMatchObject({
       code: 'NOT_FOUND',

@@ -25,7 +25,8 @@ import type { StageBeginResult } from '../agent/wire/protocol.js';
  *
  * The staging id is derived from the checkpoint and the target, so a restore retried after a
  * lost agent resumes where the last one stopped: completed write batches are not sent twice,
- * and a publish that had begun is only completed. (A lost agent cannot be asked to abort, so
+ * and a publish that had begun is only completed. Once published, the same id begins a new
+ * restore: restoring a checkpoint again puts back what was changed since. (A lost agent cannot be asked to abort, so
  * its staging stays for that retry; any other failure removes it.)
  */
 export class AgentWorkspaceTarget implements WorkspaceTarget {

@@ -16,7 +16,9 @@ const OWN_DIR = '.holdfast';
  * the target as restore.ts does on the host, or inside it when the target cannot be renamed)
  * and records it, so that any later agent process can continue it. Beginning an id that is
  * already staging resumes it and reports the batches already applied; one whose publish had
- * started reports `phase` so the caller re-sends only `publish`. A non-empty target needs `replace`.
+ * started and not finished reports `phase` so the caller re-sends only `publish`; one already
+ * published starts over (a new restore of the same checkpoint rewrites what changed since). A
+ * non-empty target needs `replace`.
  */
 export function stageBegin(state: AgentState): OpHandler {
   return ({ fields }) => {
@@ -28,17 +30,20 @@ export function stageBegin(state: AgentState): OpHandler {
     if (existing !== undefined && existing.target !== target) {
       throw new ConflictError('CONFLICT', `staging ${stagingId} belongs to ${existing.target}, not ${target}`, { data: { stagingId } });
     }
-    if (existing !== undefined && existing.state !== 'staging') {
-      // A process died during or after publishing: nothing to write, the caller only (re-)sends publish.
+    if (existing !== undefined && existing.state === 'publishing') {
+      // A process died while publishing: nothing to write, the caller only re-sends publish, which completes the swap.
       const targetState = fs.lstatSync(target, { throwIfNoEntry: false }) === undefined ? 'absent' : 'non-empty';
       const { staging } = stagingPaths(existing);
       const result: StageBeginResult = { staging, targetState, resumed: true, phase: existing.state, completedBatchIds: [] };
       return { result };
     }
+    // A published staging is final: beginning its id again is a new restore, since the target
+    // may have changed since (an agent's edits must not survive a second restore of the same checkpoint).
+    const pending = existing?.state === 'staging' ? existing : undefined;
     const targetState = inspectTarget(target, replace);
-    const layout = existing?.layout ?? chooseLayout(target);
+    const layout = pending?.layout ?? chooseLayout(target);
     const { staging } = stagingPaths({ target, stagingId, layout });
-    const resumed = existing !== undefined && fs.lstatSync(staging, { throwIfNoEntry: false })?.isDirectory() === true;
+    const resumed = pending !== undefined && fs.lstatSync(staging, { throwIfNoEntry: false })?.isDirectory() === true;
     if (!resumed) {
       pruneRecords(state);
       state.journals.delete(staging);
