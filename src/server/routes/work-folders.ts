@@ -281,10 +281,7 @@ export function workFolderRoutes({ folders, sync, lookups }: WorkFolderRouteDeps
 const DOWNLOAD_RESPONSE_HEADERS: Readonly<Record<string, HeaderDoc>> = {
   'Content-Type': always('The content type stored with the file when it is a plain `type/subtype`, else application/octet-stream'),
   'Content-Length': always('Bytes of the file', z.string().regex(/^[0-9]+$/)),
-  'Content-Disposition': always(
-    '`attachment` with the file name (ASCII fallback and RFC 8187 UTF-8)',
-    z.string().startsWith('attachment;'),
-  ),
+  'Content-Disposition': always('`attachment` with the file name (ASCII fallback and RFC 8187 UTF-8)', z.string().regex(/^attachment;/)),
   'Cache-Control': always('`private, no-store`', z.literal('private, no-store')),
   'X-Content-Type-Options': always('`nosniff`', z.literal('nosniff')),
   'Content-Security-Policy': always("`sandbox; default-src 'none'`", z.literal("sandbox; default-src 'none'")),
