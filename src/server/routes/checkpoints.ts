@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { Holdfast } from '../../index.js';
 import { answerAs, type RouteDef, readQuery, tenantServices } from '../route.js';
 import { checkpointsPage } from './list-pages.js';
-import { RUN_WORK_ERRORS } from './runs.js';
+import { ID_PREFIX_ERRORS, RUN_WORK_ERRORS } from './runs.js';
 import { Checkpoint, CheckpointPage, FilePathQuery, PageQuery, PathQuery, TreeLookup } from './schemas.js';
 
 /** Checkpoints: by run, one by id, a directory listing, a file download. */
@@ -31,6 +31,7 @@ export function checkpointRoutes(hf: Holdfast): RouteDef[] {
         method: 'get',
         path: '/v1/runs/:id/checkpoints',
         operationId: 'listCheckpoints',
+        errors: ID_PREFIX_ERRORS,
         summary: "A run's checkpoints, newest first (failed ones with their errors), a page at a time",
         tags,
         query: PageQuery,
@@ -46,6 +47,7 @@ export function checkpointRoutes(hf: Holdfast): RouteDef[] {
         method: 'get',
         path: '/v1/checkpoints/:id',
         operationId: 'getCheckpoint',
+        errors: ID_PREFIX_ERRORS,
         summary: 'Get a checkpoint',
         tags,
         response: Checkpoint,
@@ -64,7 +66,7 @@ export function checkpointRoutes(hf: Holdfast): RouteDef[] {
         tags,
         query: PathQuery,
         response: TreeLookup,
-        errors: ['INVALID_PATH', 'INTEGRITY'],
+        errors: [...ID_PREFIX_ERRORS, 'INVALID_PATH', 'INTEGRITY'],
         responses: { 400: { description: 'Bad input, or the checkpoint is not ready' } },
       },
       async handler(c) {
@@ -82,7 +84,7 @@ export function checkpointRoutes(hf: Holdfast): RouteDef[] {
         query: FilePathQuery,
         produces: 'application/octet-stream',
         responseHeaders: { 'Content-Length': { description: 'Bytes of the file', required: true, schema: z.string().regex(/^[0-9]+$/) } },
-        errors: ['INVALID_PATH', 'INTEGRITY'],
+        errors: [...ID_PREFIX_ERRORS, 'INVALID_PATH', 'INTEGRITY'],
         responses: { 400: { description: 'Bad input, or the checkpoint is not ready' } },
       },
       async handler(c) {

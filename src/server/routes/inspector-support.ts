@@ -6,6 +6,7 @@
 import { z } from 'zod';
 import type { Holdfast } from '../../index.js';
 import { answerAs, type RouteDef, readQuery, tenantServices } from '../route.js';
+import { ID_PREFIX_ERRORS } from './runs.js';
 
 /** Most changes one diff answer carries; past it `truncated` is true (the CLI's `holdfast diff` gives them all). */
 export const MAX_DIFF_CHANGES = 5_000;
@@ -49,7 +50,7 @@ export function inspectorV1Routes(hf: Holdfast): RouteDef[] {
         tags: ['checkpoints'],
         query: DiffQuery,
         response: CheckpointDiff,
-        errors: ['INTEGRITY'],
+        errors: [...ID_PREFIX_ERRORS, 'INTEGRITY'],
       },
       async handler(c) {
         const { checkpoints, snapshots } = await tenantServices(hf, c);

@@ -35,6 +35,9 @@ export const RUN_WORK_ERRORS: readonly ErrorCode[] = [
   'RESTORE_INCOMPLETE',
 ];
 
+/** What a route taking a run or checkpoint id (exact, a unique prefix of 8+ characters, or `latest`) may answer: a prefix several match. */
+export const ID_PREFIX_ERRORS: readonly ErrorCode[] = ['CONFLICT'];
+
 /** Runs, turns, upgrades, lease resolution and restore into a new sandbox. */
 export function runRoutes(hf: Holdfast): RouteDef[] {
   const tags = ['runs'];
@@ -63,6 +66,7 @@ export function runRoutes(hf: Holdfast): RouteDef[] {
         method: 'post',
         path: '/v1/runs/:id/end',
         operationId: 'endRun',
+        errors: ID_PREFIX_ERRORS,
         summary: 'End a run (idempotent): no more turns, and its run tokens reach nothing',
         tags,
         response: Run,
@@ -92,6 +96,7 @@ export function runRoutes(hf: Holdfast): RouteDef[] {
         method: 'get',
         path: '/v1/runs/:id',
         operationId: 'getRun',
+        errors: ID_PREFIX_ERRORS,
         summary: 'Get a run with its lease and sandbox',
         tags,
         response: Run,
@@ -106,6 +111,7 @@ export function runRoutes(hf: Holdfast): RouteDef[] {
         method: 'get',
         path: '/v1/runs/:id/events',
         operationId: 'listRunEvents',
+        errors: ID_PREFIX_ERRORS,
         summary: 'Recorded steps (recoveries, upgrades, lease changes) with timings, newest first',
         tags,
         query: LimitQuery,
@@ -121,6 +127,7 @@ export function runRoutes(hf: Holdfast): RouteDef[] {
         method: 'get',
         path: '/v1/runs/:id/turns',
         operationId: 'listTurns',
+        errors: ID_PREFIX_ERRORS,
         summary: 'Turns of a run, newest first, a page at a time',
         tags,
         query: PageQuery,
@@ -189,7 +196,8 @@ export function runRoutes(hf: Holdfast): RouteDef[] {
         summary: 'Clear release_recovery_required after checking the provider',
         tags,
         response: Run,
-        errors: ['CONFLICT'],
+        errors: ID_PREFIX_ERRORS,
+        responses: { 409: { description: 'The lease does not need recovery, or the id prefix matches several runs' } },
       },
       async handler(c) {
         const { runs } = await tenantServices(hf, c);
