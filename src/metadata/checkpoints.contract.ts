@@ -79,7 +79,9 @@ function describeCheckpointCases(fixture: Fixture): void {
         code: 'CONFLICT',
         data: { status: 'ready' },
       });
-      await expect(store.checkpoints.markFailed(pending.id, { code: 'INTERNAL' })).rejects.toMatchObject({ code: 'CONFLICT' });
+      await expect(store.checkpoints.markFailed(pending.id, { code: 'INTERNAL', message: 'x' })).rejects.toMatchObject({
+        code: 'CONFLICT',
+      });
     });
 
     it('pending -> failed keeps its error, and a failed checkpoint stays failed', async () => {

@@ -96,7 +96,7 @@ export function describeRunsCases(ctx: ContractContext): void {
       const checkpointId = await makeReadyCheckpoint(store, workspaceId);
       const done = await store.turns.finish(turn.id, { status: 'completed', checkpointId, result: { exitCode: 0 } });
       expect(done).toMatchObject({ status: 'completed', checkpointId, result: { exitCode: 0 } });
-      await expect(store.turns.finish(turn.id, { status: 'failed', error: { code: 'INTERNAL' } })).rejects.toMatchObject({
+      await expect(store.turns.finish(turn.id, { status: 'failed', error: { code: 'INTERNAL', message: 'x' } })).rejects.toMatchObject({
         code: 'CONFLICT',
       });
       for (const step of ['create_sandbox', 'restore', 'setup']) {

@@ -1,7 +1,8 @@
 import { Hono, type MiddlewareHandler } from 'hono';
+import { z } from 'zod';
 import { folderAccessLookups, PRINCIPAL_KINDS } from '../auth/folder-access.js';
 import type { Holdfast } from '../index.js';
-import { INSPECTOR_BASE_PATH, mountInspector } from '../inspector/server/inspector-assets.js';
+import { INSPECTOR_DOCS, mountInspector } from '../inspector/server/inspector-assets.js';
 import type { AppEnv } from './app-env.js';
 import { bearerAuth } from './auth.js';
 import { bodyLimit, MAX_REQUEST_BODY_BYTES } from './body-limit.js';
@@ -11,14 +12,18 @@ import type { Logger } from './logger.js';
 import { requestLogger } from './logger.js';
 import { httpMetrics, type Metrics, PROMETHEUS_CONTENT_TYPE } from './metrics.js';
 import { buildOpenApi, type RouteDoc } from './openapi.js';
-import type { RouteDef } from './route.js';
+import { answerAs, type RouteDef } from './route.js';
 import { bundleRoutes } from './routes/bundles.js';
 import { checkpointRoutes } from './routes/checkpoints.js';
 import { deploymentRoutes } from './routes/deployments.js';
 import { inspectorAnyPrincipalRoutes, inspectorV1Routes } from './routes/inspector-support.js';
 import { runRoutes } from './routes/runs.js';
+import { Health, Readiness } from './routes/schemas.js';
 import { tokenRoutes } from './routes/tokens.js';
 import { workFolderRoutes } from './routes/work-folders.js';
+
+/** The license of the service (SPDX), as package.json says. */
+const LICENSE = 'Apache-2.0';
 
 /** What {@link createApp} needs. */
 export interface AppOptions {
@@ -28,28 +33,75 @@ export interface AppOptions {
   readonly version: string;
 }
 
+/** The document's own shape, as much of it as a client relies on (`GET /v1/openapi.json`). */
+const OpenApiDocument = z.looseObject({
+  openapi: z.literal('3.1.0'),
+  info: z.looseObject({ title: z.string(), version: z.string() }),
+  paths: z.record(z.string(), z.record(z.string(), z.unknown())),
+});
+
 /** Public routes, documented with the rest. */
 const PUBLIC_DOCS: readonly RouteDoc[] = [
-  { method: 'get', path: '/healthz', summary: 'Liveness: the process answers', auth: false, tags: ['ops'] },
-  { method: 'get', path: '/readyz', summary: 'Readiness: the metadata store and the blob store answer', auth: false, tags: ['ops'] },
+  {
+    method: 'get',
+    path: '/healthz',
+    operationId: 'getHealth',
+    summary: 'Liveness: the process answers',
+    auth: false,
+    tags: ['ops'],
+    response: Health,
+  },
+  {
+    method: 'get',
+    path: '/readyz',
+    operationId: 'getReadiness',
+    summary: 'Readiness: the metadata store and the blob store answer',
+    auth: false,
+    tags: ['ops'],
+    response: Readiness,
+    errors: ['STORE_UNAVAILABLE'],
+  },
   {
     method: 'get',
     path: '/metrics',
+    operationId: 'getMetrics',
     summary: 'Prometheus metrics (text format 0.0.4)',
     auth: false,
     tags: ['ops'],
     produces: 'text/plain',
+    response: z.string(),
   },
-  { method: 'get', path: '/v1/openapi.json', summary: 'This document', auth: false, tags: ['ops'] },
   {
     method: 'get',
-    path: INSPECTOR_BASE_PATH,
-    summary: 'The inspector: a web page over this API (it asks for a token and sends it with every call)',
+    path: '/v1/openapi.json',
+    operationId: 'getOpenApi',
+    summary: 'This document',
     auth: false,
     tags: ['ops'],
-    produces: 'text/html',
+    response: OpenApiDocument,
   },
+  ...INSPECTOR_DOCS,
 ];
+
+/** The document's tags, with what each groups. */
+const TAGS: Readonly<Record<string, string>> = {
+  ops: 'Health, readiness, metrics, this document and the inspector page',
+  deployments: 'Deployments (immutable, content-addressed sandbox specs), their bundles, and channels',
+  runs: 'Durable runs: turns, upgrades, lease recovery, restores',
+  checkpoints: 'Checkpoints of a run: listing, browsing, downloading, diffing',
+  auth: 'API tokens and who a token is',
+  'work-folders': 'Work folders: collections of files shared by tasks, agents, users and projects',
+};
+
+const DESCRIPTION = [
+  'The Holdfast service: durable runs and workspaces for agent sandboxes.',
+  '',
+  'Every error answer has the body `{error: {code, message, data}}`; branch on `code`. Every documented path answers a method it does not have with 405 `METHOD_NOT_ALLOWED` and an `Allow` header (`#/components/responses/MethodNotAllowed`).',
+  '',
+  'Writes under `/v1` take an optional `Idempotency-Key`: the first answer is kept for 24 h and replayed (`Idempotent-Replayed: true`) to the same token for the same key and request.',
+  '',
+  "Listings are paged: pass the answer's `nextCursor` as `cursor` for the next page.",
+].join('\n');
 
 /**
  * The HTTP API v1 (DESIGN section 12) over an open Holdfast: every `/v1` route but the OpenAPI
@@ -79,15 +131,18 @@ export function createApp(options: AppOptions): Hono<AppEnv> {
     ...inspectorAnyPrincipalRoutes(),
   ];
   const uploads = bundleRoutes(hf);
-  const docs = [...PUBLIC_DOCS, ...routes.map((r) => r.doc), ...uploads.map((r) => r.doc), ...folderRoutes.map((r) => r.doc)];
-  const openapi = buildOpenApi({ title: 'Holdfast API', version: options.version }, docs);
+  // The receipt middleware keeps answers of writes only (`idempotency.ts`).
+  const receipted = routes.map((r): RouteDoc => (r.doc.method === 'get' ? r.doc : { ...r.doc, idempotent: true }));
+  const docs = [...PUBLIC_DOCS, ...receipted, ...uploads.map((r) => r.doc), ...folderRoutes.map((r) => r.doc)];
+  const info = { title: 'Holdfast API', version: options.version, description: DESCRIPTION, license: LICENSE, tags: TAGS };
+  const openapi = OpenApiDocument.parse(buildOpenApi(info, docs));
   app.notFound(routeNotFound(docs));
 
-  app.get('/healthz', (c) => c.json({ status: 'ok' }));
+  app.get('/healthz', (c) => c.json(answerAs(Health, { status: 'ok' })));
   app.get('/readyz', async (c) => {
     const started = performance.now();
     const [schemaVersion] = await Promise.all([hf.meta.schemaVersion(), hf.blobs.stat('probe/readyz')]);
-    return c.json({ status: 'ready', schemaVersion, durationMs: Math.round(performance.now() - started) });
+    return c.json(answerAs(Readiness, { status: 'ready', schemaVersion, durationMs: Math.round(performance.now() - started) }));
   });
   app.get('/metrics', async (c) => c.body(await metrics.render(), 200, { 'content-type': PROMETHEUS_CONTENT_TYPE }));
   app.get('/v1/openapi.json', (c) => c.json(openapi));

@@ -5,6 +5,8 @@ import { buildOpenApi, type RouteDoc } from './openapi.js';
 
 type Doc = {
   openapi: string;
+  info: Record<string, unknown>;
+  servers: unknown[];
   paths: Record<string, Record<string, Record<string, unknown>>>;
   components: { schemas: Record<string, unknown>; securitySchemes: Record<string, unknown> };
 };
@@ -14,6 +16,7 @@ const ROUTES: readonly RouteDoc[] = [
   {
     method: 'post',
     path: '/v1/runs/:id/checkpoints',
+    operationId: 'createCheckpoint',
     summary: 'Create a checkpoint',
     tags: ['checkpoints'],
     body: z.object({ label: z.string(), keep: z.boolean().default(false) }),
@@ -23,11 +26,12 @@ const ROUTES: readonly RouteDoc[] = [
   {
     method: 'get',
     path: '/v1/runs/:id{[a-z0-9]+}/files/:fileId',
+    operationId: 'downloadFile',
     summary: 'Download a file',
     query: z.object({ offset: z.coerce.number().optional(), rev: z.string() }),
     produces: 'application/octet-stream',
   },
-  { method: 'get', path: '/healthz', summary: 'Liveness', auth: false },
+  { method: 'get', path: '/healthz', operationId: 'getHealth', summary: 'Liveness', auth: false },
 ];
 
 /** Follows `keys` through nested objects; undefined when a step is missing. */
@@ -38,7 +42,7 @@ function dig(value: unknown, ...keys: string[]): unknown {
 }
 
 function build(routes: readonly RouteDoc[] = ROUTES): Doc {
-  return buildOpenApi({ title: 'Holdfast', version: '0.1.0' }, routes) as Doc;
+  return buildOpenApi({ title: 'Holdfast', version: '0.1.0', license: 'Apache-2.0', tags: { checkpoints: 'Checkpoints' } }, routes) as Doc;
 }
 
 describe('buildOpenApi', () => {
@@ -48,17 +52,20 @@ describe('buildOpenApi', () => {
     expect(Object.keys(doc.paths)).toEqual(['/v1/runs/{id}/checkpoints', '/v1/runs/{id}/files/{fileId}', '/healthz']);
     const download = doc.paths['/v1/runs/{id}/files/{fileId}']?.get;
     expect(download?.parameters).toEqual([
-      { name: 'id', in: 'path', required: true, schema: { type: 'string' } },
+      { name: 'id', in: 'path', required: true, schema: { type: 'string', pattern: '^[a-z0-9]+$' } },
       { name: 'fileId', in: 'path', required: true, schema: { type: 'string' } },
       { name: 'offset', in: 'query', required: false, schema: expect.objectContaining({ type: 'number' }) },
       { name: 'rev', in: 'query', required: true, schema: { type: 'string' } },
     ]);
     expect(download?.responses).toMatchObject({ '200': { content: { 'application/octet-stream': {} } } });
+    expect(doc.servers).toEqual([expect.objectContaining({ url: '/' })]);
+    expect(doc.info).toMatchObject({ license: { name: 'Apache-2.0', identifier: 'Apache-2.0' } });
+    expect(doc.paths['/healthz']?.get?.operationId).toBe('getHealth');
   });
 
   it('applies bearer security to authenticated routes only', () => {
     const doc = build();
-    expect(doc.components.securitySchemes).toEqual({ bearer: { type: 'http', scheme: 'bearer' } });
+    expect(doc.components.securitySchemes).toEqual({ bearer: expect.objectContaining({ type: 'http', scheme: 'bearer' }) });
     expect(doc.paths['/v1/runs/{id}/checkpoints']?.post?.security).toEqual([{ bearer: [] }]);
     expect(doc.paths['/healthz']?.get?.security).toEqual([]);
   });
@@ -71,8 +78,7 @@ describe('buildOpenApi', () => {
     expect(dig(body, 'properties', 'keep')).toMatchObject({ type: 'boolean', default: false });
     expect(dig(body, '$schema')).toBeUndefined();
     expect(dig(create, 'responses', '201', 'content', 'application/json', 'schema', 'required')).toEqual(['id', 'state']);
-    expect(dig(create, 'responses', '4XX')).toEqual({ $ref: '#/components/responses/Error' });
-    expect(dig(create, 'responses', '5XX')).toEqual({ $ref: '#/components/responses/Error' });
+    expect(dig(create, 'responses', '4XX')).toBeUndefined();
   });
 
   it('moves shared and recursive schemas to components', () => {
@@ -83,9 +89,18 @@ describe('buildOpenApi', () => {
       },
     });
     const Tenant = z.object({ id: z.string() }).meta({ id: 'Tenant' });
-    const doc = build([{ method: 'put', path: '/tree', summary: 'Tree', body: Node, response: z.object({ owner: Tenant, tree: Node }) }]);
+    const doc = build([
+      {
+        method: 'put',
+        path: '/tree',
+        operationId: 'putTree',
+        summary: 'Tree',
+        body: Node,
+        response: z.object({ owner: Tenant, tree: Node }),
+      },
+    ]);
     const op = doc.paths['/tree']?.put;
-    expect(dig(op, 'requestBody', 'content', 'application/json', 'schema')).toEqual({ $ref: '#/components/schemas/put_tree_body' });
+    expect(dig(op, 'requestBody', 'content', 'application/json', 'schema')).toEqual({ $ref: '#/components/schemas/putTreeBody' });
     const owner = dig(op, 'responses', '200', 'content', 'application/json', 'schema', 'properties', 'owner');
     expect(owner).toEqual({ $ref: '#/components/schemas/Tenant' });
     const text = JSON.stringify(doc);
@@ -96,9 +111,17 @@ describe('buildOpenApi', () => {
     }
   });
 
-  it('rejects duplicate routes and optional path parameters with INVALID_INPUT', () => {
-    const route: RouteDoc = { method: 'get', path: '/a/:id', summary: 'A' };
-    const cases: RouteDoc[][] = [[route, route], [route, { ...route, method: 'post', path: '/a/:other' }], [{ ...route, path: '/a/:id?' }]];
+  it('rejects duplicate routes or operation ids, optional path parameters, undeclared tags and uncoded errors with INVALID_INPUT', () => {
+    const route: RouteDoc = { method: 'get', path: '/a/:id', operationId: 'getA', summary: 'A' };
+    const cases: RouteDoc[][] = [
+      [route, route],
+      [route, { ...route, method: 'post', path: '/a/:other', operationId: 'postA' }],
+      [{ ...route, path: '/a/:id?' }],
+      [route, { ...route, method: 'post' }],
+      [{ ...route, operationId: 'get-a' }],
+      [{ ...route, tags: ['undeclared'] }],
+      [{ ...route, responses: { 409: { description: 'no code gives it' } } }],
+    ];
     for (const routes of cases) {
       try {
         build(routes);
@@ -107,5 +130,29 @@ describe('buildOpenApi', () => {
         expect(isHoldfastError(error, 'INVALID_INPUT')).toBe(true);
       }
     }
+  });
+
+  it('lists every error status a route gives with the error body narrowed to its codes, and their headers', () => {
+    const op = build().paths['/v1/runs/{id}/checkpoints']?.post;
+    const responses = op?.responses as Record<string, unknown>;
+    expect(Object.keys(responses)).toEqual(['201', '400', '401', '404', '413', '415', '500', '503']);
+    expect(dig(responses, '404', 'description')).toBe('`NOT_FOUND`');
+    expect(dig(responses, '413', 'content', 'application/json', 'schema', 'allOf')).toEqual([
+      { $ref: '#/components/schemas/Error' },
+      { type: 'object', properties: { error: { type: 'object', properties: { code: { enum: ['LIMIT_EXCEEDED'] } } } } },
+    ]);
+    expect(dig(responses, '401', 'headers', 'WWW-Authenticate', 'required')).toBe(true);
+    expect(dig(responses, '201', 'headers', 'X-Request-Id')).toEqual({ $ref: '#/components/headers/X-Request-Id' });
+    const health = build().paths['/healthz']?.get?.responses as Record<string, unknown>;
+    expect(Object.keys(health)).toEqual(['200', '500']);
+  });
+
+  it('documents Idempotency-Key, the replay headers and the in-flight 409 with Retry-After on idempotent routes', () => {
+    const route = ROUTES[0] as RouteDoc;
+    const op = build([{ ...route, idempotent: true, errors: ['CONFLICT', 'STALE_LEASE'] }]).paths['/v1/runs/{id}/checkpoints']?.post;
+    expect(op?.parameters).toContainEqual(expect.objectContaining({ name: 'Idempotency-Key', in: 'header', required: false }));
+    expect(dig(op, 'responses', '201', 'headers', 'Idempotent-Replayed', 'schema')).toEqual({ type: 'string', const: 'true' });
+    expect(dig(op, 'responses', '409', 'headers', 'Retry-After')).toBeDefined();
+    expect(dig(op, 'responses', '409', 'description')).toBe('`CONFLICT`, `STALE_LEASE`');
   });
 });

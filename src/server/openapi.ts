@@ -1,16 +1,22 @@
 /**
- * OpenAPI 3.1 from the route table: the zod schemas that validate requests are also the
- * documentation, so the two cannot drift.
+ * OpenAPI 3.1 from the route table: the zod schemas that validate requests, and that the
+ * handlers parse their answers with, are also the documentation, so the two cannot drift.
+ * Every operation lists each status it gives on purpose, errors included (by the error codes
+ * the route gives, mapped by `error-response.ts`), with the headers of each answer.
  */
 import { z } from 'zod';
-import { ERROR_CODES, HoldfastError } from '../errors.js';
+import { ERROR_CODES, type ErrorCode, HoldfastError } from '../errors.js';
+import { statusForCode } from './error-response.js';
 
 /** One documented route. */
 export interface RouteDoc {
   readonly method: 'get' | 'post' | 'put' | 'delete';
   /** Hono style, e.g. `/v1/runs/:id`; every `:param` becomes a required path parameter. */
   readonly path: string;
+  /** Unique across the document, camelCase (`createRun`): what generated clients name the call. */
+  readonly operationId: string;
   readonly summary: string;
+  readonly description?: string;
   readonly tags?: readonly string[];
   /** Request body schema, documented as the input the client sends (before transforms). */
   readonly body?: z.ZodType;
@@ -20,42 +26,69 @@ export interface RouteDoc {
    */
   readonly consumes?: string;
   /**
-   * Request headers the route reads (`Idempotency-Key`, `Range`, …); each property becomes a
+   * Request headers the route reads (`X-File-SHA256`, `Range`, …); each property becomes a
    * header parameter, named as the property (header names are case-insensitive).
    */
   readonly headers?: z.ZodObject;
   /** Query string; each property becomes a query parameter. */
   readonly query?: z.ZodObject;
-  /** Success body schema, documented as the output the server sends. */
+  /** Success body schema, documented as the output the server sends (the handler parses its answer with it). */
   readonly response?: z.ZodType;
   /** Success status; defaults to 200. */
   readonly responseStatus?: number;
   /** Whether a bearer token is required; defaults to true. */
   readonly auth?: boolean;
-  /** Content type of the success body (e.g. `application/octet-stream`); defaults to JSON. */
+  /**
+   * Content type of the success body (e.g. `application/octet-stream`); defaults to JSON. A
+   * non-JSON answer without `response` is any bytes of that type.
+   */
   readonly produces?: string;
-  /** Headers of the success answer, by name, with what each says. */
-  readonly responseHeaders?: Readonly<Record<string, string>>;
+  /** Headers of the success answer, by name. */
+  readonly responseHeaders?: Readonly<Record<string, HeaderDoc>>;
   /**
    * Further answers the route gives on purpose, by status: another success (206 Partial
-   * Content) or an error status worth naming (413, 415, 416). Every error still has the error
-   * body; a `headers` entry names the answer's headers as in {@link responseHeaders}.
+   * Content, 304, a 200 beside a 201) or, for an error status, what it means on this route
+   * and the headers it carries (the status must be one of the route's error codes).
    */
   readonly responses?: Readonly<Record<number, ResponseDoc>>;
+  /**
+   * Error codes this route gives on purpose beyond those every route of its kind gives
+   * (`INTERNAL`; `UNAUTHORIZED`, `NOT_FOUND` and `STORE_UNAVAILABLE` behind a token;
+   * `INVALID_INPUT` with a body or a query, and behind a token with path or header parameters;
+   * `LIMIT_EXCEEDED` and `UNSUPPORTED_MEDIA_TYPE` with a body).
+   * Each becomes its status (`error-response.ts`) with the error body, its code listed.
+   */
+  readonly errors?: readonly ErrorCode[];
+  /**
+   * The route keeps `Idempotency-Key` receipts (`idempotency.ts`): the optional request
+   * header, the replay headers of the success answer and the in-flight 409 with
+   * `Retry-After` are documented. Set by `createApp` for the routes it mounts that way.
+   */
+  readonly idempotent?: boolean;
 }
+
+/** A documented header: its description, or that with a schema (default: a string) and whether it is always sent. */
+export type HeaderDoc = string | { readonly description: string; readonly schema?: z.ZodType; readonly required?: boolean };
 
 /** One further documented answer of a route ({@link RouteDoc.responses}). */
 export interface ResponseDoc {
   readonly description: string;
-  /** The answer's media type when it is not an error body (e.g. `application/octet-stream` for a 206). */
+  /** The answer's JSON body, when it has one and is a success. */
+  readonly body?: z.ZodType;
+  /** The answer's media type when it is not JSON (e.g. `application/octet-stream` for a 206). */
   readonly produces?: string;
-  readonly headers?: Readonly<Record<string, string>>;
+  readonly headers?: Readonly<Record<string, HeaderDoc>>;
 }
 
-/** `info` of the document. */
+/** What the document says about itself and the service (`info`, `servers`, `tags`). */
 export interface OpenApiInfo {
   readonly title: string;
   readonly version: string;
+  readonly description?: string;
+  /** An SPDX license id, e.g. `Apache-2.0`. */
+  readonly license: string;
+  /** Tag descriptions by name; every tag a route names must be here. */
+  readonly tags?: Readonly<Record<string, string>>;
 }
 
 type Json = Record<string, unknown>;
@@ -64,25 +97,81 @@ const JSON_TYPE = 'application/json';
 const SCHEMAS_PREFIX = '#/components/schemas/';
 /** Hono path parameter with an optional `{regex}`; an optional `?` suffix is rejected. */
 const PATH_PARAM = /:([A-Za-z0-9_]+)(\{[^}]*\})?(\?)?/g;
+/** Letters and digits, starting with a lowercase letter: safe in URLs and as a method name. */
+const OPERATION_ID = /^[a-z][A-Za-z0-9]*$/;
 
 const ERROR_SCHEMA: Json = {
   type: 'object',
+  description: 'The body of every error answer',
   required: ['error'],
   properties: {
     error: {
       type: 'object',
       required: ['code', 'message'],
-      properties: { code: { type: 'string', enum: [...ERROR_CODES] }, message: { type: 'string' }, data: {} },
+      properties: {
+        code: { type: 'string', enum: [...ERROR_CODES], description: 'Stable: branch on it, never on the message' },
+        message: { type: 'string', description: 'For people: what went wrong and what to do' },
+        data: { description: 'Details by code (`issues` for INVALID_INPUT, `allow` for METHOD_NOT_ALLOWED, …)' },
+      },
     },
   },
 };
 
-/** Builds the document. Throws `INVALID_INPUT` on a duplicate route or an undocumentable path. */
+/** Headers on every answer, declared once. */
+const COMMON_HEADERS: Json = {
+  'X-Request-Id': {
+    description: 'The request id: the one the client sent in X-Request-Id when it is short and plain, else a new one',
+    required: true,
+    schema: { type: 'string', minLength: 1 },
+  },
+};
+const COMMON_HEADER_REFS: Json = { 'X-Request-Id': { $ref: '#/components/headers/X-Request-Id' } };
+
+/** The receipt headers of an idempotent route's success answer (`idempotency.ts`). */
+const REPLAY_HEADERS: Readonly<Record<string, HeaderDoc>> = {
+  'Idempotent-Replayed': {
+    description: '`true` when this answer was replayed from the receipt of an earlier request with the same Idempotency-Key',
+    schema: z.literal('true'),
+  },
+  'Idempotent-Redacted': {
+    description: '`true` when the replayed answer lacks a credential the first answer carried (the field reads `null`)',
+    schema: z.literal('true'),
+  },
+};
+
+/** Headers of an error answer, by the code that sends them. */
+const ERROR_HEADERS: Partial<Record<ErrorCode, Readonly<Record<string, HeaderDoc>>>> = {
+  UNAUTHORIZED: { 'WWW-Authenticate': { description: 'The bearer challenge (RFC 6750)', required: true } },
+  RANGE_NOT_SATISFIABLE: { 'Content-Range': { description: '`bytes */SIZE`: the size of the file', required: true } },
+};
+
+/**
+ * The 405 every documented path answers for a method it does not have. It belongs to no
+ * operation (a method a path lacks has none), so it is a component the description points to.
+ */
+const METHOD_NOT_ALLOWED: Json = {
+  description: 'METHOD_NOT_ALLOWED: the path exists with other methods, listed in Allow (and in `error.data.allow`)',
+  headers: {
+    Allow: {
+      description: 'The methods the path has, comma-separated (`HEAD` wherever `GET` is)',
+      required: true,
+      schema: { type: 'string' },
+    },
+    ...COMMON_HEADER_REFS,
+  },
+  content: { [JSON_TYPE]: { schema: errorSchema(['METHOD_NOT_ALLOWED']) } },
+};
+
+/**
+ * Builds the document. Throws `INVALID_INPUT` on a duplicate route or operation id, an
+ * undocumentable path, an undeclared tag, or an error status none of the route's codes gives.
+ */
 export function buildOpenApi(info: OpenApiInfo, routes: readonly RouteDoc[]): Json {
   const schemas: Record<string, Json> = { Error: ERROR_SCHEMA };
   const paths: Record<string, Record<string, Json>> = {};
   // OpenAPI treats /a/{id} and /a/{name} as the same path, so compare with names erased.
   const templates = new Map<string, string>();
+  const operationIds = new Set<string>();
   for (const route of routes) {
     const { path, params } = convertPath(route.path);
     const template = path.replace(/\{[^}]*\}/g, '{}');
@@ -91,84 +180,196 @@ export function buildOpenApi(info: OpenApiInfo, routes: readonly RouteDoc[]): Js
     templates.set(template, path);
     const operations = paths[path] ?? {};
     if (operations[route.method] !== undefined) throw invalid(`route ${route.method.toUpperCase()} ${route.path} is documented twice`);
+    if (!OPERATION_ID.test(route.operationId) || operationIds.has(route.operationId)) {
+      throw invalid(`operationId ${route.operationId} of ${route.method.toUpperCase()} ${route.path} is not a unique camelCase name`);
+    }
+    operationIds.add(route.operationId);
+    for (const tag of route.tags ?? []) {
+      if (info.tags?.[tag] === undefined) throw invalid(`tag ${tag} of ${route.operationId} is not declared`);
+    }
     operations[route.method] = operation(route, params, schemas);
     paths[path] = operations;
   }
-  return {
+  const doc: Json = {
     openapi: '3.1.0',
-    info: { title: info.title, version: info.version },
-    paths,
-    components: {
-      schemas,
-      responses: {
-        Error: { description: 'Error', content: { [JSON_TYPE]: { schema: { $ref: `${SCHEMAS_PREFIX}Error` } } } },
-      },
-      securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } },
+    info: {
+      title: info.title,
+      version: info.version,
+      ...(info.description === undefined ? {} : { description: info.description }),
+      license: { name: info.license, identifier: info.license },
     },
+    // Relative: the document is served by the server it describes.
+    servers: [{ url: '/', description: 'The server this document was fetched from' }],
   };
+  if (info.tags !== undefined) doc.tags = Object.entries(info.tags).map(([name, description]) => ({ name, description }));
+  doc.paths = paths;
+  doc.components = {
+    schemas,
+    headers: COMMON_HEADERS,
+    responses: { MethodNotAllowed: METHOD_NOT_ALLOWED },
+    securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'An API token: `Authorization: Bearer <token>`' } },
+  };
+  return doc;
 }
 
-function operation(route: RouteDoc, pathParams: readonly string[], schemas: Record<string, Json>): Json {
-  const hint = `${route.method}${route.path.replace(/[^A-Za-z0-9]+/g, '_')}`;
-  const parameters: Json[] = pathParams.map((name) => ({ name, in: 'path', required: true, schema: { type: 'string' } }));
-  if (route.query !== undefined) {
-    const query = resolveRef(embed(route.query, 'input', `${hint}_query`, schemas), schemas);
-    const required = Array.isArray(query.required) ? query.required : [];
-    for (const [name, schema] of Object.entries((query.properties ?? {}) as Json)) {
-      parameters.push({ name, in: 'query', required: required.includes(name), schema });
-    }
+function operation(route: RouteDoc, pathParams: readonly PathParam[], schemas: Record<string, Json>): Json {
+  const hint = route.operationId;
+  const parameters: Json[] = pathParams.map(({ name, pattern }) => ({
+    name,
+    in: 'path',
+    required: true,
+    schema: pattern === undefined ? { type: 'string' } : { type: 'string', pattern },
+  }));
+  if (route.query !== undefined) parameters.push(...objectParameters(route.query, 'query', `${hint}Query`, schemas));
+  if (route.headers !== undefined) parameters.push(...objectParameters(route.headers, 'header', `${hint}Headers`, schemas));
+  if (route.idempotent === true) {
+    parameters.push({
+      name: 'Idempotency-Key',
+      in: 'header',
+      required: false,
+      description:
+        'Makes a retry safe: the first answer is kept 24 h and replayed to the same token for the same key and request; the same key for another request is 400, one still running 409',
+      schema: { type: 'string', pattern: '^[\\x21-\\x7e]{1,255}$' },
+    });
   }
-  if (route.headers !== undefined) {
-    const headers = resolveRef(embed(route.headers, 'input', `${hint}_headers`, schemas), schemas);
-    const required = Array.isArray(headers.required) ? headers.required : [];
-    for (const [name, schema] of Object.entries((headers.properties ?? {}) as Json)) {
-      const { description, ...rest } = schema as Json;
-      const parameter: Json = { name, in: 'header', required: required.includes(name), schema: rest };
-      if (typeof description === 'string') parameter.description = description;
-      parameters.push(parameter);
-    }
-  }
-  const op: Json = { summary: route.summary };
+  const op: Json = { operationId: route.operationId, summary: route.summary };
+  if (route.description !== undefined) op.description = route.description;
   if (route.tags !== undefined) op.tags = [...route.tags];
   if (parameters.length > 0) op.parameters = parameters;
   if (route.body !== undefined) {
-    const schema = embed(route.body, 'input', `${hint}_body`, schemas);
+    const schema = embed(route.body, 'input', `${hint}Body`, schemas);
     op.requestBody = { required: true, content: { [route.consumes ?? JSON_TYPE]: { schema } } };
   } else if (route.consumes !== undefined) {
     // OpenAPI 3.1 describes raw bytes by their media type; the schema says it is binary.
     op.requestBody = { required: true, content: { [route.consumes]: { schema: { type: 'string', contentMediaType: route.consumes } } } };
   }
-  const success: Json = { description: 'Success' };
-  if (route.response !== undefined) {
-    success.content = { [route.produces ?? JSON_TYPE]: { schema: embed(route.response, 'output', `${hint}_response`, schemas) } };
-  } else if (route.produces !== undefined) {
-    // OpenAPI 3.1: a media type without a schema means "any bytes of this type".
-    success.content = { [route.produces]: {} };
-  }
-  if (route.responseHeaders !== undefined) success.headers = headersDoc(route.responseHeaders);
-  const errorRef = { $ref: '#/components/responses/Error' };
+  const successHeaders = { ...route.responseHeaders, ...(route.idempotent === true ? REPLAY_HEADERS : {}) };
+  const success = answer(
+    { description: 'Success', headers: successHeaders, ...bodyOf(route.response, route.produces) },
+    `${hint}Response`,
+    schemas,
+  );
   const responses: Json = { [String(route.responseStatus ?? 200)]: success };
-  for (const [status, doc] of Object.entries(route.responses ?? {})) responses[status] = furtherResponse(doc);
-  op.responses = { ...responses, '4XX': errorRef, '5XX': errorRef };
+  const further = Object.entries(route.responses ?? {});
+  for (const [status, doc] of further) {
+    if (Number(status) < 400) responses[status] = answer(doc, `${hint}Response${status}`, schemas);
+  }
+  const byStatus = errorStatuses(route);
+  for (const [status, doc] of further) {
+    if (Number(status) >= 400 && !byStatus.has(Number(status))) {
+      throw invalid(`${route.operationId} documents ${status}, which none of its error codes gives: list the code in errors`);
+    }
+  }
+  for (const [status, codes] of [...byStatus].sort(([a], [b]) => a - b)) {
+    responses[String(status)] = errorResponse(route, status, codes);
+  }
+  op.responses = responses;
   op.security = route.auth === false ? [] : [{ bearer: [] }];
   return op;
 }
 
-function headersDoc(headers: Readonly<Record<string, string>>): Json {
-  return Object.fromEntries(Object.entries(headers).map(([name, description]) => [name, { description, schema: { type: 'string' } }]));
+/** The properties of `schema` as parameters `in` the query or the headers. */
+function objectParameters(schema: z.ZodObject, where: 'query' | 'header', hint: string, schemas: Record<string, Json>): Json[] {
+  const resolved = resolveRef(embed(schema, 'input', hint, schemas), schemas);
+  const required = Array.isArray(resolved.required) ? resolved.required : [];
+  return Object.entries((resolved.properties ?? {}) as Json).map(([name, property]) => {
+    const { description, ...rest } = property as Json;
+    const parameter: Json = { name, in: where, required: required.includes(name), schema: rest };
+    if (typeof description === 'string') parameter.description = description;
+    return parameter;
+  });
 }
 
-function furtherResponse(doc: ResponseDoc): Json {
-  const content = doc.produces === undefined ? { [JSON_TYPE]: { schema: { $ref: `${SCHEMAS_PREFIX}Error` } } } : { [doc.produces]: {} };
-  return { description: doc.description, content, ...(doc.headers === undefined ? {} : { headers: headersDoc(doc.headers) }) };
+/** `body` and `produces` of a success answer as a {@link ResponseDoc}'s. */
+function bodyOf(body: z.ZodType | undefined, produces: string | undefined): Pick<ResponseDoc, 'body' | 'produces'> {
+  return { ...(body === undefined ? {} : { body }), ...(produces === undefined ? {} : { produces }) };
 }
 
-function convertPath(honoPath: string): { path: string; params: string[] } {
-  const params: string[] = [];
-  const path = honoPath.replace(PATH_PARAM, (_match, name: string, _regex: string | undefined, optional: string | undefined) => {
+/** A success answer: its body (JSON by default; bytes of `produces` without a schema) and headers. */
+function answer(doc: ResponseDoc, hint: string, schemas: Record<string, Json>): Json {
+  const out: Json = { description: doc.description, headers: { ...headersDoc(doc.headers ?? {}), ...COMMON_HEADER_REFS } };
+  if (doc.body !== undefined) out.content = { [doc.produces ?? JSON_TYPE]: { schema: embed(doc.body, 'output', hint, schemas) } };
+  // OpenAPI 3.1: a media type without a schema means "any bytes of this type".
+  else if (doc.produces !== undefined) out.content = { [doc.produces]: {} };
+  return out;
+}
+
+/** The error codes of `route` by HTTP status: those of its kind and those it names. */
+function errorStatuses(route: RouteDoc): Map<number, ErrorCode[]> {
+  const codes = new Set<ErrorCode>(['INTERNAL']);
+  if (route.auth !== false) for (const code of ['UNAUTHORIZED', 'NOT_FOUND', 'STORE_UNAVAILABLE'] as const) codes.add(code);
+  const hasBody = route.body !== undefined || route.consumes !== undefined;
+  // Public routes read no id from their path and validate no header (a path that does not match is no route: 404).
+  const readsInput = route.auth !== false && (route.headers !== undefined || route.path.includes(':'));
+  if (hasBody || route.query !== undefined || readsInput) codes.add('INVALID_INPUT');
+  if (hasBody) for (const code of ['LIMIT_EXCEEDED', 'UNSUPPORTED_MEDIA_TYPE'] as const) codes.add(code);
+  if (route.idempotent === true) for (const code of ['INVALID_INPUT', 'CONFLICT'] as const) codes.add(code);
+  for (const code of route.errors ?? []) codes.add(code);
+  const byStatus = new Map<number, ErrorCode[]>();
+  for (const code of ERROR_CODES) {
+    if (!codes.has(code)) continue;
+    const status = statusForCode(code);
+    byStatus.set(status, [...(byStatus.get(status) ?? []), code]);
+  }
+  return byStatus;
+}
+
+function errorResponse(route: RouteDoc, status: number, codes: readonly ErrorCode[]): Json {
+  const noted = route.responses?.[status];
+  const headers: Record<string, HeaderDoc> = {};
+  for (const code of codes) Object.assign(headers, ERROR_HEADERS[code]);
+  if (status === 409 && route.idempotent === true) {
+    headers['Retry-After'] = {
+      description: 'Seconds to wait: sent when a request with the same Idempotency-Key is still running',
+      schema: z.string().regex(/^[0-9]+$/),
+    };
+  }
+  Object.assign(headers, noted?.headers);
+  const listed = codes.map((code) => `\`${code}\``).join(', ');
+  return {
+    description: noted === undefined ? listed : `${listed}: ${noted.description}`,
+    headers: { ...headersDoc(headers), ...COMMON_HEADER_REFS },
+    content: { [JSON_TYPE]: { schema: errorSchema(codes) } },
+  };
+}
+
+/** The error body with `error.code` narrowed to `codes`. */
+function errorSchema(codes: readonly ErrorCode[]): Json {
+  return {
+    allOf: [
+      { $ref: `${SCHEMAS_PREFIX}Error` },
+      { type: 'object', properties: { error: { type: 'object', properties: { code: { enum: [...codes] } } } } },
+    ],
+  };
+}
+
+function headersDoc(headers: Readonly<Record<string, HeaderDoc>>): Json {
+  return Object.fromEntries(
+    Object.entries(headers).map(([name, doc]) => {
+      if (typeof doc === 'string') return [name, { description: doc, schema: { type: 'string' } }];
+      const schema = doc.schema === undefined ? { type: 'string' } : headerSchema(doc.schema);
+      return [name, { description: doc.description, ...(doc.required === true ? { required: true } : {}), schema }];
+    }),
+  );
+}
+
+function headerSchema(schema: z.ZodType): Json {
+  const { $schema: _dialect, ...rest } = z.toJSONSchema(schema, { io: 'output', unrepresentable: 'any' }) as Json;
+  return rest;
+}
+
+/** A path parameter: its name and, when the route gives one, the pattern it must match. */
+interface PathParam {
+  readonly name: string;
+  readonly pattern?: string;
+}
+
+function convertPath(honoPath: string): { path: string; params: PathParam[] } {
+  const params: PathParam[] = [];
+  const path = honoPath.replace(PATH_PARAM, (_match, name: string, regex: string | undefined, optional: string | undefined) => {
     // OpenAPI path parameters are always required; document each variant as its own route.
     if (optional !== undefined) throw invalid(`optional path parameter :${name}? in ${honoPath} cannot be documented`);
-    params.push(name);
+    params.push(regex === undefined ? { name } : { name, pattern: `^${regex.slice(1, -1)}$` });
     return `{${name}}`;
   });
   return { path, params };

@@ -7,6 +7,19 @@ import type { Principal } from './auth.js';
 import type { IdempotentRoute } from './idempotency.js';
 import type { RouteDoc } from './openapi.js';
 
+/**
+ * What {@link answerAs} takes: the schema's input, read-only all the way down (domain objects
+ * are `readonly`; the check is that their shape is the documented one, not that they may change).
+ */
+export type Answer<T> = T extends readonly (infer U)[]
+  ? readonly Answer<U>[]
+  : T extends Record<string, unknown>
+    ? { readonly [K in keyof T]: Answer<T[K]> }
+    : T;
+
+/** Schema issues reported when an answer does not match its schema. */
+const MAX_ANSWER_ISSUES = 10;
+
 /** Largest JSON request body accepted. */
 export const MAX_JSON_BODY_BYTES = 1024 * 1024;
 
@@ -77,6 +90,22 @@ export async function readJson<S extends z.ZodType>(c: Context<AppEnv>, schema: 
     throw new InputError('INVALID_INPUT', 'the request body is not valid JSON', { cause });
   }
   return schema.parse(value);
+}
+
+/**
+ * `value` as the documented response schema `schema` serializes it: what is not in the schema
+ * is left out, so an answer is exactly what the OpenAPI document says. A value the schema
+ * refuses is the server's fault, never the client's: `INTERNAL` (500), not the 400 a request
+ * that fails its schema gets.
+ */
+export function answerAs<S extends z.ZodType>(schema: S, value: Answer<z.input<S>>): z.output<S> {
+  const parsed = schema.safeParse(value);
+  if (parsed.success) return parsed.data;
+  const issues = parsed.error.issues.slice(0, MAX_ANSWER_ISSUES).map((issue) => ({ path: issue.path.map(String), code: issue.code }));
+  throw new HoldfastError('INTERNAL', 'the answer does not match its documented schema: this is a server bug', {
+    cause: parsed.error,
+    data: { issues },
+  });
 }
 
 /** Validates the query string against `schema`. */

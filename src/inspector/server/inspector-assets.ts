@@ -12,8 +12,10 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Hono } from 'hono';
+import { z } from 'zod';
 import { HoldfastError } from '../../errors.js';
 import type { AppEnv } from '../../server/app-env.js';
+import type { RouteDoc } from '../../server/openapi.js';
 
 /** Where the page lives. */
 export const INSPECTOR_BASE_PATH = '/ui/';
@@ -62,6 +64,40 @@ interface Asset {
   readonly type: string;
   readonly etag: string;
 }
+
+/** The routes {@link mountInspector} mounts, documented with the API. */
+export const INSPECTOR_DOCS: readonly RouteDoc[] = [
+  {
+    method: 'get',
+    path: '/ui',
+    operationId: 'openInspector',
+    summary: 'The inspector: a redirect to its page, /ui/',
+    auth: false,
+    tags: ['ops'],
+    responseStatus: 308,
+    responseHeaders: { Location: { description: '`/ui/`', required: true, schema: z.literal(INSPECTOR_BASE_PATH) } },
+  },
+  {
+    method: 'get',
+    path: '/ui/:file{[a-z0-9.-]*}',
+    operationId: 'getInspectorFile',
+    summary: `A file of the inspector page (${Object.keys(ASSET_TYPES).join(', ')}); /ui/ itself is index.html`,
+    description:
+      'The inspector is a web page over this API: it asks for a token and sends it with every call. Its files are served with a strict Content-Security-Policy and revalidated on every load.',
+    auth: false,
+    tags: ['ops'],
+    produces: '*/*',
+    responseHeaders: {
+      'Content-Type': { description: Object.values(ASSET_TYPES).join(', '), required: true },
+      ETag: { description: 'Of the file: send it as If-None-Match to get 304', required: true },
+      'Content-Security-Policy': { description: 'The page policy', required: true, schema: z.literal(INSPECTOR_CSP) },
+      'Cache-Control': { description: '`no-cache`: revalidated on every load', required: true, schema: z.literal('no-cache') },
+    },
+    headers: z.object({ 'if-none-match': z.string().max(256).optional().describe('The ETag of a copy the client holds') }),
+    responses: { 304: { description: 'The copy the client holds (If-None-Match) is current', headers: { ETag: 'Of the file' } } },
+    errors: ['NOT_FOUND'],
+  },
+];
 
 /** What {@link mountInspector} takes. */
 export interface InspectorOptions {

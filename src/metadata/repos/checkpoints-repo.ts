@@ -7,14 +7,16 @@ import {
   isForeignKeyViolation,
   type JsonObject,
   newId,
+  type RecordedError,
   type RepoContext,
+  recordedErrorFromText,
   requireCount,
   requireText,
   startsWith,
   toJsonText,
 } from './repo-context.js';
 
-export type { JsonObject } from './repo-context.js';
+export type { JsonObject, RecordedError } from './repo-context.js';
 
 /** One capture of a workspace. */
 export interface Checkpoint {
@@ -28,7 +30,7 @@ export interface Checkpoint {
   readonly reason: CheckpointReason;
   readonly stats: JsonObject | null;
   /** Why it failed (typically `HoldfastError#toJSON()`); set exactly when failed. */
-  readonly error: JsonObject | null;
+  readonly error: RecordedError | null;
   readonly createdAt: number;
   /** When it left `pending`; `null` while pending. */
   readonly finishedAt: number | null;
@@ -72,7 +74,7 @@ export interface CheckpointsRepo {
    */
   markReady(id: string, input: ReadyCheckpointInput): Promise<Checkpoint>;
   /** `pending` -> `failed`, keeping `error`. Same failure codes as {@link CheckpointsRepo.markReady}. */
-  markFailed(id: string, error: JsonObject): Promise<Checkpoint>;
+  markFailed(id: string, error: RecordedError): Promise<Checkpoint>;
   /** The checkpoint with `id`; rejects with `NOT_FOUND` when there is none. */
   get(id: string): Promise<Checkpoint>;
   /** The checkpoint with `id`, or `undefined`. */
@@ -224,7 +226,7 @@ function toCheckpoint(row: Selectable<CheckpointsTable>): Checkpoint {
     status: row.status,
     reason: row.reason,
     stats: fromJsonText(row.stats),
-    error: fromJsonText(row.error),
+    error: recordedErrorFromText(row.error),
     createdAt: row.created_at,
     finishedAt: row.finished_at,
   };

@@ -52,6 +52,20 @@ export function requireCount(value: unknown, field: string): number {
 /** A JSON object as stored in TEXT columns (`stats`, `error`, `result`, `data`). */
 export type JsonObject = Readonly<Record<string, unknown>>;
 
+/**
+ * A failure as kept in an `error` column: `HoldfastError#toJSON()` or the same shape (a code,
+ * a message, optional data). Its code is a string: a stored row outlives the version that wrote it.
+ */
+export interface RecordedError extends JsonObject {
+  readonly code: string;
+  readonly message: string;
+}
+
+/** An `error` column as written by {@link toJsonText} from a {@link RecordedError}. */
+export function recordedErrorFromText(text: string | null): RecordedError | null {
+  return fromJsonText(text) as RecordedError | null;
+}
+
 /** JSON text of an object for a TEXT column; `INVALID_INPUT` naming `field` for anything else. */
 export function toJsonText(value: JsonObject, field: string): string {
   let text: string | undefined;

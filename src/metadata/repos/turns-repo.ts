@@ -1,7 +1,17 @@
 import type { Selectable } from 'kysely';
 import { ConflictError, NotFoundError } from '../../errors.js';
 import type { RunEventsTable, TurnStatus, TurnsTable } from '../schema.js';
-import { fromJsonText, type JsonObject, newId, type RepoContext, requireCount, requireText, toJsonText } from './repo-context.js';
+import {
+  fromJsonText,
+  type JsonObject,
+  newId,
+  type RecordedError,
+  type RepoContext,
+  recordedErrorFromText,
+  requireCount,
+  requireText,
+  toJsonText,
+} from './repo-context.js';
 
 /** One turn of a run. */
 export interface Turn {
@@ -15,7 +25,7 @@ export interface Turn {
   readonly status: TurnStatus;
   /** The ready checkpoint that completed the turn (set exactly when completed). */
   readonly checkpointId: string | null;
-  readonly error: JsonObject | null;
+  readonly error: RecordedError | null;
   readonly result: JsonObject | null;
   readonly startedAt: number;
   readonly finishedAt: number | null;
@@ -57,7 +67,7 @@ export interface TurnsRepo {
     id: string,
     outcome:
       | { status: 'completed'; checkpointId: string; result?: JsonObject }
-      | { status: 'failed'; error: JsonObject; result?: JsonObject },
+      | { status: 'failed'; error: RecordedError; result?: JsonObject },
   ): Promise<Turn>;
   /** The run's turns, newest first, at most `limit`; with `afterSeq`, only those of a lower `seq` (a keyset page). */
   list(runId: string, limit?: number, afterSeq?: number): Promise<Turn[]>;
@@ -150,7 +160,7 @@ function toTurn(row: Selectable<TurnsTable>): Turn {
     owner: row.owner,
     status: row.status,
     checkpointId: row.checkpoint_id,
-    error: fromJsonText(row.error),
+    error: recordedErrorFromText(row.error),
     result: fromJsonText(row.result),
     startedAt: row.started_at,
     finishedAt: row.finished_at,

@@ -3,7 +3,7 @@ import { HoldfastError } from '../../errors.js';
 import type { Holdfast } from '../../index.js';
 import { DEFAULT_BUNDLE_TAR_LIMITS } from '../../runs/bundle-tar.js';
 import type { AppEnv } from '../app-env.js';
-import { type RouteDef, tenantServices } from '../route.js';
+import { answerAs, type RouteDef, tenantServices } from '../route.js';
 import { BundleRecordSchema } from './schemas.js';
 import { requestChunks } from './work-folders-content.js';
 
@@ -25,14 +25,18 @@ export function bundleRoutes(hf: Holdfast): RouteDef[] {
       doc: {
         method: 'post',
         path: '/v1/bundles',
+        operationId: 'captureBundle',
         summary: `Capture a deployment bundle from a tar archive (at most ${MAX_BUNDLE_UPLOAD_BYTES} bytes, ${DEFAULT_BUNDLE_TAR_LIMITS.maxEntries} entries, ${DEFAULT_BUNDLE_TAR_LIMITS.maxPathBytes}-byte paths; no absolute paths, .., escaping links or devices; no credential)`,
         tags: ['deployments'],
         consumes: 'application/x-tar',
         response: BundleRecordSchema,
         responseStatus: 201,
+        errors: ['INVALID_PATH', 'SECRET_EXCLUDED', 'STORE_FULL'],
         responses: {
-          413: { description: 'The body is larger than the upload limit (nothing captured)' },
+          400: { description: 'The archive is malformed or holds an entry a bundle may not have (nothing captured)' },
+          413: { description: 'The body is larger than the upload limit, or the archive expands past its limits (nothing captured)' },
           415: { description: 'The body is not declared as application/x-tar' },
+          422: { description: 'A file of the bundle holds a credential (nothing captured)' },
         },
       },
       maxBodyBytes: MAX_BUNDLE_UPLOAD_BYTES,
@@ -42,7 +46,7 @@ export function bundleRoutes(hf: Holdfast): RouteDef[] {
           requireTar(c);
           const { bundles } = await tenantServices(hf, c);
           const record = await bundles.captureTar(requestChunks(c), { signal: c.req.raw.signal });
-          return c.json(BundleRecordSchema.parse(record), 201);
+          return c.json(answerAs(BundleRecordSchema, record), 201);
         } catch (error) {
           c.header('connection', 'close');
           throw error;

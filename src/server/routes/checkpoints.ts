@@ -1,8 +1,10 @@
 import { Readable } from 'node:stream';
+import { z } from 'zod';
 import type { Holdfast } from '../../index.js';
-import { type RouteDef, readQuery, tenantServices } from '../route.js';
+import { answerAs, type RouteDef, readQuery, tenantServices } from '../route.js';
 import { checkpointsPage } from './list-pages.js';
-import { Checkpoint, CheckpointPage, FilePathQuery, PageQuery, PathQuery } from './schemas.js';
+import { ID_PREFIX_ERRORS, RUN_WORK_ERRORS } from './runs.js';
+import { Checkpoint, CheckpointPage, FilePathQuery, PageQuery, PathQuery, TreeLookup } from './schemas.js';
 
 /** Checkpoints: by run, one by id, a directory listing, a file download. */
 export function checkpointRoutes(hf: Holdfast): RouteDef[] {
@@ -12,20 +14,24 @@ export function checkpointRoutes(hf: Holdfast): RouteDef[] {
       doc: {
         method: 'post',
         path: '/v1/runs/:id/checkpoints',
+        operationId: 'checkpointRun',
         summary: "Checkpoint a run's sandbox now (reason manual)",
         tags,
         response: Checkpoint,
         responseStatus: 201,
+        errors: RUN_WORK_ERRORS,
       },
       async handler(c) {
         const { runs } = await tenantServices(hf, c);
-        return c.json(await runs.checkpoint(c.req.param('id') ?? ''), 201);
+        return c.json(answerAs(Checkpoint, await runs.checkpoint(c.req.param('id') ?? '')), 201);
       },
     },
     {
       doc: {
         method: 'get',
         path: '/v1/runs/:id/checkpoints',
+        operationId: 'listCheckpoints',
+        errors: ID_PREFIX_ERRORS,
         summary: "A run's checkpoints, newest first (failed ones with their errors), a page at a time",
         tags,
         query: PageQuery,
@@ -33,37 +39,53 @@ export function checkpointRoutes(hf: Holdfast): RouteDef[] {
       },
       async handler(c) {
         const page = await checkpointsPage(hf.meta, await tenantServices(hf, c), c.req.param('id') ?? '', readQuery(c, PageQuery));
-        return c.json({ checkpoints: page.items, nextCursor: page.nextCursor });
+        return c.json(answerAs(CheckpointPage, { checkpoints: page.items, nextCursor: page.nextCursor }));
       },
     },
     {
-      doc: { method: 'get', path: '/v1/checkpoints/:id', summary: 'Get a checkpoint', tags, response: Checkpoint },
+      doc: {
+        method: 'get',
+        path: '/v1/checkpoints/:id',
+        operationId: 'getCheckpoint',
+        errors: ID_PREFIX_ERRORS,
+        summary: 'Get a checkpoint',
+        tags,
+        response: Checkpoint,
+      },
       async handler(c) {
         const { checkpoints } = await tenantServices(hf, c);
-        return c.json(await checkpoints.get(c.req.param('id') ?? ''));
+        return c.json(answerAs(Checkpoint, await checkpoints.get(c.req.param('id') ?? '')));
       },
     },
     {
       doc: {
         method: 'get',
         path: '/v1/checkpoints/:id/tree',
+        operationId: 'listCheckpointTree',
         summary: 'List a directory (or describe one entry) inside a ready checkpoint',
         tags,
         query: PathQuery,
+        response: TreeLookup,
+        errors: [...ID_PREFIX_ERRORS, 'INVALID_PATH', 'INTEGRITY'],
+        responses: { 400: { description: 'Bad input, or the checkpoint is not ready' } },
       },
       async handler(c) {
         const { checkpoints } = await tenantServices(hf, c);
-        return c.json(await checkpoints.ls(c.req.param('id') ?? '', readQuery(c, PathQuery).path ?? ''));
+        return c.json(answerAs(TreeLookup, await checkpoints.ls(c.req.param('id') ?? '', readQuery(c, PathQuery).path ?? '')));
       },
     },
     {
       doc: {
         method: 'get',
         path: '/v1/checkpoints/:id/file',
+        operationId: 'downloadCheckpointFile',
         summary: "Download a file's bytes from a ready checkpoint (verified as streamed)",
         tags,
         query: FilePathQuery,
         produces: 'application/octet-stream',
+        responseHeaders: { 'Content-Length': { description: 'Bytes of the file', required: true, schema: z.string().regex(/^[0-9]+$/) } },
+        errors: [...ID_PREFIX_ERRORS, 'INVALID_PATH', 'INTEGRITY'],
+        responses: { 400: { description: 'Bad input, or the checkpoint is not ready' } },
       },
       async handler(c) {
         const { checkpoints } = await tenantServices(hf, c);

@@ -5,7 +5,8 @@
  */
 import { z } from 'zod';
 import type { Holdfast } from '../../index.js';
-import { type RouteDef, readQuery, tenantServices } from '../route.js';
+import { answerAs, type RouteDef, readQuery, tenantServices } from '../route.js';
+import { ID_PREFIX_ERRORS } from './runs.js';
 
 /** Most changes one diff answer carries; past it `truncated` is true (the CLI's `holdfast diff` gives them all). */
 export const MAX_DIFF_CHANGES = 5_000;
@@ -44,10 +45,12 @@ export function inspectorV1Routes(hf: Holdfast): RouteDef[] {
       doc: {
         method: 'get',
         path: '/v1/checkpoints/:id/diff',
+        operationId: 'diffCheckpoint',
         summary: `What changed in a ready checkpoint against its parent (or ?against=), at most ${MAX_DIFF_CHANGES} changes`,
         tags: ['checkpoints'],
         query: DiffQuery,
         response: CheckpointDiff,
+        errors: [...ID_PREFIX_ERRORS, 'INTEGRITY'],
       },
       async handler(c) {
         const { checkpoints, snapshots } = await tenantServices(hf, c);
@@ -55,14 +58,17 @@ export function inspectorV1Routes(hf: Holdfast): RouteDef[] {
         const { against } = readQuery(c, DiffQuery);
         const checkpoint = await checkpoints.get(id);
         const baseId = against ?? checkpoint.parentId;
-        if (baseId === null) return c.json({ checkpointId: checkpoint.id, baseId: null, changes: [], truncated: false });
+        if (baseId === null)
+          return c.json(answerAs(CheckpointDiff, { checkpointId: checkpoint.id, baseId: null, changes: [], truncated: false }));
         const changes = await snapshots.diff(baseId, checkpoint.id);
-        return c.json({
-          checkpointId: checkpoint.id,
-          baseId,
-          changes: changes.slice(0, MAX_DIFF_CHANGES),
-          truncated: changes.length > MAX_DIFF_CHANGES,
-        });
+        return c.json(
+          answerAs(CheckpointDiff, {
+            checkpointId: checkpoint.id,
+            baseId,
+            changes: changes.slice(0, MAX_DIFF_CHANGES),
+            truncated: changes.length > MAX_DIFF_CHANGES,
+          }),
+        );
       },
     },
   ];
@@ -75,6 +81,7 @@ export function inspectorAnyPrincipalRoutes(): RouteDef[] {
       doc: {
         method: 'get',
         path: '/api/whoami',
+        operationId: 'whoAmI',
         summary: 'Who the bearer token is: its kind, tenant and, for a user or run token, the user or run (never the secret)',
         tags: ['auth'],
         response: WhoAmI,
@@ -84,11 +91,11 @@ export function inspectorAnyPrincipalRoutes(): RouteDef[] {
         const base = { kind: principal.kind, tenant: principal.tenantName };
         switch (principal.kind) {
           case 'service':
-            return c.json({ ...base, admin: principal.admin });
+            return c.json(answerAs(WhoAmI, { ...base, admin: principal.admin }));
           case 'user':
-            return c.json({ ...base, user: principal.userId, role: principal.role });
+            return c.json(answerAs(WhoAmI, { ...base, user: principal.userId, role: principal.role }));
           case 'run':
-            return c.json({ ...base, runId: principal.runId, bindings: { ...principal.bindings } });
+            return c.json(answerAs(WhoAmI, { ...base, runId: principal.runId, bindings: { ...principal.bindings } }));
         }
       },
     },

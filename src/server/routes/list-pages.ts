@@ -1,7 +1,7 @@
 import { CREATED_KEY, type Page, type PageRequest, readPage } from '../../core/page-cursor.js';
 import type { Channel, MetadataStore, Run, TenantServices, Turn } from '../../index.js';
 import type { Checkpoint } from '../../metadata/repos/checkpoints-repo.js';
-import type { DeploymentSpec } from '../../runs/deployment-spec.js';
+import { parseStoredSpec } from '../../runs/deployment-spec.js';
 import type { Deployment } from '../../runs/deployments.js';
 
 /**
@@ -60,8 +60,8 @@ export async function deploymentsPage(meta: MetadataStore, services: TenantServi
     (after, limit) => meta.deployments.list(services.tenant.id, after === undefined ? { limit } : { limit, after }),
     (d) => [d.createdAt, d.id],
   );
-  // Stored specs were normalized before they were hashed and written; they parse as they were.
-  const items = page.items.map((r) => ({ id: r.id, spec: JSON.parse(r.spec) as DeploymentSpec, createdAt: r.createdAt }));
+  // Stored specs were normalized before they were hashed and written; fields added since read as their defaults.
+  const items = page.items.map((r) => ({ id: r.id, spec: parseStoredSpec(r.spec), createdAt: r.createdAt }));
   return { items, nextCursor: page.nextCursor };
 }
 

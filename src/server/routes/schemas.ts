@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../../core/page-cursor.js';
+import { CHECKPOINT_REASONS } from '../../metadata/schema.js';
 import { MAX_CURSOR_CHARS } from './work-folders-schemas.js';
 
 /** Shared request and response schemas of API v1 (they also document it). */
@@ -34,14 +35,51 @@ export const DeploymentBody = z.strictObject({
   bundlePath: z.string().max(1024).nullish(),
 });
 
-export const Deployment = z.object({
-  id: z.string(),
-  spec: z.object({}).passthrough(),
-  createdAt: z.number(),
-});
+/** What every stored JSON object may hold (stats, error data, event data): any JSON values by name. */
+const JsonRecord = z.record(z.string(), z.unknown());
+/** A SHA-256 in lowercase hex: deployment ids, tree ids, file hashes. */
+const Sha256 = z.string().regex(/^[0-9a-f]{64}$/);
+/** An instant, in milliseconds since the epoch. */
+const EpochMs = z.number().int().describe('Epoch milliseconds');
+/** A count of things or bytes. */
+const Count = z.number().int().nonnegative();
+
+/**
+ * A failure as stored with a turn or a checkpoint (`HoldfastError#toJSON()`). Its code is a
+ * string, not the closed enum: a stored row outlives the version that wrote it.
+ */
+export const StoredError = z
+  .looseObject({ code: z.string(), message: z.string(), data: JsonRecord.optional() })
+  .meta({ id: 'StoredError', description: 'A recorded failure: its error code, message and data' });
+
+/** A deployment's spec as normalized and stored (`runs/deployment-spec.ts` `DeploymentSpec`). */
+export const DeploymentSpecSchema = z
+  .object({
+    provider: z.string(),
+    image: z.string().nullable(),
+    setup: z.array(z.array(z.string())),
+    env: z.record(z.string(), z.string()),
+    workspaceRoot: z.string().nullable(),
+    workspaceUpgradePolicy: z.enum(['automatic', 'manual']),
+    validate: z.array(z.string()).nullable(),
+    limits: z.object({ memoryBytes: Count.optional(), cpus: z.number().positive().optional(), pids: Count.optional() }).nullable(),
+    bundle: BundleRecordSchema.nullable(),
+    bundlePath: z.string().nullable(),
+  })
+  .meta({ id: 'DeploymentSpec' });
+
+export const Deployment = z
+  .object({
+    id: Sha256.describe('SHA-256 of the canonical spec: the same spec is the same deployment'),
+    spec: DeploymentSpecSchema,
+    createdAt: EpochMs,
+  })
+  .meta({ id: 'Deployment' });
 
 export const ChannelBody = z.strictObject({ deploymentId: z.string().length(64) });
-export const Channel = z.object({ name: z.string(), deploymentId: z.string(), version: z.number(), updatedAt: z.number() });
+export const Channel = z
+  .object({ tenantId: z.string(), name: z.string(), deploymentId: Sha256, version: z.number().int().positive(), updatedAt: EpochMs })
+  .meta({ id: 'Channel' });
 
 /** An owner id of a binding; `parseRunBindings` (auth/folder-access.ts) holds the same rule. */
 const OwnerId = z
@@ -62,25 +100,41 @@ export const RunBody = z.union([
   z.strictObject({ deploymentId: z.string().length(64), bindings: RunBindings.optional() }),
 ]);
 
-export const Run = z.object({
-  id: z.string(),
-  workspaceId: z.string(),
-  channel: z.string().nullable(),
-  deploymentId: z.string(),
-  sandbox: z.object({ provider: z.string(), id: z.string() }).nullable(),
-  lease: z
-    .object({ state: z.enum(['free', 'held', 'release_recovery_required']), epoch: z.number(), owner: z.string().nullable() })
-    .passthrough(),
-  turnCount: z.number(),
-  bindings: RunBindings.nullable(),
-  createdAt: z.number(),
-  updatedAt: z.number(),
-  /** When the run ended; `null` while it is active. */
-  endedAt: z.number().nullable(),
+/** A run's lease (`metadata/repos/runs-repo.ts` `Lease`). */
+const Lease = z.object({
+  state: z.enum(['free', 'held', 'release_recovery_required']),
+  epoch: Count.describe('Bumped by every claim and every resolution'),
+  owner: z.string().nullable(),
+  expiresAt: EpochMs.nullable(),
+  takenFrom: z.string().nullable().describe('The owner the latest claim took an expired lease from'),
+  error: JsonRecord.nullable().describe('Why the lease needs recovery (release_recovery_required)'),
 });
 
+export const Run = z
+  .object({
+    id: z.string(),
+    tenantId: z.string(),
+    workspaceId: z.string(),
+    channel: z.string().nullable().describe('The channel the run follows for upgrades; `null` when pinned'),
+    deploymentId: Sha256,
+    sandbox: z.object({ provider: z.string(), id: z.string() }).nullable().describe('The current sandbox; `null` before the first turn'),
+    lease: Lease,
+    turnCount: Count,
+    bindings: z
+      .object({ task: z.string().optional(), agent: z.string().optional(), user: z.string().optional(), project: z.string().optional() })
+      .nullable()
+      .describe('Owner ids of the collections the run is bound to, by scope'),
+    createdAt: EpochMs,
+    updatedAt: EpochMs,
+    /** When the run ended; `null` while it is active. */
+    endedAt: EpochMs.nullable().describe('When the run ended; `null` while it is active'),
+  })
+  .meta({ id: 'Run' });
+
 /** A run just created: `runToken` is its run token's secret (shown once; `null` for an unbound run or in a replay). */
-export const CreatedRun = Run.extend({ runToken: z.string().nullable() });
+export const CreatedRun = Run.extend({
+  runToken: z.string().nullable().describe("The run token's secret, shown once; `null` for an unbound run and in a replay"),
+});
 
 export const TurnBody = z.strictObject({
   argv: Argv,
@@ -93,35 +147,131 @@ export const TurnBody = z.strictObject({
   waitMs: z.number().int().min(0).max(30_000).optional(),
 });
 
-export const Checkpoint = z.object({
-  id: z.string(),
-  workspaceId: z.string(),
-  parentId: z.string().nullable(),
-  rootTree: z.string().nullable(),
-  status: z.enum(['pending', 'ready', 'failed']),
-  reason: z.string(),
-  createdAt: z.number(),
-  finishedAt: z.number().nullable(),
+/** One entry a checkpoint left out (`core/exclusion.ts` `Exclusion`); the reason is a string, as stored. */
+const ExclusionSchema = z.object({ path: z.string(), reason: z.string(), rule: z.string() });
+
+/**
+ * What a ready checkpoint recorded (`snapshot/checkpoint.ts` `CheckpointStats` with the first
+ * exclusions and every allowance). Every field is optional and others may follow: a stored row
+ * keeps the figures of the version that wrote it.
+ */
+export const CheckpointStatsSchema = z
+  .looseObject({
+    files: Count.optional(),
+    dirs: Count.optional(),
+    symlinks: Count.optional(),
+    bytes: Count.optional(),
+    hardlinks: Count.optional(),
+    filesHashed: Count.optional(),
+    bytesHashed: Count.optional(),
+    attempts: Count.optional(),
+    durationMs: Count.optional(),
+    objectsWritten: Count.optional(),
+    rawBytesWritten: Count.optional(),
+    storedBytesWritten: Count.optional(),
+    packsWritten: Count.optional(),
+    blobWrites: Count.optional(),
+    excludedCount: Count.optional(),
+    excludedByReason: z.record(z.string(), Count).optional(),
+    excluded: z.array(ExclusionSchema).optional().describe('The first exclusions (all are counted in excludedCount)'),
+    allowed: z.array(ExclusionSchema).optional().describe('Paths a secret rule matched that allowSecretPaths let through'),
+    root: z.object({ mode: Count, mtimeMs: z.number() }).optional().describe("The root directory's permission bits and mtime"),
+  })
+  .meta({ id: 'CheckpointStats' });
+
+export const Checkpoint = z
+  .object({
+    id: z.string(),
+    workspaceId: z.string(),
+    parentId: z.string().nullable(),
+    rootTree: Sha256.nullable().describe('Set exactly when the checkpoint is ready'),
+    status: z.enum(['pending', 'ready', 'failed']),
+    reason: z.enum(CHECKPOINT_REASONS),
+    stats: CheckpointStatsSchema.nullable(),
+    error: StoredError.nullable().describe('Why it failed; set exactly when failed'),
+    createdAt: EpochMs,
+    finishedAt: EpochMs.nullable(),
+  })
+  .meta({ id: 'Checkpoint' });
+
+/** What a command turn records of its outcome (`Runs.command`); other turns may record other fields. */
+const TurnSummary = z.looseObject({
+  exitCode: z.number().int().nullable().optional(),
+  signal: z.string().nullable().optional(),
+  timedOut: z.boolean().optional(),
+  stdoutBytes: Count.optional(),
+  stderrBytes: Count.optional(),
 });
 
-export const Turn = z.object({
-  id: z.string(),
-  seq: z.number(),
-  epoch: z.number(),
-  owner: z.string(),
-  status: z.enum(['running', 'completed', 'failed']),
-  checkpointId: z.string().nullable(),
-  startedAt: z.number(),
-  finishedAt: z.number().nullable(),
-});
+export const Turn = z
+  .object({
+    id: z.string(),
+    runId: z.string(),
+    seq: z.number().int().positive(),
+    epoch: Count.describe('The lease epoch the turn ran under'),
+    owner: z.string(),
+    status: z.enum(['running', 'completed', 'failed']),
+    checkpointId: z.string().nullable().describe('The ready checkpoint that completed the turn'),
+    error: StoredError.nullable(),
+    result: TurnSummary.nullable(),
+    startedAt: EpochMs,
+    finishedAt: EpochMs.nullable(),
+  })
+  .meta({ id: 'Turn' });
 
 export const TurnResult = z.object({
   turn: Turn,
   checkpoint: Checkpoint,
-  exit: z.object({ code: z.number().nullable(), signal: z.string().nullable(), timedOut: z.boolean() }),
+  exit: z.object({ code: z.number().int().nullable(), signal: z.string().nullable(), timedOut: z.boolean() }),
   stdout: z.string(),
   stderr: z.string(),
 });
+
+/** One recorded step of a run (`metadata/repos/turns-repo.ts` `RunEvent`). */
+export const RunEventSchema = z
+  .object({
+    id: z.number().int(),
+    runId: z.string(),
+    at: EpochMs,
+    kind: z.string().describe('recovery, upgrade, lease, checkpoint, sandbox, restore, …'),
+    step: z.string().describe('create_sandbox, restore, setup, validate, commit, …'),
+    status: z.enum(['ok', 'failed']),
+    durationMs: z.number().nonnegative().nullable(),
+    data: JsonRecord.nullable(),
+  })
+  .meta({ id: 'RunEvent' });
+export const RunEventList = z.object({ events: z.array(RunEventSchema) });
+
+/** What `POST /v1/runs/:id/restore` answers: the new sandbox (the caller's to destroy) and what it holds. */
+export const RestoredSandbox = z.object({
+  sandbox: z.object({ provider: z.string(), id: z.string(), workspaceRoot: z.string() }),
+  deploymentId: Sha256,
+  checkpointId: z.string(),
+});
+
+/** One entry of a checkpoint's directory tree (`core/tree.ts` `TreeEntry`). */
+export const TreeEntrySchema = z
+  .discriminatedUnion('type', [
+    z.object({
+      name: z.string(),
+      type: z.literal('file'),
+      mode: Count,
+      size: Count,
+      mtimeMs: z.number(),
+      sha256: Sha256,
+      chunks: z.array(Sha256),
+      hardlink: z.string().optional().describe('The path of the hard-link group member this file is a link to'),
+    }),
+    z.object({ name: z.string(), type: z.literal('dir'), mode: Count, mtimeMs: z.number(), tree: Sha256 }),
+    z.object({ name: z.string(), type: z.literal('symlink'), target: z.string(), mtimeMs: z.number() }),
+  ])
+  .meta({ id: 'TreeEntry' });
+
+/** A directory listing (`kind: dir`) or one entry (`kind: entry`) inside a checkpoint (`snapshot/browse.ts` `Lookup`). */
+export const TreeLookup = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('dir'), tree: Sha256, entries: z.array(TreeEntrySchema) }),
+  z.object({ kind: z.literal('entry'), entry: TreeEntrySchema }),
+]);
 
 export const UpgradeBody = z.strictObject({ deploymentId: z.string().length(64).optional() });
 export const RestoreBody = z.strictObject({ checkpointId: z.string().min(1).max(128).optional() });
@@ -158,4 +308,24 @@ export const TokenBody = z.strictObject({
   tenant: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/),
   name: z.string().min(1).max(128),
   admin: z.boolean().optional(),
+});
+
+/** A token just created: its secret is shown once (`null` in a replay of the request). */
+export const CreatedTokenSchema = z.object({
+  id: z.string(),
+  tenant: z.string(),
+  name: z.string(),
+  admin: z.boolean(),
+  user: z.string().nullable().describe('user tokens: the user name'),
+  runId: z.string().nullable().describe('run tokens: the run'),
+  token: z.string().nullable().describe('The bearer token; only its hash is stored. `null` in a replay'),
+});
+
+/** `GET /healthz`. */
+export const Health = z.object({ status: z.literal('ok') });
+/** `GET /readyz`: both stores answered. */
+export const Readiness = z.object({
+  status: z.literal('ready'),
+  schemaVersion: z.number().int().describe('The metadata schema version'),
+  durationMs: Count.describe('How long the two probes took'),
 });

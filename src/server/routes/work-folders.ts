@@ -12,12 +12,14 @@
  * operation. Uploads stream into `Folders.write`, bounded by the folder file limit.
  */
 import type { Context } from 'hono';
+import { z } from 'zod';
 import { type CollectionTarget, canAccessFolder, type FolderAccessLookups, type FolderAction } from '../../auth/folder-access.js';
 import { NotFoundError } from '../../errors.js';
 import { type CollectionRef, FOLDER_SCOPES, type FolderScope, type Folders } from '../../folders/folders.js';
 import type { FolderSync } from '../../folders/sandbox-sync.js';
 import type { AppEnv } from '../app-env.js';
-import { type RouteDef, readJson, readQuery } from '../route.js';
+import type { HeaderDoc } from '../openapi.js';
+import { answerAs, type RouteDef, readJson, readQuery } from '../route.js';
 import { downloadResponse, requestChunks, requireOctetStream } from './work-folders-content.js';
 import {
   FolderDownloadHeaders,
@@ -89,6 +91,7 @@ export function workFolderRoutes({ folders, sync, lookups }: WorkFolderRouteDeps
       doc: {
         method: 'get',
         path: WORK_FOLDERS_BASE,
+        operationId: 'listFolderFiles',
         summary: 'List the live files of a collection (or its trash, ?trash=true), a page at a time',
         tags,
         query: FolderListQuery,
@@ -102,35 +105,39 @@ export function workFolderRoutes({ folders, sync, lookups }: WorkFolderRouteDeps
           ...(query.cursor === undefined ? {} : { cursor: query.cursor }),
           ...(query.limit === undefined ? {} : { limit: query.limit }),
         });
-        return c.json(FolderListPage.parse(page));
+        return c.json(answerAs(FolderListPage, page));
       },
     },
     {
       doc: {
         method: 'delete',
         path: WORK_FOLDERS_BASE,
+        operationId: 'purgeFolderCollection',
         summary: "Purge the owner's whole collection for good (service tokens only; never a user collection)",
         tags,
         response: FolderPurgeCollectionResult,
       },
       async handler(c) {
         const ref = await collectionFor(c, 'purge-collection', lookups);
-        return c.json(FolderPurgeCollectionResult.parse(await folders.purgeCollection(ref)));
+        return c.json(answerAs(FolderPurgeCollectionResult, await folders.purgeCollection(ref)));
       },
     },
     {
       doc: {
         method: 'get',
         path: `${WORK_FOLDERS_BASE}/content`,
+        operationId: 'downloadFolderFile',
         summary: "Download a file's bytes (streamed, verified; always an attachment, never cached, sandboxed), one Range supported",
         tags,
         query: FolderPathQuery,
         headers: FolderDownloadHeaders,
-        produces: 'application/octet-stream',
+        // The stored content type when it is a plain `type/subtype`, else application/octet-stream.
+        produces: '*/*',
         responseHeaders: DOWNLOAD_RESPONSE_HEADERS,
+        errors: ['INVALID_PATH', 'RANGE_NOT_SATISFIABLE', 'INTEGRITY'],
         responses: {
-          206: { description: 'The byte range asked for', produces: 'application/octet-stream', headers: PARTIAL_RESPONSE_HEADERS },
-          416: { description: 'The range lies past the end of the file', headers: { 'Content-Range': '`bytes */SIZE`' } },
+          206: { description: 'The byte range asked for', produces: '*/*', headers: PARTIAL_RESPONSE_HEADERS },
+          416: { description: 'The range lies past the end of the file' },
         },
       },
       async handler(c) {
@@ -143,13 +150,19 @@ export function workFolderRoutes({ folders, sync, lookups }: WorkFolderRouteDeps
       doc: {
         method: 'put',
         path: `${WORK_FOLDERS_BASE}/content`,
+        operationId: 'uploadFolderFile',
         summary: 'Upload a file (raw bytes, streamed; published only when complete, within the size limit and matching X-File-SHA256)',
         tags,
         query: FolderPathQuery,
         headers: FolderUploadHeaders,
         consumes: 'application/octet-stream',
         response: FolderWriteResult,
+        errors: ['INVALID_PATH', 'CONFLICT', 'STORE_FULL'],
         responses: {
+          409: {
+            description:
+              'The Idempotency-Key was used with other content, the body does not match X-File-SHA256, or a directory is at the path (nothing published)',
+          },
           413: { description: 'The body is larger than the folder file limit (nothing published)' },
           415: { description: 'The body is not declared as application/octet-stream' },
         },
@@ -178,7 +191,7 @@ export function workFolderRoutes({ folders, sync, lookups }: WorkFolderRouteDeps
             ...(contentType === undefined ? {} : { contentType }),
             ...(expectedSha256 === undefined ? {} : { expectedSha256 }),
           });
-          return c.json(FolderWriteResult.parse(result));
+          return c.json(answerAs(FolderWriteResult, result));
         } catch (error) {
           c.header('connection', 'close');
           throw error;
@@ -189,11 +202,14 @@ export function workFolderRoutes({ folders, sync, lookups }: WorkFolderRouteDeps
       doc: {
         method: 'post',
         path: `${WORK_FOLDERS_BASE}/operations`,
+        operationId: 'applyFolderOperation',
         summary: 'mkdir or delete (to the trash) a path, restore or purge a trashed row; idempotent by Idempotency-Key',
         tags,
         headers: FolderOperationHeaders,
         body: FolderOperationBody,
         response: FolderOperationResult,
+        errors: ['INVALID_PATH', 'CONFLICT'],
+        responses: { 409: { description: 'The Idempotency-Key was used for another operation, or the path is taken by another kind' } },
       },
       async handler(c) {
         const ref = await collectionFor(c, 'write', lookups);
@@ -203,19 +219,19 @@ export function workFolderRoutes({ folders, sync, lookups }: WorkFolderRouteDeps
         switch (op.action) {
           case 'mkdir': {
             const done = await folders.mkdir(ref, op.path, op.replaceKind === true ? { ...options, replaceKind: true } : options);
-            return c.json(FolderOperationResult.parse({ action: op.action, applied: done.applied, entry: done.entry }));
+            return c.json(answerAs(FolderOperationResult, { action: op.action, applied: done.applied, entry: done.entry }));
           }
           case 'delete': {
             const done = await folders.remove(ref, op.path, options);
-            return c.json(FolderOperationResult.parse({ action: op.action, applied: done.applied, removed: done.removed }));
+            return c.json(answerAs(FolderOperationResult, { action: op.action, applied: done.applied, removed: done.removed }));
           }
           case 'restore': {
             const done = await folders.restore(ref, op.fileId, options);
-            return c.json(FolderOperationResult.parse({ action: op.action, applied: done.applied, restored: done.restored }));
+            return c.json(answerAs(FolderOperationResult, { action: op.action, applied: done.applied, restored: done.restored }));
           }
           case 'purge': {
             const done = await folders.purge(ref, op.fileId, options);
-            return c.json(FolderOperationResult.parse({ action: op.action, applied: done.applied, purged: done.purged }));
+            return c.json(answerAs(FolderOperationResult, { action: op.action, applied: done.applied, purged: done.purged }));
           }
         }
       },
@@ -224,6 +240,7 @@ export function workFolderRoutes({ folders, sync, lookups }: WorkFolderRouteDeps
       doc: {
         method: 'get',
         path: `${WORK_FOLDERS_BASE}/sync`,
+        operationId: 'getFolderSyncStatus',
         summary: 'The save state of the collection in every sandbox that synced it (saving, saved, failed, or never saved), oldest first',
         tags,
         response: FolderSyncList,
@@ -232,19 +249,21 @@ export function workFolderRoutes({ folders, sync, lookups }: WorkFolderRouteDeps
         const ref = await collectionFor(c, 'read', lookups);
         const principal = c.get('principal');
         const sandboxes = await sync.status({ id: principal.tenantId, name: principal.tenantName }, ref);
-        return c.json(FolderSyncList.parse({ sandboxes }));
+        return c.json(answerAs(FolderSyncList, { sandboxes }));
       },
     },
     {
       doc: {
         method: 'post',
         path: `${WORK_FOLDERS_BASE}/refresh`,
+        operationId: 'refreshFolder',
         summary:
           "Queue a refresh of the collection in a bound run's sandbox for the run's next safe boundary (after a successful final flush)",
         tags,
         body: FolderRefreshBody,
         response: FolderRefreshResult,
         responseStatus: 202,
+        errors: ['CONFLICT'],
         responses: { 409: { description: 'The run has ended' } },
       },
       async handler(c) {
@@ -252,27 +271,33 @@ export function workFolderRoutes({ folders, sync, lookups }: WorkFolderRouteDeps
         const { runId } = await readJson(c, FolderRefreshBody);
         const principal = c.get('principal');
         const queued = await sync.requestRefresh({ id: principal.tenantId, name: principal.tenantName }, runId, ref);
-        return c.json(FolderRefreshResult.parse(queued), 202);
+        return c.json(answerAs(FolderRefreshResult, queued), 202);
       },
     },
   ];
 }
 
-const DOWNLOAD_RESPONSE_HEADERS: Readonly<Record<string, string>> = {
-  'Content-Type': 'The content type stored with the file when it is a plain `type/subtype`, else application/octet-stream',
-  'Content-Length': 'Bytes of the file',
-  'Content-Disposition': '`attachment` with the file name (ASCII fallback and RFC 8187 UTF-8)',
-  'Cache-Control': '`private, no-store`',
-  'X-Content-Type-Options': '`nosniff`',
-  'Content-Security-Policy': "`sandbox; default-src 'none'`",
-  'Accept-Ranges': '`bytes`',
-  ETag: 'The SHA-256 of the content, quoted',
-  'X-File-SHA256': 'The SHA-256 of the whole content (also on a 206)',
-  'X-File-Executable': '`true` or `false`',
+/** Headers every download carries (`work-folders-content.ts`). */
+const DOWNLOAD_RESPONSE_HEADERS: Readonly<Record<string, HeaderDoc>> = {
+  'Content-Type': always('The content type stored with the file when it is a plain `type/subtype`, else application/octet-stream'),
+  'Content-Length': always('Bytes of the file', z.string().regex(/^[0-9]+$/)),
+  'Content-Disposition': always('`attachment` with the file name (ASCII fallback and RFC 8187 UTF-8)', z.string().regex(/^attachment;/)),
+  'Cache-Control': always('`private, no-store`', z.literal('private, no-store')),
+  'X-Content-Type-Options': always('`nosniff`', z.literal('nosniff')),
+  'Content-Security-Policy': always("`sandbox; default-src 'none'`", z.literal("sandbox; default-src 'none'")),
+  'Accept-Ranges': always('`bytes`', z.literal('bytes')),
+  ETag: always('The SHA-256 of the content, quoted', z.string().regex(/^"[0-9a-f]{64}"$/)),
+  'X-File-SHA256': always('The SHA-256 of the whole content (also on a 206)', z.string().regex(/^[0-9a-f]{64}$/)),
+  'X-File-Executable': always('`true` or `false`', z.enum(['true', 'false'])),
 };
 
-const PARTIAL_RESPONSE_HEADERS: Readonly<Record<string, string>> = {
+const PARTIAL_RESPONSE_HEADERS: Readonly<Record<string, HeaderDoc>> = {
   ...DOWNLOAD_RESPONSE_HEADERS,
-  'Content-Length': 'Bytes of the range',
-  'Content-Range': '`bytes START-END/SIZE`',
+  'Content-Length': always('Bytes of the range', z.string().regex(/^[0-9]+$/)),
+  'Content-Range': always('`bytes START-END/SIZE`', z.string().regex(/^bytes [0-9]+-[0-9]+\/[0-9]+$/)),
 };
+
+/** A header every answer of its kind carries. */
+function always(description: string, schema?: z.ZodType): HeaderDoc {
+  return { description, required: true, ...(schema === undefined ? {} : { schema }) };
+}
