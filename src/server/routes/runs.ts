@@ -9,6 +9,7 @@ import {
   Run,
   RunBody,
   RunPage,
+  RunWithRepositories,
   TurnBody,
   TurnPage,
   TurnResult,
@@ -65,10 +66,17 @@ export function runRoutes(hf: Holdfast): RouteDef[] {
       },
     },
     {
-      doc: { method: 'get', path: '/v1/runs/:id', summary: 'Get a run with its lease and sandbox', tags, response: Run },
+      doc: {
+        method: 'get',
+        path: '/v1/runs/:id',
+        summary: 'Get a run with its lease, sandbox and repository checkouts',
+        tags,
+        response: RunWithRepositories,
+      },
       async handler(c) {
         const { runs } = await tenantServices(hf, c);
-        return c.json(await runs.get(c.req.param('id') ?? ''));
+        const run = await runs.get(c.req.param('id') ?? '');
+        return c.json({ ...run, repositories: await hf.repositories.status(run) });
       },
     },
     {

@@ -55,6 +55,18 @@ export const RunBindings = z.strictObject({
   agent: OwnerId.optional(),
   user: OwnerId.optional(),
   project: OwnerId.optional(),
+  /** Repositories checked out under `$HOME/repos/<name>`; `parseRepoBindings` (repos/repo-bindings.ts) holds the rules. */
+  repos: z
+    .array(
+      z.strictObject({
+        name: z.string().max(64).optional(),
+        url: z.string().max(2048),
+        ref: z.string().max(255).optional(),
+        branch: z.string().max(255).optional(),
+      }),
+    )
+    .max(16)
+    .optional(),
 });
 
 export const RunBody = z.union([
@@ -77,6 +89,21 @@ export const Run = z.object({
   updatedAt: z.number(),
   /** When the run ended; `null` while it is active. */
   endedAt: z.number().nullable(),
+});
+
+/** A run with the state of each bound repository's checkout (`GET /v1/runs/:id`). */
+export const RunWithRepositories = Run.extend({
+  repositories: z.array(
+    z.object({
+      name: z.string(),
+      url: z.string(),
+      branch: z.string().nullable(),
+      state: z.enum(['none', 'saving', 'saved', 'failed']),
+      lastCheckpointAt: z.number().nullable(),
+      checkpointId: z.string().nullable(),
+      error: z.object({ code: z.string(), message: z.string() }).nullable(),
+    }),
+  ),
 });
 
 /** A run just created: `runToken` is its run token's secret (shown once; `null` for an unbound run or in a replay). */
