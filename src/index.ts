@@ -10,6 +10,7 @@ import { FolderSync } from './folders/sandbox-sync.js';
 import { checkTenantName } from './folders/sync/sync-namespace.js';
 import { type MetadataStore, openMetadataStore } from './metadata/metadata-store.js';
 import { ContentWorkers } from './objects/content-workers.js';
+import { RepositoryCheckpoints } from './repos/repository-checkpoints.js';
 import { Bundles } from './runs/bundles.js';
 import { Checkpoints } from './runs/checkpoints.js';
 import type { Deployments, TenantScope } from './runs/deployments.js';
@@ -184,6 +185,8 @@ export interface Holdfast {
    * lifecycle): per-sandbox save state and queued refreshes.
    */
   readonly folderSync: FolderSync;
+  /** Repository checkpoints of runs' bound checkouts (a step of every run's lifecycle, after the folder sync): their state per run. */
+  readonly repositories: RepositoryCheckpoints;
   /** API tokens of every tenant (created hashed; the CLI and the HTTP API both use this). */
   readonly tokens: Tokens;
   /** Users of every tenant (member or viewer, revocable), whom user tokens act for. */
@@ -249,6 +252,7 @@ export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<H
   const deps = { blobs, meta, workers, cacheDir: options.cacheDir ?? defaultCacheDir() };
   const folders = new Folders({ meta, blobs, workers }, options.folders);
   let folderSync: FolderSync | undefined;
+  let repositories: RepositoryCheckpoints | undefined;
   const host = new RunHost({
     meta,
     deps,
@@ -258,7 +262,9 @@ export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<H
     ...(options.onRunEvent === undefined ? {} : { onEvent: options.onRunEvent }),
     extensions: (runHost) => {
       folderSync = new FolderSync({ ...deps, folders, endpoints: runHost.endpoints });
-      return [folderSync, ...(options.runExtensions ?? [])];
+      // After the folder sync, which makes the home directories (`repos/` among them).
+      repositories = new RepositoryCheckpoints({ ...deps, endpoints: runHost.endpoints });
+      return [folderSync, repositories, ...(options.runExtensions ?? [])];
     },
   });
   const strays = new StraySweeper(host);
@@ -303,6 +309,7 @@ export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<H
     provider: (name) => host.provider(name),
     folders,
     folderSync: folderSync as FolderSync,
+    repositories: repositories as RepositoryCheckpoints,
     tokens: new Tokens(meta, async (name) => (await forTenant(name)).tenant),
     users: new Users(meta, async (name) => (await forTenant(name)).tenant),
     forTenant,

@@ -9,6 +9,7 @@
 
 import { InputError } from '../errors.js';
 import type { MetadataStore } from '../metadata/metadata-store.js';
+import { parseRepoBindings, type RepoBinding, type RepoBindingInput } from '../repos/repo-bindings.js';
 
 /** The principal kinds, in the order they were introduced. */
 export const PRINCIPAL_KINDS = ['service', 'user', 'run'] as const;
@@ -52,6 +53,8 @@ export interface RunBindings {
   readonly agent?: string;
   readonly user?: string;
   readonly project?: string;
+  /** Repositories checked out under `$HOME/repos/<name>` (see `parseRepoBindings`); they grant no collection. */
+  readonly repos?: readonly RepoBinding[];
 }
 
 /** The scopes a run may be bound in (every collection scope). */
@@ -72,7 +75,7 @@ export function isOwnerId(value: unknown): value is string {
 
 /**
  * Validates what a caller offers as a run's bindings: an object whose keys are among
- * {@link BINDING_SCOPES} and whose values are owner ids of at most {@link MAX_OWNER_ID_CHARS}
+ * {@link BINDING_SCOPES} (or `repos`, validated by `parseRepoBindings`) and whose values are owner ids of at most {@link MAX_OWNER_ID_CHARS}
  * characters (letters, digits, `. _ : @ -`, starting with a letter or digit). Anything else is
  * `INVALID_INPUT` naming the field. An object without owners reads as no bindings (`undefined`).
  */
@@ -84,7 +87,12 @@ export function parseRunBindings(input: unknown): RunBindings | undefined {
     });
   }
   const bindings: Record<string, string> = {};
+  let repos: RepoBinding[] | undefined;
   for (const [scope, owner] of Object.entries(input)) {
+    if (scope === 'repos') {
+      repos = parseRepoBindings(owner);
+      continue;
+    }
     if (!(BINDING_SCOPES as readonly string[]).includes(scope)) {
       throw new InputError('INVALID_INPUT', `bindings.${scope.slice(0, 64)}: the scopes are task, agent, user and project`, {
         data: { field: 'bindings' },
@@ -100,11 +108,14 @@ export function parseRunBindings(input: unknown): RunBindings | undefined {
     }
     bindings[scope] = owner;
   }
+  if (repos !== undefined) return { ...bindings, repos };
   return Object.keys(bindings).length === 0 ? undefined : bindings;
 }
 
 /** What a caller may offer as bindings ({@link parseRunBindings} validates it); an `undefined` owner is no binding. */
-export type RunBindingsInput = { readonly [S in CollectionScope]?: string | undefined };
+export type RunBindingsInput = { readonly [S in CollectionScope]?: string | undefined } & {
+  readonly repos?: readonly RepoBindingInput[] | undefined;
+};
 
 /** A run token: the run-scoped transfer capability, only while its run is active. */
 export interface RunPrincipal extends PrincipalBase {

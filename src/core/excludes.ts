@@ -26,7 +26,11 @@ export interface ExcludeOptions {
    * directories on its way.
    */
   readonly include?: readonly string[];
-  /** Honour `.gitignore` files at every depth with git's semantics (default false). */
+  /**
+   * Honour `.gitignore` files at every depth with git's semantics (default false): the root's
+   * `.git/info/exclude` applies below every `.gitignore`, and no rule applies to a `.git`
+   * directory or anything inside one.
+   */
   readonly gitignore?: boolean;
   /**
    * Exact workspace-relative paths (no globs; a trailing `/` is allowed) let past a secret
@@ -96,7 +100,12 @@ export class ExcludeRules {
     const { state } = this;
     const parentSlash = relDir.lastIndexOf('/');
     const inherited = relDir === '' ? undefined : nearestGitignore(state.gitignores, parentSlash < 0 ? '' : relDir.slice(0, parentSlash));
-    const own = this.readsGitignore && gitignoreText !== undefined ? extendWithGitignore(inherited, gitignoreText, relDir) : inherited;
+    // Git never applies ignore rules to its own directory or anything in it (nor reads a `.gitignore` there).
+    const own = isGitDirectory(relDir)
+      ? undefined
+      : this.readsGitignore && gitignoreText !== undefined
+        ? extendWithGitignore(inherited, gitignoreText, relDir)
+        : inherited;
     if (own !== inherited && own !== undefined) state.gitignores.set(relDir, own);
     else state.gitignores.delete(relDir);
     const opened = state.opened.get(relDir);
@@ -118,6 +127,11 @@ export class ExcludeRules {
   get allowances(): readonly Exclusion[] {
     return [...this.state.allowances.values()];
   }
+}
+
+/** True for a `.git` directory at any depth, or a directory inside one. */
+function isGitDirectory(relDir: string): boolean {
+  return relDir === '.git' || relDir.startsWith('.git/') || relDir.endsWith('/.git') || relDir.includes('/.git/');
 }
 
 function nearestGitignore(map: ReadonlyMap<string, GitignoreMatcher>, dir: string): GitignoreMatcher | undefined {
@@ -164,7 +178,7 @@ class RulesForDirectory implements DirectoryRules {
     const excluded =
       (this.opened === undefined ? undefined : { path, reason: this.opened.reason, rule: this.opened.rule }) ??
       (cache === undefined ? undefined : { path, reason: 'cache', rule: cache.rule }) ??
-      ruleMatch(this.gitignore, probe, path, 'gitignore') ??
+      ruleMatch(name === '.git' && isDir ? undefined : this.gitignore, probe, path, 'gitignore') ??
       ruleMatch(state.user, probe, path, 'user-rule');
     // A decision from an earlier scan must not outlive a changed `.gitignore`.
     if (isDir) state.opened.delete(path);

@@ -17,6 +17,10 @@ const STATUS_BY_CODE: Readonly<Record<ErrorCode, number>> = {
   CONFLICT: 409,
   STALE_LEASE: 409,
   WORKSPACE_CHANGED: 409,
+  // A git write was in progress (a `*.lock` under `.git`): the next save retries.
+  REPOSITORY_BUSY: 409,
+  // The checkout is not self-contained or not a plain checkout (alternates, a `.git` file, hard links, escaping symlinks).
+  REPOSITORY_UNSUPPORTED: 422,
   INTEGRITY: 500,
   RESTORE_INCOMPLETE: 500,
   LIMIT_EXCEEDED: 413,

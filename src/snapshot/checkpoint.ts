@@ -7,7 +7,7 @@ import type { ContentWorkers } from '../objects/content-workers.js';
 import { ObjectWriter, type WriteStats } from '../objects/object-writer.js';
 import { ContentSink } from './content-sink.js';
 import { readFiles } from './read-files.js';
-import { DEFAULT_MAX_ENTRIES, DEFAULT_MAX_FILE_BYTES, listFiles, type ScanLimits } from './scan.js';
+import { DEFAULT_MAX_ENTRIES, DEFAULT_MAX_FILE_BYTES, listFiles, type ScanLimits, type ScanResult } from './scan.js';
 import type { StatCacheBuilder } from './stat-cache.js';
 import { buildTrees, type FileIds } from './tree-builder.js';
 import type { SourceScan, WorkspaceSource } from './workspace-source.js';
@@ -49,6 +49,12 @@ export interface CheckpointOptions {
   readonly maxAttempts?: number;
   readonly signal?: AbortSignal;
   readonly onProgress?: (progress: CheckpointProgress) => void;
+  /**
+   * Sees every scan (each attempt's) before any of its content is read: a throw fails the
+   * checkpoint with that error and the head stays where it was. Repository checkpoints refuse
+   * git's lock files and unsupported layouts here.
+   */
+  readonly onScan?: (scan: ScanResult) => void;
   /**
    * Runs inside the commit transaction, with the checkpoint marked ready and just before the
    * head moves: a rejection rolls everything back and fails the checkpoint. The runs layer
@@ -208,6 +214,7 @@ async function capture(deps: SnapshotDeps, options: CheckpointOptions, checkpoin
     onProgress?.({ phase: 'scan', files: 0, filesTotal: 0, bytes: 0, bytesTotal: 0 });
     const sourceScan = await source.scan(options.excludes, limits, workspace.headCheckpointId);
     const { scan } = sourceScan;
+    options.onScan?.(scan);
     const read = await readFiles({
       deps,
       source,

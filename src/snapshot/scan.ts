@@ -151,7 +151,7 @@ export function scanWorkspace(root: string, rules: ExcludeRules, limits: ScanLim
 
   try {
     const top = dirEntry('', '', rootStat, permissionBits(rootStat.mode));
-    walk(root, '', rules.enter('', readGitignore(rules, root, long)), top.children);
+    walk(root, '', rules.enter('', readGitignore(rules, root, long, true)), top.children);
     return { root: top, ...tally.counts, excluded: tally.excluded, startedAtMs };
   } finally {
     long.close();
@@ -172,10 +172,22 @@ function pathProblem(relPath: string): string | undefined {
 
 const errorCode = (error: unknown): string => String((error as { code?: unknown }).code ?? 'error');
 
-function readGitignore(rules: ExcludeRules, absDir: string, long: LongPaths): string | undefined {
+/**
+ * The ignore rules the walk hands `rules.enter` for directory `absDir`: its `.gitignore`, and at
+ * the root also `.git/info/exclude` first (git ranks it below every `.gitignore`; in one list a
+ * later line wins, so the root's `.gitignore` still overrides it).
+ */
+function readGitignore(rules: ExcludeRules, absDir: string, long: LongPaths, atRoot = false): string | undefined {
   if (!rules.readsGitignore) return undefined;
+  const own = readText(long, path.join(absDir, '.gitignore'));
+  const info = atRoot ? readText(long, path.join(absDir, '.git', 'info', 'exclude')) : undefined;
+  if (info === undefined) return own;
+  return own === undefined ? info : `${info}\n${own}`;
+}
+
+function readText(long: LongPaths, abs: string): string | undefined {
   try {
-    return fs.readFileSync(long.at(path.join(absDir, '.gitignore')), 'utf8');
+    return fs.readFileSync(long.at(abs), 'utf8');
   } catch {
     return undefined;
   }

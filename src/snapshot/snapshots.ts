@@ -65,6 +65,7 @@ export class Snapshots {
     signal?: AbortSignal;
     onProgress?: (progress: CheckpointProgress) => void;
     onCommit?: NonNullable<CheckpointOptions['onCommit']>;
+    onScan?: NonNullable<CheckpointOptions['onScan']>;
   }): Promise<CheckpointResult> {
     const { dir, source, ...rest } = options;
     if ((dir === undefined) === (source === undefined))

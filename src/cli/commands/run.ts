@@ -3,6 +3,7 @@ import { resolveIdOrPrefix } from '../../core/id-prefix.js';
 import { CREATED_KEY, DEFAULT_PAGE_SIZE, readPage } from '../../core/page-cursor.js';
 import { InputError, isHoldfastError, NotFoundError } from '../../errors.js';
 import type { Holdfast, Run, RunEvent, TenantServices, Turn } from '../../index.js';
+import type { RepositoryStatus } from '../../repos/repository-checkpoints.js';
 import { isoTime, renderTable } from '../output.js';
 import { positiveInt, withHoldfast } from '../program.js';
 
@@ -97,6 +98,12 @@ export function registerRun(program: Command): void {
     .option('--agent <owner>', 'bind the agent collection of this owner (the run may write it)')
     .option('--user <name>', "bind this live user's collection")
     .option('--project <owner>', 'bind the project collection of this owner')
+    .option(
+      '--repo <url|json>',
+      'bind a repository, checked out at $HOME/repos/<name> (repeatable): a URL, or JSON {"url", "name"?, "ref"?, "branch"?}',
+      (value: string, all: string[]) => [...all, value],
+      [] as string[],
+    )
     .action(async (flags: RunCreateFlags, command: Command) => {
       await withHoldfast(command, async (hf, { output }) => {
         if ((flags.channel === undefined) === (flags.deployment === undefined)) {
@@ -104,7 +111,14 @@ export function registerRun(program: Command): void {
         }
         const tenant = await tenantNamed(hf, flags.tenant);
         const { runs } = await hf.forTenant(tenant.name);
-        const bindings = { task: flags.task, agent: flags.agent, user: flags.user, project: flags.project };
+        const repos = (flags.repo ?? []).map(repoFlag);
+        const bindings = {
+          task: flags.task,
+          agent: flags.agent,
+          user: flags.user,
+          project: flags.project,
+          ...(repos.length === 0 ? {} : { repos }),
+        };
         const created = await runs.create(
           flags.channel === undefined ? { deploymentId: flags.deployment ?? '', bindings } : { channel: flags.channel, bindings },
         );
@@ -139,8 +153,9 @@ export function registerRun(program: Command): void {
         const current = await services.runs.get(located.id);
         const turns = await services.runs.turns(located.id, SHOWN_TURNS);
         const events = await services.runs.events(located.id, SHOWN_EVENTS);
-        output.result({ run: current, tenant: services.tenant.name, turns, events }, () =>
-          renderShow(current, services.tenant.name, turns, events),
+        const repositories = await hf.repositories.status(current);
+        output.result({ run: { ...current, repositories }, tenant: services.tenant.name, turns, events }, () =>
+          renderShow(current, services.tenant.name, turns, events, repositories),
         );
       });
     });
@@ -155,6 +170,19 @@ interface RunCreateFlags {
   readonly agent?: string;
   readonly user?: string;
   readonly project?: string;
+  readonly repo?: readonly string[];
+}
+
+/** One `--repo` value: a JSON object when it starts with `{`, otherwise a URL. */
+function repoFlag(value: string): { url: string } {
+  if (!value.startsWith('{')) return { url: value };
+  try {
+    return JSON.parse(value) as { url: string };
+  } catch {
+    throw new InputError('INVALID_INPUT', `--repo ${value.slice(0, 64)} is not valid JSON: give a URL or {"url": ...}`, {
+      data: { field: 'repo' },
+    });
+  }
 }
 
 /** The tenant named `name`; `NOT_FOUND` rather than creating it, since listing must not write. */
@@ -164,7 +192,13 @@ export async function tenantNamed(hf: Holdfast, name: string): Promise<{ id: str
   return tenant;
 }
 
-function renderShow(run: Run, tenant: string, turns: readonly Turn[], events: readonly RunEvent[]): string {
+function renderShow(
+  run: Run,
+  tenant: string,
+  turns: readonly Turn[],
+  events: readonly RunEvent[],
+  repositories: readonly RepositoryStatus[],
+): string {
   const { lease } = run;
   const lines = [
     `run ${run.id} (tenant ${tenant})`,
@@ -177,8 +211,20 @@ function renderShow(run: Run, tenant: string, turns: readonly Turn[], events: re
     `  turns       ${run.turnCount}, created ${isoTime(run.createdAt)}, updated ${isoTime(run.updatedAt)}`,
     `  bindings    ${run.bindings === null ? 'none' : JSON.stringify(run.bindings)}${run.endedAt === null ? '' : `, ended ${isoTime(run.endedAt)}`}`,
     '',
-    turns.length === 0 ? 'no turns' : `last ${turns.length} turns:`,
   ];
+  if (repositories.length > 0) {
+    const rows = repositories.map((r) => [
+      r.name,
+      r.state,
+      r.branch ?? '-',
+      isoTime(r.lastCheckpointAt),
+      r.checkpointId ?? '-',
+      r.url,
+      r.error === null ? '' : `${r.error.code}: ${r.error.message}`,
+    ]);
+    lines.push('repositories:', renderTable(['NAME', 'STATE', 'BRANCH', 'LAST_CHECKPOINT', 'CHECKPOINT', 'URL', 'ERROR'], rows), '');
+  }
+  lines.push(turns.length === 0 ? 'no turns' : `last ${turns.length} turns:`);
   if (turns.length > 0) {
     const rows = turns.map((t) => [
       String(t.seq),

@@ -39,6 +39,8 @@ export interface StoredRunBindings {
   readonly agent?: string;
   readonly user?: string;
   readonly project?: string;
+  /** Repositories with their resolved checkout names (`{name, url, ref?, branch?}`). */
+  readonly repos?: readonly { readonly name: string; readonly url: string; readonly ref?: string; readonly branch?: string }[];
 }
 
 /** The lease columns of a run. */

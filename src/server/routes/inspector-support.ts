@@ -94,8 +94,11 @@ export function inspectorAnyPrincipalRoutes(): RouteDef[] {
             return c.json(answerAs(WhoAmI, { ...base, admin: principal.admin }));
           case 'user':
             return c.json(answerAs(WhoAmI, { ...base, user: principal.userId, role: principal.role }));
-          case 'run':
-            return c.json(answerAs(WhoAmI, { ...base, runId: principal.runId, bindings: { ...principal.bindings } }));
+          case 'run': {
+            // The collections it reaches; its repositories are not collections.
+            const { repos: _repos, ...owners } = principal.bindings;
+            return c.json(answerAs(WhoAmI, { ...base, runId: principal.runId, bindings: owners }));
+          }
         }
       },
     },

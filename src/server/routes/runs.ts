@@ -12,6 +12,7 @@ import {
   RunBody,
   RunEventList,
   RunPage,
+  RunWithRepositories,
   TurnBody,
   TurnPage,
   TurnResult,
@@ -97,13 +98,14 @@ export function runRoutes(hf: Holdfast): RouteDef[] {
         path: '/v1/runs/:id',
         operationId: 'getRun',
         errors: ID_PREFIX_ERRORS,
-        summary: 'Get a run with its lease and sandbox',
+        summary: 'Get a run with its lease, sandbox and repository checkouts',
         tags,
-        response: Run,
+        response: RunWithRepositories,
       },
       async handler(c) {
         const { runs } = await tenantServices(hf, c);
-        return c.json(answerAs(Run, await runs.get(c.req.param('id') ?? '')));
+        const run = await runs.get(c.req.param('id') ?? '');
+        return c.json(answerAs(RunWithRepositories, { ...run, repositories: await hf.repositories.status(run) }));
       },
     },
     {

@@ -93,6 +93,18 @@ export const RunBindings = z.strictObject({
   agent: OwnerId.optional(),
   user: OwnerId.optional(),
   project: OwnerId.optional(),
+  /** Repositories checked out under `$HOME/repos/<name>`; `parseRepoBindings` (repos/repo-bindings.ts) holds the rules. */
+  repos: z
+    .array(
+      z.strictObject({
+        name: z.string().max(64).optional(),
+        url: z.string().max(2048),
+        ref: z.string().max(255).optional(),
+        branch: z.string().max(255).optional(),
+      }),
+    )
+    .max(16)
+    .optional(),
 });
 
 export const RunBody = z.union([
@@ -121,15 +133,38 @@ export const Run = z
     lease: Lease,
     turnCount: Count,
     bindings: z
-      .object({ task: z.string().optional(), agent: z.string().optional(), user: z.string().optional(), project: z.string().optional() })
+      .object({
+        task: z.string().optional(),
+        agent: z.string().optional(),
+        user: z.string().optional(),
+        project: z.string().optional(),
+        repos: z
+          .array(z.object({ name: z.string(), url: z.string(), ref: z.string().optional(), branch: z.string().optional() }))
+          .optional(),
+      })
       .nullable()
-      .describe('Owner ids of the collections the run is bound to, by scope'),
+      .describe('Owner ids of the collections the run is bound to, by scope, and the repositories it checks out'),
     createdAt: EpochMs,
     updatedAt: EpochMs,
     /** When the run ended; `null` while it is active. */
     endedAt: EpochMs.nullable().describe('When the run ended; `null` while it is active'),
   })
   .meta({ id: 'Run' });
+
+/** A run with the state of each bound repository's checkout (`GET /v1/runs/:id`). */
+export const RunWithRepositories = Run.extend({
+  repositories: z.array(
+    z.object({
+      name: z.string(),
+      url: z.string(),
+      branch: z.string().nullable(),
+      state: z.enum(['none', 'saving', 'saved', 'failed']).describe('`none` until the first repository checkpoint'),
+      lastCheckpointAt: EpochMs.nullable(),
+      checkpointId: z.string().nullable(),
+      error: z.object({ code: z.string(), message: z.string() }).nullable(),
+    }),
+  ),
+}).meta({ id: 'RunWithRepositories' });
 
 /** A run just created: `runToken` is its run token's secret (shown once; `null` for an unbound run or in a replay). */
 export const CreatedRun = Run.extend({

@@ -1,0 +1,121 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { type Holdfast, openHoldfast } from '../src/index.js';
+import { REPO_EXCLUDES, refuseUnsupportedCheckout } from '../src/repos/repo-rules.js';
+import type { Snapshots } from '../src/snapshot/snapshots.js';
+import { hostGit, seedRemote } from './support/git-fixture.js';
+
+/**
+ * What a repository checkpoint keeps and refuses, on host checkouts (the rules are the same
+ * through every endpoint: `onScan` sees the scan the engine got).
+ */
+describe('repository checkpoint rules', () => {
+  let dir: string;
+  let hf: Holdfast;
+  let snapshots: Snapshots;
+  let url: string;
+  let checkout: string;
+  let n = 0;
+
+  beforeAll(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hf-repo-rules-'));
+    hf = await openHoldfast({
+      meta: `sqlite:${path.join(dir, 'store', 'meta.db')}`,
+      blobs: `file:${path.join(dir, 'store', 'blobs')}`,
+      cacheDir: path.join(dir, 'store', 'cache'),
+    });
+    snapshots = hf.repositories.repoSnapshots;
+    url = seedRemote(dir);
+  });
+  afterAll(async () => {
+    await hf?.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+  beforeEach(() => {
+    n += 1;
+    checkout = path.join(dir, `checkout-${n}`);
+    hostGit(dir, ['clone', '--quiet', '--no-hardlinks', url, checkout]);
+  });
+
+  const capture = (workspace = `ws-${n}`, onScan = refuseUnsupportedCheckout) =>
+    snapshots.checkpoint({ dir: checkout, workspace, excludes: REPO_EXCLUDES, onScan });
+  const paths = async (workspace: string) => {
+    const out = path.join(dir, 'out', workspace);
+    await snapshots.restore({ dir: out, workspace });
+    return (fs.readdirSync(out, { recursive: true }) as string[]).sort();
+  };
+
+  it('keeps .git but its config and hooks; applies .gitignore outside .git only, and .git/info/exclude', async () => {
+    fs.appendFileSync(path.join(checkout, '.gitignore'), 'logs/\n*.pack\nobjects\n');
+    fs.writeFileSync(path.join(checkout, '.git', 'info', 'exclude'), 'local-only.txt\n!kept-by-gitignore.txt\n');
+    fs.appendFileSync(path.join(checkout, '.gitignore'), '!local-override.txt\n');
+    for (const f of ['local-only.txt', 'untracked.txt', 'local-override.txt']) fs.writeFileSync(path.join(checkout, f), 'x\n');
+    fs.mkdirSync(path.join(checkout, '.cache'));
+    fs.writeFileSync(path.join(checkout, '.cache', 'tracked-cache'), 'kept: no built-in cache rule\n');
+    hostGit(checkout, ['repack', '-a', '-d', '-q']);
+    const result = await capture();
+    const kept = await paths(`ws-${n}`);
+    expect(kept).toEqual(
+      expect.arrayContaining([
+        '.git/HEAD',
+        '.git/index',
+        '.git/logs/HEAD',
+        '.git/packed-refs',
+        '.git/info/exclude',
+        'untracked.txt',
+        '.cache/tracked-cache',
+        'local-override.txt',
+      ]),
+    );
+    expect(kept.some((p) => p.startsWith('.git/objects/pack/') && p.endsWith('.pack'))).toBe(true);
+    expect(kept).not.toContain('.git/config');
+    expect(kept.some((p) => p.startsWith('.git/hooks'))).toBe(false);
+    expect(kept).not.toContain('local-only.txt');
+    expect(result.excluded.map((e) => e.path)).toEqual(expect.arrayContaining(['.git/config', '.git/hooks', 'local-only.txt']));
+    // Unchanged pack files cost nothing the second time.
+    fs.writeFileSync(path.join(checkout, 'untracked.txt'), 'changed\n');
+    const again = await capture();
+    expect(again.stats.rawBytesWritten).toBeLessThan(4096);
+  });
+
+  it.each([
+    ['index.lock', (c: string) => fs.writeFileSync(path.join(c, '.git', 'index.lock'), ''), 'REPOSITORY_BUSY'],
+    ['a ref lock', (c: string) => fs.writeFileSync(path.join(c, '.git', 'refs', 'heads', 'main.lock'), ''), 'REPOSITORY_BUSY'],
+    [
+      'alternates',
+      (c: string) => fs.writeFileSync(path.join(c, '.git', 'objects', 'info', 'alternates'), '/elsewhere\n'),
+      'REPOSITORY_UNSUPPORTED',
+    ],
+    [
+      'a .git file',
+      (c: string) => {
+        fs.renameSync(path.join(c, '.git'), path.join(c, '..', `gitdir-${path.basename(c)}`));
+        fs.writeFileSync(path.join(c, '.git'), `gitdir: ../gitdir-${path.basename(c)}\n`);
+      },
+      'REPOSITORY_UNSUPPORTED',
+    ],
+    ['a hard link', (c: string) => fs.linkSync(path.join(c, 'a.txt'), path.join(c, 'b.txt')), 'REPOSITORY_UNSUPPORTED'],
+    ['an escaping symlink', (c: string) => fs.symlinkSync('../../etc/passwd', path.join(c, 'out')), 'REPOSITORY_UNSUPPORTED'],
+    ['a symlink into .git', (c: string) => fs.symlinkSync('.git/HEAD', path.join(c, 'head-link')), 'REPOSITORY_UNSUPPORTED'],
+  ])('refuses a checkout with %s and keeps the previous head', async (_name, damage, code) => {
+    const workspace = `ws-${n}`;
+    const first = await capture(workspace);
+    damage(checkout);
+    await expect(capture(workspace)).rejects.toMatchObject({ code });
+    const ws = await snapshots.workspace(workspace, false);
+    expect(ws.headCheckpointId).toBe(first.checkpoint.id);
+    expect((await snapshots.log(workspace))[0]).toMatchObject({ status: 'failed', error: { code } });
+  });
+
+  it('refuses a tree that changes between the scan and the second look (WORKSPACE_CHANGED)', async () => {
+    let k = 0;
+    const changing = (scan: Parameters<typeof refuseUnsupportedCheckout>[0]) => {
+      refuseUnsupportedCheckout(scan);
+      k += 1;
+      fs.writeFileSync(path.join(checkout, `appeared-${k}.txt`), 'x\n');
+    };
+    await expect(capture(`ws-${n}`, changing)).rejects.toMatchObject({ code: 'WORKSPACE_CHANGED' });
+  });
+});
