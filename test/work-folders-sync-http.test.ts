@@ -53,6 +53,23 @@ describe.each(BACKENDS)('work-folder sync state and refresh over HTTP ($name)', 
     expect(after.body.sandboxes[0]).toMatchObject({ state: 'saved', active: false });
   });
 
+  it('purging a collection a sandbox synced drops its sync states; the sandbox, still holding the files, saves them again', async () => {
+    const task = `task-${crypto.randomUUID()}`;
+    const deployment = await svc.api('POST', '/v1/deployments', { provider: svc.provider.name });
+    const run = await svc.api('POST', '/v1/runs', { deploymentId: deployment.body.id, bindings: { task } });
+    const turn = await svc.api('POST', `/v1/runs/${run.body.id}/turns`, { argv: ['sh', '-c', 'echo kept > "$HOLDFAST_TASK_DIR/a.txt"'] });
+    expect(turn.status).toBe(200);
+    const purged = await svc.api('DELETE', base('task', task));
+    expect(purged).toMatchObject({ status: 200, body: { purged: 1 } });
+    expect((await svc.api('GET', `${base('task', task)}/sync`)).body).toEqual({ sandboxes: [] });
+    expect((await svc.api('GET', base('task', task))).body.files).toEqual([]);
+    expect((await svc.api('POST', `/v1/runs/${run.body.id}/turns`, { argv: ['true'] })).status).toBe(200);
+    const files = (await svc.api('GET', base('task', task))).body.files as Array<{ path: string; sha256: string }>;
+    expect(files.map((f) => f.path)).toEqual(['a.txt']);
+    const [state] = (await svc.api('GET', `${base('task', task)}/sync`)).body.sandboxes;
+    expect(state).toMatchObject({ runId: run.body.id, state: 'saved' });
+  });
+
   it("a user collection's sync state is as private as its files: a service token gets 404", async () => {
     const answer = await svc.api('GET', `${base('user', 'somebody')}/sync`);
     expect(answer).toMatchObject({ status: 404, body: { error: { code: 'NOT_FOUND' } } });

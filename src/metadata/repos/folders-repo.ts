@@ -97,7 +97,7 @@ export interface FoldersRepo {
     collectionId: string,
     options: { trash: boolean; after?: { path: string; id: string }; limit: number },
   ): Promise<FolderFileRecord[]>;
-  /** Deletes the collection with every row and receipt; resolves with the file rows deleted (0 if it did not exist). */
+  /** Deletes the collection with every row, receipt and sandbox sync state; resolves with the file rows deleted (0 if it did not exist). */
   deleteCollection(collectionId: string): Promise<number>;
   /**
    * Chunk ids of every file row of every collection, live and trashed (GC roots), a page of
@@ -280,6 +280,9 @@ export function createFoldersRepo({ db, dialect, now }: RepoContext): FoldersRep
     async deleteCollection(collectionId) {
       const deleted = await db.deleteFrom('folder_files').where('collection_id', '=', collectionId).executeTakeFirst();
       await db.deleteFrom('folder_operations').where('collection_id', '=', collectionId).execute();
+      // Sandboxes' sync states of it go too: a sandbox that still holds the files starts over
+      // with an empty baseline (its next save sends what it has, as for a new collection).
+      await db.deleteFrom('folder_sync_states').where('collection_id', '=', collectionId).execute();
       await db.deleteFrom('folder_collections').where('id', '=', collectionId).execute();
       return Number(deleted.numDeletedRows);
     },
