@@ -6,8 +6,10 @@
  * content, accessibility (axe-core) and narrow windows. Every view leaves a screenshot in
  * `test-artifacts/inspector/`; the page weight and time to first render go to `figures.json`.
  */
+import { execFileSync } from 'node:child_process';
 import crypto, { createHash } from 'node:crypto';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -190,6 +192,37 @@ describe('inspector in chromium against holdfast serve', () => {
     await screenshot(page, 'run');
     await expectAccessible(page);
     await close();
+  });
+
+  it("shows a run's repository checkouts with their checkpoint state", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hf-inspector-repo-'));
+    const git = (args: string[], cwd = dir) =>
+      execFileSync('git', args, {
+        cwd,
+        env: { ...process.env, GIT_AUTHOR_NAME: 'T', GIT_AUTHOR_EMAIL: 't@x', GIT_COMMITTER_NAME: 'T', GIT_COMMITTER_EMAIL: 't@x' },
+      });
+    git(['init', '-q', '--bare', 'origin.git']);
+    git(['clone', '-q', path.join(dir, 'origin.git'), 'work']);
+    fs.writeFileSync(path.join(dir, 'work', 'README.md'), '# repo\n');
+    git(['add', 'README.md'], path.join(dir, 'work'));
+    git(['commit', '-q', '-m', 'first'], path.join(dir, 'work'));
+    git(['push', '-q', 'origin', 'HEAD'], path.join(dir, 'work'));
+    const deployment = await api('POST', '/v1/deployments', { provider: 'bwrap' });
+    const url = `file://${path.join(dir, 'origin.git')}`;
+    const run = await api('POST', '/v1/runs', { deploymentId: deployment.id, bindings: { repos: [{ url, name: 'app' }] } });
+    await api('POST', `/v1/runs/${run.id}/turns`, { argv: ['sh', '-c', 'echo change >> "$HOME/repos/app/README.md"'] });
+    const { page, close } = await pageFor(service);
+    await page.goto(`${server.url}/ui/#/runs/${run.id}`);
+    const facts = page.getByRole('region', { name: 'Run summary' });
+    await facts.getByText('Repositories').waitFor();
+    const text = (await facts.textContent()) ?? '';
+    expect(text).toContain('app');
+    expect(text).toContain(url);
+    expect(text).toMatch(/saved · checkpointed/);
+    await screenshot(page, 'run-repositories');
+    await expectAccessible(page);
+    await close();
+    fs.rmSync(dir, { recursive: true, force: true });
   });
 
   it('browses a checkpoint, previews text and an image, downloads a verified file, diffs against the parent', async () => {

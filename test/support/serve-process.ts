@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { storeEnvironment } from './cli-env.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 /** The compiled CLI (`npm run build`). */
@@ -36,16 +37,7 @@ export interface ServeProcess {
 export function openCliStore(prefix: string): CliStore {
   if (!fs.existsSync(HOLDFAST_BIN)) throw new Error(`${HOLDFAST_BIN} is missing: run npm run build first (npm test does)`);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
-  const clean = Object.fromEntries(
-    Object.entries(process.env).filter((e): e is [string, string] => !e[0].startsWith('HOLDFAST_') && e[1] !== undefined),
-  );
-  const env = {
-    ...clean,
-    HOLDFAST_META: `sqlite:${path.join(dir, 'meta.db')}`,
-    HOLDFAST_BLOBS: `file:${path.join(dir, 'blobs')}`,
-    HOLDFAST_SANDBOX_DIR: path.join(dir, 'sandboxes'),
-    HOLDFAST_CACHE_DIR: path.join(dir, 'cache'),
-  };
+  const env = storeEnvironment(dir);
   return {
     dir,
     env,

@@ -25,6 +25,19 @@ export interface RunView {
   readonly createdAt: number;
   readonly updatedAt: number;
   readonly endedAt: number | null;
+  /** The bound repositories' checkouts (`GET /v1/runs/:id`; absent from list pages). */
+  readonly repositories?: readonly RepositoryView[];
+}
+
+/** One bound repository's checkout state. */
+export interface RepositoryView {
+  readonly name: string;
+  readonly url: string;
+  readonly branch: string | null;
+  readonly state: 'none' | 'saving' | 'saved' | 'failed';
+  readonly lastCheckpointAt: number | null;
+  readonly checkpointId: string | null;
+  readonly error: { readonly code: string; readonly message: string } | null;
 }
 
 export interface ErrorBody {

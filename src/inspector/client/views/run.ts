@@ -88,6 +88,23 @@ function summary(run: RunView): HTMLElement {
     );
   }
   pairs.push(['Bindings', bindings]);
+  if (run.repositories !== undefined && run.repositories.length > 0) {
+    const repos = h('ul', { class: 'plain' });
+    for (const r of run.repositories) {
+      const saved = r.lastCheckpointAt === null ? 'never checkpointed' : `checkpointed ${formatTime(r.lastCheckpointAt)}`;
+      const state = r.state === 'none' ? 'waiting for first checkpoint' : r.state;
+      repos.appendChild(
+        h(
+          'li',
+          {},
+          h('span', { class: 'mono' }, r.name),
+          ` (${r.url}${r.branch === null ? '' : `, ${r.branch}`}) · ${state} · ${saved}`,
+          r.error === null ? '' : h('span', { class: 'msg-error', role: 'alert' }, ` · ${r.error.code}: ${r.error.message}`),
+        ),
+      );
+    }
+    pairs.push(['Repositories', repos]);
+  }
   const dl = h('dl', { class: 'facts' });
   for (const [k, v] of pairs) dl.append(h('dt', {}, k), h('dd', {}, v));
   return h('section', { 'aria-label': 'Run summary' }, dl, h('p', {}, link(route('folders', { run: run.id }), 'Work folders of this run')));
