@@ -12,7 +12,7 @@ import { build } from 'esbuild';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const outDir = path.join(root, 'dist', 'agent');
-const FORBIDDEN = ['better-sqlite3', 'zstd-napi', 'pg', '@aws-sdk/', 'kysely', 'cli-progress', 'commander'];
+const FORBIDDEN = ['better-sqlite3', 'zstd-napi', 'pg', '@aws-sdk/', 'kysely', 'commander'];
 
 const result = await build({
   entryPoints: [path.join(root, 'src', 'sandbox', 'agent', 'inside', 'agent-main.ts')],

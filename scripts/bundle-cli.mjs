@@ -13,7 +13,7 @@ await build({
   target: 'node20',
   sourcemap: true,
   logLevel: 'warning',
-  external: ['better-sqlite3', 'zstd-napi', 'pg', '@aws-sdk/*', 'cli-progress'],
+  external: ['better-sqlite3', 'zstd-napi', 'pg', '@aws-sdk/*'],
   // Bundled CommonJS dependencies call require(); give the ESM bundle one.
   banner: { js: "import { createRequire as __holdfastRequire } from 'node:module'; const require = __holdfastRequire(import.meta.url);" },
 });
