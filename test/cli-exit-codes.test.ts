@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -52,6 +52,20 @@ describe('holdfast exit codes (compiled bin): the caller’s bad input exits 2, 
   });
   afterAll(() => {
     fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('a reader that closes the pipe early (holdfast … | head) ends it quietly with exit 0, not an EPIPE crash', async () => {
+    const outcome = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
+      const child = spawn(process.execPath, [bin, '--help'], { stdio: ['ignore', 'pipe', 'pipe'] });
+      let stderr = '';
+      child.stderr.on('data', (chunk: Buffer) => {
+        stderr += chunk.toString();
+      });
+      // Read nothing: close our end at once, as `head -0` would.
+      child.stdout.destroy();
+      child.on('close', (code) => resolve({ code, stderr }));
+    });
+    expect(outcome).toEqual({ code: 0, stderr: '' });
   });
 
   it('cat and ls of a path that climbs out of the checkpoint are INVALID_PATH, exit 2', async () => {

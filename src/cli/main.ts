@@ -47,4 +47,13 @@ export async function runCli(argv: readonly string[]): Promise<number> {
   }
 }
 
+// A reader that stops early (`holdfast … | head`) closes the pipe: stop quietly, as other
+// command-line tools do, instead of dying on an unhandled EPIPE.
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on('error', (error: NodeJS.ErrnoException) => {
+    if (error.code !== 'EPIPE') throw error;
+    process.exit(process.exitCode ?? EXIT_OK);
+  });
+}
+
 process.exitCode = await runCli(process.argv.slice(2));
