@@ -8,13 +8,15 @@ import { repoWorkspaceName } from '../src/repos/repository-checkpoints.js';
 import type { SandboxProvider } from '../src/sandbox/sandbox-provider.js';
 import { SandboxEndpoints, type WorkspaceRoute } from '../src/sandbox/transport/sandbox-snapshots.js';
 import { BACKENDS, type BackendCase, type OpenedBackends } from './support/backends.js';
+import { gitImage } from './support/docker-images.js';
 import { GIT_IDENTITY, seedRemote, storedBytes } from './support/git-fixture.js';
-import { BWRAP_RUNS, type RunProviderCase } from './support/run-providers.js';
+import { BWRAP_RUNS, dockerRuns, type RunProviderCase } from './support/run-providers.js';
 import { withoutStdinProvider } from './support/shell-handles.js';
 
 /**
  * Repository checkpoints as a step of the run lifecycle (issue 14), end to end through the
- * library: a bare remote on the host (`file://`), bwrap sandboxes, real git on both sides.
+ * library: a bare remote on the host (`file://`), bwrap and Docker sandboxes (an image with
+ * the host's git), real git on both sides.
  */
 
 const TOKEN = 'ghp_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789';
@@ -80,6 +82,7 @@ const SCENARIO_CASES: ReadonlyArray<{ name: string; sandboxes: RunProviderCase; 
     sandboxes: { ...BWRAP_RUNS, open: (dir) => withoutStdinProvider(BWRAP_RUNS.open(dir)) },
     route: 'shell-args',
   },
+  { name: 'docker (agent)', sandboxes: dockerRuns('repos', gitImage), route: 'agent' },
 ];
 
 describe.each(SCENARIO_CASES)(`repository checkpoints in a run: ${backend.name} on $name`, ({ sandboxes, route }) => {
