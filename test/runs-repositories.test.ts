@@ -5,15 +5,18 @@ import type { Sha256Hex } from '../src/core/hash.js';
 import { type Holdfast, openHoldfast, type TurnContext } from '../src/index.js';
 import { ObjectReader } from '../src/objects/object-reader.js';
 import { repoWorkspaceName } from '../src/repos/repository-checkpoints.js';
-import { BwrapSandboxProvider } from '../src/sandbox/providers/bwrap.js';
 import type { SandboxProvider } from '../src/sandbox/sandbox-provider.js';
+import { SandboxEndpoints, type WorkspaceRoute } from '../src/sandbox/transport/sandbox-snapshots.js';
 import { BACKENDS, type BackendCase, type OpenedBackends } from './support/backends.js';
+import { gitImage } from './support/docker-images.js';
 import { GIT_IDENTITY, seedRemote, storedBytes } from './support/git-fixture.js';
-import { expectBwrapInstalled } from './support/sandbox-processes.js';
+import { BWRAP_RUNS, dockerRuns, type RunProviderCase } from './support/run-providers.js';
+import { withoutStdinProvider } from './support/shell-handles.js';
 
 /**
  * Repository checkpoints as a step of the run lifecycle (issue 14), end to end through the
- * library: a bare remote on the host (`file://`), bwrap sandboxes, real git on both sides.
+ * library: a bare remote on the host (`file://`), bwrap and Docker sandboxes (an image with
+ * the host's git), real git on both sides.
  */
 
 const TOKEN = 'ghp_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789';
@@ -45,37 +48,53 @@ const OBSERVE = [
 
 const backend = BACKENDS[0] as BackendCase;
 
-describe(`repository checkpoints in a run: ${backend.name} on bwrap`, () => {
-  let opened: OpenedBackends;
-  let provider: SandboxProvider;
-  let hf: Holdfast;
-  let url: string;
-
+/** A Holdfast on the first backend pair with sandboxes of `sandboxes`, and the seeded remote. */
+function openRepoRuns(sandboxes: RunProviderCase) {
+  const state = {} as { opened: OpenedBackends; provider: SandboxProvider; hf: Holdfast; url: string };
   beforeAll(async () => {
-    expectBwrapInstalled();
-    opened = await backend.open();
-    provider = new BwrapSandboxProvider({ root: path.join(opened.dir, 'sandboxes') });
-    hf = await openHoldfast({
-      blobs: opened.blobs,
-      meta: opened.meta,
-      cacheDir: path.join(opened.dir, 'cache'),
-      providers: () => provider,
+    state.opened = await backend.open();
+    state.provider = sandboxes.open(state.opened.dir);
+    state.hf = await openHoldfast({
+      blobs: state.opened.blobs,
+      meta: state.opened.meta,
+      cacheDir: path.join(state.opened.dir, 'cache'),
+      providers: () => state.provider,
     });
-    url = seedRemote(opened.dir);
-  });
+    state.url = seedRemote(state.opened.dir);
+  }, 120_000);
   afterAll(async () => {
-    await hf?.close();
-    for (const s of (await provider?.list()) ?? []) await provider.destroy(s.id);
-    await opened?.cleanup();
-  });
+    await state.hf?.close();
+    for (const s of (await state.provider?.list()) ?? []) await state.provider.destroy(s.id);
+    await state.opened?.cleanup();
+  }, 120_000);
+  const deployment = () => {
+    const image = sandboxes.image();
+    return state.hf.deployments.create({ provider: sandboxes.name, ...(image === null ? {} : { image }), setup: [SETUP] });
+  };
+  return { state, deployment };
+}
 
-  const deployment = () => hf.deployments.create({ provider: 'bwrap', setup: [SETUP] });
+/** The sandboxes the restore-after-destroy scenario runs on, with the route Holdfast must take to their checkouts. */
+const SCENARIO_CASES: ReadonlyArray<{ name: string; sandboxes: RunProviderCase; route: WorkspaceRoute }> = [
+  { name: 'bwrap (agent)', sandboxes: BWRAP_RUNS, route: 'agent' },
+  {
+    name: 'bwrap without stdin (shell transport)',
+    sandboxes: { ...BWRAP_RUNS, open: (dir) => withoutStdinProvider(BWRAP_RUNS.open(dir)) },
+    route: 'shell-args',
+  },
+  { name: 'docker (agent)', sandboxes: dockerRuns('repos', gitImage), route: 'agent' },
+];
 
-  it('a checkout with every kind of git state survives a destroyed sandbox, without its credentials, config or hooks', async () => {
+describe.each(SCENARIO_CASES)(`repository checkpoints in a run: ${backend.name} on $name`, ({ sandboxes, route }) => {
+  const { state, deployment } = openRepoRuns(sandboxes);
+
+  it('a checkout with every kind of git state survives a destroyed sandbox, without its credentials, config, hooks or ignored files', async () => {
+    const { hf, opened, provider, url } = state;
     const run = await hf.runs.create({ deploymentId: (await deployment()).id, bindings: { repos: [{ url, branch: 'task/1' }] } });
     const dir = '/home/agent/repos/remote';
     const before = await hf.runs.turn(run.id, async (ctx) => {
       expect(ctx.sandbox.agentHome).toBe('/home/agent');
+      expect(await new SandboxEndpoints(() => provider).route(ctx.sandbox)).toBe(route);
       await inRepo(
         ctx,
         dir,
@@ -130,8 +149,13 @@ describe(`repository checkpoints in a run: ${backend.name} on bwrap`, () => {
     const events = await hf.runs.events(run.id);
     expect(events.filter((e) => e.kind === 'repos' && e.step === 'attach_cold' && e.status === 'ok')).toHaveLength(2);
   });
+});
+
+describe(`repository checkpoints in a run: ${backend.name} on bwrap`, () => {
+  const { state, deployment } = openRepoRuns(BWRAP_RUNS);
 
   it('a checkpoint while index.lock exists is refused and the old one stays; the next save after the lock is gone succeeds', async () => {
+    const { hf, url } = state;
     const run = await hf.runs.create({ deploymentId: (await deployment()).id, bindings: { repos: [{ url, name: 'locked' }] } });
     const dir = '/home/agent/repos/locked';
     await hf.runs.turn(run.id, async (ctx) => inRepo(ctx, dir, 'echo first > a.txt'));
@@ -153,6 +177,7 @@ describe(`repository checkpoints in a run: ${backend.name} on bwrap`, () => {
   });
 
   it('two runs binding the same repository get independent checkouts', async () => {
+    const { hf, url } = state;
     const id = (await deployment()).id;
     const a = await hf.runs.create({ deploymentId: id, bindings: { task: 'task-a', repos: [{ url }] } });
     const b = await hf.runs.create({ deploymentId: id, bindings: { task: 'task-b', repos: [{ url }] } });
@@ -166,6 +191,7 @@ describe(`repository checkpoints in a run: ${backend.name} on bwrap`, () => {
   });
 
   it('restored into a sandbox where the checkout is owned by another uid, git still works', async () => {
+    const { hf, url, opened, provider } = state;
     const run = await hf.runs.create({ deploymentId: (await deployment()).id, bindings: { repos: [{ url, name: 'owned' }] } });
     const dir = '/home/agent/repos/owned';
     await hf.runs.turn(run.id, async (ctx) => inRepo(ctx, dir, 'echo edit >> a.txt'));

@@ -31,7 +31,7 @@ for (const mode of ['stdin', 'args'] as const) {
             fill: async (fixture) => {
               await runNode(sandbox, fillScriptNode(sandbox.workspaceRoot, fixture));
             },
-            checkpoint: (workspace) => shellCheckpoint(b.snapshots, handle, workspace, options),
+            checkpoint: (workspace, o = {}) => shellCheckpoint(b.snapshots, handle, workspace, options, o),
             restore: (workspace, o = {}) => shellRestore(b.snapshots, handle, workspace, options, o),
           };
         },
@@ -73,7 +73,7 @@ for (const stdin of [true, false]) {
               const r = await sandbox.run(['sh', '-c', fillScriptBusybox(sandbox.workspaceRoot, fixture)]);
               if (r.code !== 0) throw new Error(`fill failed: ${r.stderr.toString()}`);
             },
-            checkpoint: (workspace) => endpoints.checkpoint(b.snapshots, sandbox, { workspace }),
+            checkpoint: (workspace, o = {}) => endpoints.checkpoint(b.snapshots, sandbox, { workspace, ...o }),
             restore: (workspace, o = {}) => endpoints.restore(b.snapshots, sandbox, { workspace, ...o }),
           };
         },

@@ -181,6 +181,22 @@ describe('shell transport through bwrap: fidelity, attacks, probe', () => {
   };
   const attack = (s: SandboxHandle, limits?: { maxEntries: number }) =>
     shellCheckpoint(b.snapshots, withoutStdin(s), `attack-${s.id}`, { mode: 'args' }, limits === undefined ? {} : { limits });
+  /** A checkpoint with `gitignore` of a sandbox whose workspace also has a `.gitignore`. */
+  const gitignoreAttack = (s: SandboxHandle) => {
+    fs.writeFileSync(path.join(providerRoot, s.id, 'workspace', '.gitignore'), '*.log\n');
+    return shellCheckpoint(b.snapshots, withoutStdin(s), `attack-${s.id}`, { mode: 'args' }, { excludes: { gitignore: true } });
+  };
+
+  it('a .gitignore read whose sizes do not match its bytes is INTEGRITY', async () => {
+    // `wc` claims 999 bytes for anything under 10 (the .gitignore, not the scan's name list).
+    const s = await evilSandbox({ wc: 'n=$(/usr/bin/wc "$@"); if [ "$n" -lt 10 ]; then echo 999; else echo "$n"; fi' });
+    expect(await codeOf(gitignoreAttack(s))).toBe('INTEGRITY');
+  }, 60_000);
+
+  it('a .gitignore read past the bound it was given is LIMIT_EXCEEDED', async () => {
+    const s = await evilSandbox({ head: '/usr/bin/head -c 2000000 /dev/zero' });
+    expect(await codeOf(gitignoreAttack(s))).toBe('LIMIT_EXCEEDED');
+  }, 60_000);
 
   it('a scan that lists more stat lines than names is INTEGRITY', async () => {
     const s = await evilSandbox({

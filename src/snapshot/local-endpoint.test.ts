@@ -16,7 +16,7 @@ describeWorkspaceEndpointContract({
         const dir = mkdtempSync(path.join(b.dir, 'ws-'));
         return {
           fill: async (fixture) => fillLocal(dir, fixture),
-          checkpoint: (workspace) => b.snapshots.checkpoint({ dir, workspace }),
+          checkpoint: (workspace, o = {}) => b.snapshots.checkpoint({ dir, workspace, ...o }),
           restore: (workspace, o = {}) => b.snapshots.restore({ dir, workspace, ...o }),
         };
       },

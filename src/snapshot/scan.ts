@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { DirectoryRules, ExcludeRules, Exclusion } from '../core/excludes.js';
 import { readLinkTarget, readNames } from '../core/fs-exact.js';
+import { INFO_EXCLUDE_PATH, ignoreFileTooLarge, ignoreText, MAX_IGNORE_FILE_BYTES } from '../core/ignore-files.js';
 import { LongPaths, SYSCALL_PATH_BYTES } from '../core/long-paths.js';
 import { permissionBits } from '../core/modes.js';
 import { byteLength, hasByteEscapes } from '../core/name-bytes.js';
@@ -125,7 +126,7 @@ export function scanWorkspace(root: string, rules: ExcludeRules, limits: ScanLim
       if (isDir) {
         tally.addDir();
         const dir: ScannedDir = dirEntry(name, relPath, st, tally.mode(relPath, st.mode));
-        walk(absPath, relPath, rules.enter(relPath, readGitignore(rules, absPath, long)), dir.children);
+        walk(absPath, relPath, rules.enter(relPath, readGitignore(rules, absPath, relPath, long)), dir.children);
         children.push(dir);
       } else if (st.isFile()) {
         if (!tally.addFile(relPath, st.size)) continue;
@@ -151,7 +152,7 @@ export function scanWorkspace(root: string, rules: ExcludeRules, limits: ScanLim
 
   try {
     const top = dirEntry('', '', rootStat, permissionBits(rootStat.mode));
-    walk(root, '', rules.enter('', readGitignore(rules, root, long, true)), top.children);
+    walk(root, '', rules.enter('', readGitignore(rules, root, '', long)), top.children);
     return { root: top, ...tally.counts, excluded: tally.excluded, startedAtMs };
   } finally {
     long.close();
@@ -173,23 +174,41 @@ function pathProblem(relPath: string): string | undefined {
 const errorCode = (error: unknown): string => String((error as { code?: unknown }).code ?? 'error');
 
 /**
- * The ignore rules the walk hands `rules.enter` for directory `absDir`: its `.gitignore`, and at
- * the root also `.git/info/exclude` first (git ranks it below every `.gitignore`; in one list a
- * later line wins, so the root's `.gitignore` still overrides it).
+ * The ignore text the walk hands `rules.enter` for directory `absDir` (`relDir` in the
+ * workspace): its `.gitignore`, and at the root `.git/info/exclude` too ({@link ignoreText}).
+ * A `.gitignore` that is a symlink is not followed (as git does not follow one in the working
+ * tree); `.git/info/exclude` is. One over {@link MAX_IGNORE_FILE_BYTES} fails the scan with
+ * `LIMIT_EXCEEDED`; one that cannot be read counts as absent.
  */
-function readGitignore(rules: ExcludeRules, absDir: string, long: LongPaths, atRoot = false): string | undefined {
+function readGitignore(rules: ExcludeRules, absDir: string, relDir: string, long: LongPaths): string | undefined {
   if (!rules.readsGitignore) return undefined;
-  const own = readText(long, path.join(absDir, '.gitignore'));
-  const info = atRoot ? readText(long, path.join(absDir, '.git', 'info', 'exclude')) : undefined;
-  if (info === undefined) return own;
-  return own === undefined ? info : `${info}\n${own}`;
+  const own = readIgnoreFile(long, path.join(absDir, '.gitignore'), relDir === '' ? '.gitignore' : `${relDir}/.gitignore`, false);
+  const info = relDir === '' ? readIgnoreFile(long, path.join(absDir, INFO_EXCLUDE_PATH), INFO_EXCLUDE_PATH, true) : undefined;
+  return ignoreText(relDir, own, info);
 }
 
-function readText(long: LongPaths, abs: string): string | undefined {
+function readIgnoreFile(long: LongPaths, abs: string, relPath: string, follow: boolean): string | undefined {
+  let fd: number;
   try {
-    return fs.readFileSync(long.at(abs), 'utf8');
+    fd = fs.openSync(long.at(abs), fs.constants.O_RDONLY | (follow ? 0 : fs.constants.O_NOFOLLOW));
   } catch {
     return undefined;
+  }
+  try {
+    const st = fs.fstatSync(fd);
+    if (!st.isFile()) return undefined;
+    if (st.size > MAX_IGNORE_FILE_BYTES) throw ignoreFileTooLarge(relPath, st.size);
+    // One byte past the bound tells a file that grew since fstat.
+    const buf = Buffer.alloc(MAX_IGNORE_FILE_BYTES + 1);
+    let got = 0;
+    for (let n = 1; n > 0 && got < buf.length; got += n) n = fs.readSync(fd, buf, got, buf.length - got, got);
+    if (got > MAX_IGNORE_FILE_BYTES) throw ignoreFileTooLarge(relPath, got);
+    return buf.toString('utf8', 0, got);
+  } catch (error) {
+    if (error instanceof InputError) throw error;
+    return undefined;
+  } finally {
+    fs.closeSync(fd);
   }
 }
 

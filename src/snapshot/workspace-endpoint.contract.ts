@@ -1,7 +1,19 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { endpointFixture, FIXTURE_SECRETS, type FixtureEntry, fixtureBytes, fixtureSha256 } from '../../test/support/endpoint-fixture.js';
+import {
+  endpointFixture,
+  FIXTURE_SECRETS,
+  type FixtureEntry,
+  fixtureBytes,
+  fixtureSha256,
+  GITIGNORE_EXCLUDES,
+  GITIGNORE_IGNORED,
+  GITIGNORE_KEPT,
+  gitignoreFixture,
+} from '../../test/support/endpoint-fixture.js';
 import { codeOf } from '../../test/support/error-code.js';
 import type { BlobStore } from '../blob-store/blob-store.js';
+import type { ExcludeOptions } from '../core/excludes.js';
+import { MAX_IGNORE_FILE_BYTES } from '../core/ignore-files.js';
 import type { MetadataStore } from '../metadata/metadata-store.js';
 import { ObjectReader } from '../objects/object-reader.js';
 import type { CheckpointResult } from './checkpoint.js';
@@ -13,8 +25,8 @@ import { type FlatTree, flattenTree } from './tree-walk.js';
 export interface EndpointUnderTest {
   /** Fills the (empty) workspace with `fixture`, by means independent of the endpoint's transport. */
   fill(fixture: readonly FixtureEntry[]): Promise<void>;
-  /** A checkpoint of this workspace through the endpoint's source. */
-  checkpoint(workspace: string): Promise<CheckpointResult>;
+  /** A checkpoint of this workspace through the endpoint's source (with `excludes` when given). */
+  checkpoint(workspace: string, options?: { excludes?: ExcludeOptions }): Promise<CheckpointResult>;
   /** A restore into this workspace through the endpoint's target. */
   restore(
     workspace: string,
@@ -42,7 +54,8 @@ export interface WorkspaceEndpointContractOptions {
  * The WorkspaceSource + WorkspaceTarget contract: every endpoint (local, the agent through
  * bwrap and Docker, the shell transport with and without stdin) checkpoints the same fixture
  * to the same tree and restores it exactly, keeps secrets out, does not re-read an unchanged
- * workspace, refuses a non-empty target without `replace`, and leaves the previous copy
+ * workspace, applies `.gitignore` files as git does when asked (the same paths on every
+ * endpoint), refuses a non-empty target without `replace`, and leaves the previous copy
  * intact when a restore fails. Exactness is proven by the tree: a restored workspace
  * checkpointed again has the very root tree of the checkpoint it came from (names, bytes,
  * modes, mtimes, links and the root's own mode and mtime all hash into it).
@@ -110,6 +123,31 @@ export function describeWorkspaceEndpointContract(options: WorkspaceEndpointCont
       const again = await origin.checkpoint('contract');
       expect(again.stats.filesHashed).toBe(0);
       expect(again.checkpoint.rootTree).toBe(first.checkpoint.rootTree);
+    });
+
+    it('with gitignore, keeps what git keeps: .gitignore at every depth, negations, .git/info/exclude, nothing applied in .git', async () => {
+      const ws = await opened.fresh();
+      await ws.fill(gitignoreFixture());
+      const result = await ws.checkpoint('contract-gitignore', { excludes: GITIGNORE_EXCLUDES });
+      const flat = await treeOf(result);
+      expect(flat.files.map((f) => f.path).sort()).toEqual(GITIGNORE_KEPT);
+      const ignored = result.excluded.filter((x) => x.reason === 'gitignore').map((x) => x.path);
+      expect(ignored.sort()).toEqual(GITIGNORE_IGNORED);
+    });
+
+    it('with gitignore, a .gitignore over the bound fails the checkpoint with LIMIT_EXCEEDED', async () => {
+      const ws = await opened.fresh();
+      const line = '# a comment that makes the file long\n';
+      await ws.fill([
+        {
+          type: 'file',
+          path: 'sub/.gitignore',
+          mode: 0o644,
+          mtimeMs: Date.UTC(2024, 0, 1),
+          content: { repeat: line, size: MAX_IGNORE_FILE_BYTES + 1 },
+        },
+      ]);
+      expect(await codeOf(ws.checkpoint('contract-big-gitignore', { excludes: GITIGNORE_EXCLUDES }))).toBe('LIMIT_EXCEEDED');
     });
 
     it('restores exactly into a fresh workspace: checkpointed again it is the same root tree', async () => {

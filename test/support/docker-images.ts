@@ -54,6 +54,64 @@ export function nodeImage(): string {
   });
 }
 
+/** Where Debian puts git's helper programs (`git --exec-path`): most are symlinks to `git`. */
+const GIT_CORE = '/usr/lib/git-core';
+const GIT = '/usr/bin/git';
+
+/**
+ * {@link nodeImage} plus this host's git: `/usr/bin/git`, `/usr/lib/git-core/` (its symlinks
+ * kept as symlinks) and the shared libraries `ldd` lists for every program in it, so repository
+ * checkouts can be used in the sandbox. Fails, naming the package, when the host has no git.
+ */
+export function gitImage(): string {
+  expectDockerInstalled();
+  if (!fs.existsSync(GIT) || !fs.existsSync(GIT_CORE)) throw new Error(`${GIT} or ${GIT_CORE} is missing: apt-get install git`);
+  const core = treeFiles(GIT_CORE);
+  const programs = [GIT, process.execPath, ...core.filter(isElf)];
+  const libs = [...new Set(programs.flatMap(sharedLibraries))].sort();
+  const inputs = [BUSYBOX, ...programs, ...core, ...libs, '/etc/ld.so.cache'];
+  return buildImage('git', [...new Set(inputs)], (root) => {
+    copyInto(root, process.execPath, '/usr/local/bin/node');
+    copyInto(root, GIT, GIT);
+    copyTree(root, GIT_CORE);
+    for (const lib of libs) copyInto(root, lib, lib);
+    if (fs.existsSync('/etc/ld.so.cache')) copyInto(root, '/etc/ld.so.cache', '/etc/ld.so.cache');
+  });
+}
+
+/** Every regular file under `dir` (symlinks not followed). */
+function treeFiles(dir: string): string[] {
+  return (fs.readdirSync(dir, { recursive: true }) as string[])
+    .map((rel) => path.join(dir, rel))
+    .filter((p) => fs.lstatSync(p).isFile())
+    .sort();
+}
+
+/** True for an ELF binary (git-core also holds shell and Perl scripts). */
+function isElf(file: string): boolean {
+  const fd = fs.openSync(file, 'r');
+  try {
+    const head = Buffer.alloc(4);
+    fs.readSync(fd, head, 0, 4, 0);
+    return head.equals(Buffer.from([0x7f, 0x45, 0x4c, 0x46]));
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+/** Copies host directory `dir` to the same path inside `root`, symlinks as symlinks, modes kept. */
+function copyTree(root: string, dir: string): void {
+  fs.mkdirSync(path.join(root, dir), { recursive: true });
+  for (const name of fs.readdirSync(dir)) {
+    const from = path.join(dir, name);
+    const to = path.join(root, from);
+    const st = fs.lstatSync(from);
+    if (st.isSymbolicLink()) fs.symlinkSync(fs.readlinkSync(from), to);
+    else if (st.isDirectory()) copyTree(root, from);
+    else copyInto(root, from, from);
+  }
+}
+
 /** Builds `holdfast-test/<name>:<hash>` unless it exists; `extra` adds files to the busybox root. */
 function buildImage(name: string, inputs: readonly string[], extra: (root: string) => void): string {
   const hash = createHash('sha256').update(`${LAYOUT_VERSION}\n${PASSWD}${GROUP}`);

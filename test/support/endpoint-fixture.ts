@@ -172,3 +172,74 @@ export function fillScriptShell(root: string, fixture: readonly FixtureEntry[]):
   }
   return lines.join('\n');
 }
+
+/** The options of the `.gitignore` checkpoint of the contract: git decides alone, as for a repository checkout. */
+export const GITIGNORE_EXCLUDES = Object.freeze({ gitignore: true, cacheExcludes: false });
+
+/**
+ * A tree for {@link GITIGNORE_EXCLUDES}: `.gitignore` files at three depths with anchored,
+ * directory-only and negated patterns (a deeper negation re-including what the root ignores,
+ * a pattern ignoring its own `.gitignore`, a negation that cannot reopen an ignored
+ * directory), `.git/info/exclude` overridden by the root's `.gitignore`, and rules that must
+ * not apply inside `.git`. Whole-second times, so every endpoint can fill it.
+ */
+export function gitignoreFixture(): FixtureEntry[] {
+  const files: Array<[string, string]> = [
+    ['.gitignore', '*.log\n!keep.log\n/build/\ntmp/\nnode_modules/\n!important.bak\n'],
+    ['.git/HEAD', 'ref: refs/heads/main\n'],
+    ['.git/info/exclude', '# local rules\nlocal-only.txt\n*.bak\n'],
+    ['.git/x.log', 'inside .git no rule applies\n'],
+    ['app.log', 'ignored\n'],
+    ['keep.log', 'negated\n'],
+    ['important.bak', 'the root .gitignore outranks info/exclude\n'],
+    ['notes.bak', 'ignored by info/exclude\n'],
+    ['local-only.txt', 'ignored by info/exclude\n'],
+    ['build/out.js', 'ignored with its directory\n'],
+    ['build/keep.log', 'a negation cannot reopen an ignored directory\n'],
+    ['data/tmp', 'tmp/ matches directories only\n'],
+    ['node_modules/pkg/index.js', 'ignored dependency\n'],
+    ['src/.gitignore', '*.tmp\n!debug.log\n'],
+    ['src/main.ts', 'kept\n'],
+    ['src/debug.log', 're-included by the deeper .gitignore\n'],
+    ['src/a.tmp', 'ignored\n'],
+    ['src/build/gen.js', '/build/ is anchored to the root\n'],
+    ['src/lib/b.tmp', 'ignored below the .gitignore that says so\n'],
+    ['src/lib/c.ts', 'kept\n'],
+    ['src/tmp/x.txt', 'ignored with its directory\n'],
+    ['docs/.gitignore', '/*\n!/index.md\n'],
+    ['docs/index.md', 'kept\n'],
+    ['docs/draft.md', 'ignored\n'],
+  ];
+  return files.map(([p, bytes], i) => ({ type: 'file', path: p, mode: 0o644, mtimeMs: BASE_MS + i * 1000, content: { bytes } }));
+}
+
+/** The files a checkpoint of {@link gitignoreFixture} with {@link GITIGNORE_EXCLUDES} holds. */
+export const GITIGNORE_KEPT: readonly string[] = Object.freeze([
+  '.git/HEAD',
+  '.git/info/exclude',
+  '.git/x.log',
+  '.gitignore',
+  'data/tmp',
+  'docs/index.md',
+  'important.bak',
+  'keep.log',
+  'src/.gitignore',
+  'src/build/gen.js',
+  'src/debug.log',
+  'src/lib/c.ts',
+  'src/main.ts',
+]);
+
+/** The paths that checkpoint reports left out by `.gitignore` (an ignored directory once, not what it holds). */
+export const GITIGNORE_IGNORED: readonly string[] = Object.freeze([
+  'app.log',
+  'build',
+  'docs/.gitignore',
+  'docs/draft.md',
+  'local-only.txt',
+  'node_modules',
+  'notes.bak',
+  'src/a.tmp',
+  'src/lib/b.tmp',
+  'src/tmp',
+]);

@@ -25,14 +25,13 @@ export const BWRAP_RUNS: RunProviderCase = {
 };
 
 /**
- * Docker with the Node test image, in a scope of its own (`<scope>-<test dir name>`): `list()`
- * and the stray sweep see only this file's containers.
+ * Docker with the Node test image (or `image`, e.g. `gitImage`), in a scope of its own
+ * (`<scope>-<test dir name>`): `list()` and the stray sweep see only this file's containers.
  */
-export function dockerRuns(scope: string): RunProviderCase {
+export function dockerRuns(scope: string, image: () => string = nodeImage): RunProviderCase {
   return {
     name: 'docker',
-    image: nodeImage,
-    open: (dir) =>
-      new DockerSandboxProvider({ image: nodeImage(), scope: `${scope}-${path.basename(dir).replace(/[^A-Za-z0-9._-]/g, '')}` }),
+    image,
+    open: (dir) => new DockerSandboxProvider({ image: image(), scope: `${scope}-${path.basename(dir).replace(/[^A-Za-z0-9._-]/g, '')}` }),
   };
 }

@@ -27,7 +27,7 @@ export function sandboxEndpointCase(
           fill: async (fixture) => {
             await runNode(sandbox, fillScriptNode(sandbox.workspaceRoot, fixture));
           },
-          checkpoint: (workspace) => checkpointHandle(b.snapshots, sandbox, { workspace }),
+          checkpoint: (workspace, o = {}) => checkpointHandle(b.snapshots, sandbox, { workspace, ...o }),
           restore: (workspace, o = {}) => restoreHandle(b.snapshots, sandbox, { workspace, ...o }),
         };
       },

@@ -29,7 +29,8 @@ export interface ShellEndpointConfig {
  *   (`touch -d @s.fff`, `touch -h`, `stat %y`), pre-1970 included. busybox `touch` sets whole
  *   seconds only: a checkpoint's milliseconds fail the restore with `INTEGRITY` (`field: mtime`)
  *   unless `acceptSecondMtimes` keeps whole seconds (symlinks and the root included);
- * - `.gitignore` files are not applied by the scan (more of the sandbox's own files are kept);
+ * - with `gitignore`, the scan applies `.gitignore` files and `.git/info/exclude` as a local scan
+ *   does (fetched in one batched read, applied on the host before any file is read);
  * - a warm restore sends every file again (`reuse` keeps nothing of the previous copy).
  */
 export function shellEndpoints(

@@ -19,29 +19,31 @@ const READ_FIXED_ARG_BYTES = 8 * 1024;
  * groups of byte-escaped names are coded, at most {@link MAX_CODED_PATHS} each; plain names
  * come as `./path` already (`plain`).
  */
-const DECODE_PATHS = `e=$4; shift 4; if [ "$e" = coded ]; then k=$#; while [ "$k" -gt 0 ]; do d "$1"; shift; set -- "$@" "./$p"; k=$((k-1)); done; fi`;
+export const DECODE_PATHS = `e=$4; shift 4; if [ "$e" = coded ]; then k=$#; while [ "$k" -gt 0 ]; do d "$1"; shift; set -- "$@" "./$p"; k=$((k-1)); done; fi`;
 /** Byte-escaped paths decoded per exec (see {@link DECODE_PATHS}). */
 const MAX_CODED_PATHS = 128;
 
 /**
  * `items` in exec-sized groups with their path arguments: plain names (the common case) as
- * `./path`, names holding byte escapes in small groups of their own, decoded in the sandbox.
+ * `./path`, names holding byte escapes in small groups of their own, decoded in the sandbox
+ * ({@link DECODE_PATHS}); no group holds more than `maxItems`.
  */
-function pathGroups<T>(
+export function pathGroups<T>(
   items: readonly T[],
   pathOf: (item: T) => string,
+  maxItems = Infinity,
 ): Array<{ items: T[]; encoding: 'plain' | 'coded'; args: string[] }> {
   const plain = items.filter((i) => !hasByteEscapes(pathOf(i)));
   const coded = items.filter((i) => hasByteEscapes(pathOf(i)));
   const plainArg = (i: T) => `./${pathOf(i)}`;
   const codedArg = (i: T) => pathArg(pathOf(i));
   return [
-    ...groupByArgBytes(plain, (i) => [plainArg(i)], READ_FIXED_ARG_BYTES).map((g) => ({
+    ...groupByArgBytes(plain, (i) => [plainArg(i)], READ_FIXED_ARG_BYTES, maxItems).map((g) => ({
       items: g,
       encoding: 'plain' as const,
       args: g.map(plainArg),
     })),
-    ...groupByArgBytes(coded, (i) => [codedArg(i)], READ_FIXED_ARG_BYTES, MAX_CODED_PATHS).map((g) => ({
+    ...groupByArgBytes(coded, (i) => [codedArg(i)], READ_FIXED_ARG_BYTES, Math.min(MAX_CODED_PATHS, maxItems)).map((g) => ({
       items: g,
       encoding: 'coded' as const,
       args: g.map(codedArg),

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { CACHE_EXCLUDES } from '../../core/builtin-excludes.js';
 import type { ExcludeOptions, ExcludeRules, Exclusion } from '../../core/excludes.js';
+import { INFO_EXCLUDE_PATH, ignoreText } from '../../core/ignore-files.js';
 import { textFromBytes } from '../../core/name-bytes.js';
 import { ConflictError } from '../../errors.js';
 import type { ScanLimits, ScannedDir, ScanResult } from '../../snapshot/scan.js';
@@ -8,6 +9,7 @@ import { maxScanBytes } from '../agent/host/agent-client.js';
 import { checkAgentScan } from '../agent/host/scan-check.js';
 import type { SandboxHandle } from '../sandbox-provider.js';
 import { expectSuccess, malformedAnswer, pathArg, runShell } from './shell-exec.js';
+import { readIgnoreFiles } from './shell-ignore-files.js';
 import { parseStatLine, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG, STAT_FORMAT, type StatFields, statLines } from './stat-line.js';
 
 /** Scans made before giving up on a tree whose entries keep vanishing under `stat`. */
@@ -62,8 +64,11 @@ type WireEntry = Record<string, unknown> & { children?: WireEntry[] };
  * sandbox is untrusted, so an answer that no real tree gives (an entry whose parent is not a
  * directory, an empty, `.` or `..` segment, a stat line count that differs from the names) is
  * `INTEGRITY`, one longer than the limits allow `LIMIT_EXCEEDED`. Sockets, FIFOs and devices
- * are left out as `special-file`. `.gitignore` files are not applied (a sandbox keeps more of
- * its own files, never fewer).
+ * are left out as `special-file`. With `gitignore`, the `.gitignore` files the listing holds
+ * (regular files, outside `.git`) and `.git/info/exclude` are fetched in one batched read
+ * ({@link readIgnoreFiles}) and applied by the host's walk of the listing, before any file is
+ * read, so the result is the one a local or agent scan gives; one over the bound is
+ * `LIMIT_EXCEEDED`.
  */
 export async function shellScan(
   handle: SandboxHandle,
@@ -82,7 +87,8 @@ export async function shellScan(
     );
     const wire = parseScanAnswer(result.stdout, nonce);
     if (wire === 'moved') continue;
-    const { scan } = checkAgentScan(wire.tree, rules, limits, root);
+    const texts = rules.readsGitignore ? await ignoreTexts(handle, root, wire.tree.root) : undefined;
+    const { scan } = checkAgentScan(wire.tree, rules, limits, root, texts);
     const kept = keptDirs(scan.root);
     const specials = wire.specials.filter((e) => kept.has(parentOf(e.path)));
     return { ...scan, excluded: [...scan.excluded, ...specials] };
@@ -90,6 +96,27 @@ export async function shellScan(
   throw new ConflictError('WORKSPACE_CHANGED', `sandbox ${handle.id}:${root} kept changing during ${SHELL_SCAN_ATTEMPTS} scans`, {
     data: { attempts: SHELL_SCAN_ATTEMPTS },
   });
+}
+
+/** The ignore text of each directory of the listing that has one, as `checkAgentScan` takes them. */
+async function ignoreTexts(handle: SandboxHandle, root: string, top: WireEntry): Promise<Map<string, string>> {
+  const files = [...gitignoresOf(top, ''), INFO_EXCLUDE_PATH];
+  const read = await readIgnoreFiles(handle, root, files);
+  const out = new Map<string, string>();
+  for (const [file, text] of read) if (file !== INFO_EXCLUDE_PATH) out.set(parentOf(file), text);
+  const atRoot = ignoreText('', out.get(''), read.get(INFO_EXCLUDE_PATH));
+  if (atRoot !== undefined) out.set('', atRoot);
+  return out;
+}
+
+/** Paths of the regular `.gitignore` files in a listed tree, outside any `.git` directory (git reads none there). */
+function gitignoresOf(dir: WireEntry, prefix: string, out: string[] = []): string[] {
+  for (const e of dir.children ?? []) {
+    if (typeof e.name !== 'string') continue;
+    if (e.type === 'file' && e.name === '.gitignore') out.push(`${prefix}.gitignore`);
+    else if (e.type === 'dir' && e.name !== '.git') gitignoresOf(e, `${prefix}${e.name}/`, out);
+  }
+  return out;
 }
 
 /** What one scan answer holds: the tree in the shape an agent reports it, and the special files left out. */

@@ -30,7 +30,9 @@ export interface CheckedScan {
  * - leaves out, with the reason a local scan gives, names a workspace cannot hold, escaping
  *   symlinks, files over `limits.maxFileBytes` and everything `rules` exclude (credential
  *   paths, caches, user rules; `.gitignore` files are the agent's to apply, since skipping
- *   them only keeps more of the sandbox's own files);
+ *   them only keeps more of the sandbox's own files; a caller that fetched them itself, as
+ *   the shell transport does, passes their texts as `ignoreTexts`, keyed by directory, each
+ *   as `ignoreText` combines them);
  * - recomputes every path from the names, keeps permission bits only (each stripped setuid,
  *   setgid or sticky bit is reported) and recounts files, directories, symlinks and bytes;
  * - stores an absolute symlink target under the workspace root inside the sandbox
@@ -43,13 +45,19 @@ export interface CheckedScan {
  * made printable); they decide nothing. Object ids the agent offers are not looked at here:
  * `ExecWorkspaceSource` takes ids only from the host's own record of the base checkpoint.
  */
-export function checkAgentScan(raw: unknown, rules: ExcludeRules, limits: ScanLimits, sandboxRoot: string): CheckedScan {
+export function checkAgentScan(
+  raw: unknown,
+  rules: ExcludeRules,
+  limits: ScanLimits,
+  sandboxRoot: string,
+  ignoreTexts: ReadonlyMap<string, string> = new Map(),
+): CheckedScan {
   const wire = record(raw, 'scan');
   const startedAtMs = finite(wire.startedAtMs, 'startedAtMs');
-  const checker = new ScanChecker(rules, new ScanTally(limits, 'the sandbox', sandboxRoot));
+  const checker = new ScanChecker(rules, new ScanTally(limits, 'the sandbox', sandboxRoot), ignoreTexts);
   const rawRoot = record(wire.root, 'root');
   const root = checker.dirOf(rawRoot, '', '');
-  checker.walk(rawRoot, root, rules.enter(''));
+  checker.walk(rawRoot, root, rules.enter('', ignoreTexts.get('')));
   const reported = agentExclusions(wire.excluded);
   const { tally } = checker;
   return {
@@ -63,6 +71,7 @@ class ScanChecker {
   constructor(
     private readonly rules: ExcludeRules,
     readonly tally: ScanTally,
+    private readonly ignoreTexts: ReadonlyMap<string, string>,
   ) {}
 
   walk(raw: Record<string, unknown>, into: ScannedDir, dirRules: DirectoryRules): void {
@@ -90,7 +99,7 @@ class ScanChecker {
       if (rule !== undefined) this.tally.excluded.push(rule);
       else if (entry.type === 'dir') {
         this.tally.addDir();
-        this.walk(child, entry, this.rules.enter(relPath));
+        this.walk(child, entry, this.rules.enter(relPath, this.ignoreTexts.get(relPath)));
         into.children.push(entry);
       } else if (entry.type === 'file') {
         if (this.tally.addFile(relPath, entry.size)) into.children.push(entry);
