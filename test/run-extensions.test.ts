@@ -207,12 +207,39 @@ describe.each(BACKENDS)('run extensions in the lifecycle: $name', (backend) => {
     expect(await provider.get(sandbox)).toBeDefined();
     const alive = await (await provider.get(sandbox))?.run(['cat', 'kept.txt']);
     expect(alive?.stdout.toString()).toBe('kept\n');
-    // The explicit resolution stops it; the next turn rebuilds from the head, cold.
+    // Resolving saves it first: while that save still fails, the sandbox and the state stay.
+    await expect(second.hf.runs.resolveLease(run.id)).rejects.toMatchObject({
+      code: 'CONFLICT',
+      data: { reason: 'work_folder_save_required', sandbox, error: { code: 'STORE_UNAVAILABLE' } },
+    });
+    expect(second.take()).toEqual(['A save:takeover']);
+    expect(await provider.get(sandbox)).toBeDefined();
+    expect((await second.hf.runs.get(run.id)).lease.state).toBe('release_recovery_required');
+    // Once it saves, the resolution stops the sandbox; the next turn rebuilds from the head, cold.
+    second.a.failing.delete('save:takeover');
     await second.hf.runs.resolveLease(run.id);
+    expect(second.take()).toEqual(['A save:takeover', 'B save:takeover']);
     expect(await provider.get(sandbox)).toBeUndefined();
     const after = await second.hf.runs.turn(run.id, exec('cat kept.txt'));
     expect(after.value.stdout.toString()).toBe('kept\n');
     expect(second.take().slice(0, 2)).toEqual(['A attach:cold', 'B attach:cold']);
+  });
+
+  it('resolving with discardUnsaved destroys a sandbox whose work could not be saved, without trying again', async () => {
+    const first = await server('discard-a', { leaseTtlMs: 500, heartbeatMs: 3_600_000 });
+    const second = await server('discard-b', { leaseTtlMs: 500 });
+    const run = await first.hf.runs.create({ deploymentId: (await first.hf.deployments.create({ provider: 'bwrap' })).id });
+    await first.hf.runs.turn(run.id, exec('true'));
+    const sandbox = await sandboxOf(first.hf, run.id);
+    expect(await first.hf.meta.runs.claim(run.id, 'discard-a', 500)).toBeDefined();
+    await sleep(600);
+    second.a.failing.add('save:takeover');
+    await expect(second.hf.runs.turn(run.id, exec('true'))).rejects.toMatchObject({ code: 'CONFLICT' });
+    second.take();
+    const resolved = await second.hf.runs.resolveLease(run.id, { discardUnsaved: true });
+    expect(second.take()).toEqual([]);
+    expect(resolved.lease.state).toBe('free');
+    expect(await provider.get(sandbox)).toBeUndefined();
   });
 
   it('a failing upgrade save keeps the old sandbox; once it saves, the run moves and the new sandbox attaches cold', async () => {

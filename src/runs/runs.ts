@@ -1,16 +1,17 @@
 import { parseRunBindings, type RunBindingsInput } from '../auth/folder-access.js';
 import { type CreatedToken, issueRunToken } from '../auth/tokens.js';
 import { resolveIdOrPrefix } from '../core/id-prefix.js';
-import { HoldfastError, InputError, NotFoundError } from '../errors.js';
+import { ConflictError, errorToJson, HoldfastError, InputError, NotFoundError } from '../errors.js';
 import type { Checkpoint, CheckpointReason, Run, RunEvent, Turn } from '../metadata/metadata-store.js';
 import type { RunResult, SandboxHandle } from '../sandbox/sandbox-provider.js';
 import type { RestoreReceipt } from '../snapshot/restore.js';
 import { checkedArgv } from './deployment-spec.js';
 import { type Deployment, Deployments, type TenantScope } from './deployments.js';
+import { ExtensionSteps } from './extension-steps.js';
 import type { RunHost } from './run-host.js';
 import { runWorkspaceName } from './run-names.js';
 import { RunSession } from './run-session.js';
-import { prepareSandbox, StepRecorder, stopSandbox } from './sandbox-steps.js';
+import { deploymentHandle, prepareSandbox, StepRecorder, stopSandbox } from './sandbox-steps.js';
 import { executeTurn, type TurnBody, type TurnOptions, type TurnOutcome } from './turn.js';
 
 export type { TurnBody, TurnContext, TurnOptions, TurnOutcome } from './turn.js';
@@ -235,18 +236,40 @@ export class Runs {
    * Clears `release_recovery_required` after checking the provider: a sandbox that still exists
    * is destroyed first (an error there leaves the state as it was). Then the lease is free at a
    * new epoch and the next turn rebuilds the sandbox from the head.
+   *
+   * A run stuck because its extensions could not save the sandbox a dead owner left (reason
+   * `work_folder_save_required`: that working copy may be the only copy of edits) is saved
+   * again first; while that save fails the state stays and this rejects with `CONFLICT`
+   * (reason `work_folder_save_required`, the save's error in `data.error`), unless
+   * `discardUnsaved` says to destroy the sandbox anyway.
    */
-  async resolveLease(id: string): Promise<Run> {
+  async resolveLease(id: string, options: { discardUnsaved?: boolean } = {}): Promise<Run> {
     const run = await this.get(id);
     if (run.lease.state !== 'release_recovery_required') return this.host.meta.runs.resolveRecovery(run.id);
     const recorder = new StepRecorder(this.host, run.id, 'lease');
     if (run.sandbox !== null) {
       const { provider, id: sandboxId } = run.sandbox;
-      await recorder.step('check_provider', async () => {
-        if ((await this.host.provider(provider).get(sandboxId)) !== undefined) await stopSandbox(this.host, provider, sandboxId);
-      });
+      const handle = await recorder.step('check_provider', () => this.host.provider(provider).get(sandboxId));
+      if (handle !== undefined && run.lease.error?.reason === 'work_folder_save_required' && options.discardUnsaved !== true) {
+        await this.saveUnsaved(run, handle, recorder);
+      }
+      if (handle !== undefined) await recorder.step('destroy_sandbox', () => stopSandbox(this.host, provider, sandboxId));
     }
     return recorder.step('resolve', () => this.host.meta.runs.resolveRecovery(run.id));
+  }
+
+  /** The extensions' `takeover` save of a stuck run's surviving sandbox (see {@link resolveLease}). */
+  private async saveUnsaved(run: Run, handle: SandboxHandle, recorder: StepRecorder): Promise<void> {
+    const deployment = await this.deployments.get(run.deploymentId);
+    const sandbox = deploymentHandle(handle, deployment.spec);
+    const failed = await new ExtensionSteps(this.host).save({ tenant: this.tenant, run, sandbox, epoch: run.lease.epoch }, 'takeover');
+    if (failed === undefined) return;
+    await recorder.record('save_unsaved', 'failed', 0, { error: errorToJson(failed.error) });
+    throw new ConflictError(
+      'CONFLICT',
+      `run ${run.id}: its sandbox ${handle.id} still holds work that could not be saved (${errorToJson(failed.error).code}); fix that and resolve again, or resolve with --discard-unsaved to destroy it anyway`,
+      { data: { runId: run.id, reason: 'work_folder_save_required', sandbox: handle.id, error: errorToJson(failed.error) } },
+    );
   }
 
   /**

@@ -21,10 +21,14 @@ export function registerLease(program: Command): void {
     )
     .argument('<runId>', 'run id, a unique prefix of it (8+ characters), or latest')
     .option('-t, --tenant <name>', 'look only in this tenant')
-    .action(async (runId: string, flags: { tenant?: string }, command: Command) => {
+    .option(
+      '--discard-unsaved',
+      'destroy the old sandbox even when the work it holds could not be saved (work_folder_save_required); by default it is saved first',
+    )
+    .action(async (runId: string, flags: { tenant?: string; discardUnsaved?: boolean }, command: Command) => {
       await withHoldfast(command, async (hf, { output }) => {
         const { run: located, services } = await locateRun(hf, runId, flags.tenant);
-        const run = await services.runs.resolveLease(located.id);
+        const run = await services.runs.resolveLease(located.id, { discardUnsaved: flags.discardUnsaved === true });
         output.result(leaseView(run, services.tenant.name), () => renderLease(run));
       });
     });
