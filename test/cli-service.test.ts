@@ -1,41 +1,28 @@
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashToken } from '../src/auth/tokens.js';
 import { loadConfig } from '../src/config.js';
 import { openHoldfast } from '../src/index.js';
 import { openMetadataStore } from '../src/metadata/metadata-store.js';
 import { storeEnvironment } from './support/cli-env.js';
+import { type CliRun, HOLDFAST_BIN, runHoldfast } from './support/serve-process.js';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const bin = path.join(root, 'dist', 'bin', 'main.js');
 /** How long `serve` may take to print its listening line, and to exit after SIGTERM. */
 const SERVE_START_TIMEOUT_MS = 15_000;
 const SERVE_STOP_TIMEOUT_MS = 5_000;
 
-interface Run {
-  readonly code: number;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
 describe('holdfast serve, token, run and lease (compiled bin)', () => {
   let dir: string;
   let env: Record<string, string>;
-  const holdfast = (args: string[]): Promise<Run> =>
-    new Promise((resolve) => {
-      execFile(process.execPath, [bin, ...args], { env }, (error, stdout, stderr) => {
-        resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : -1, stdout, stderr });
-      });
-    });
+  const holdfast = (args: string[]): Promise<CliRun> => runHoldfast(args, env);
   const config = () => loadConfig({ env });
-  const errorCode = (run: Run): unknown => (JSON.parse(run.stderr) as { error: { code: string } }).error.code;
+  const errorCode = (run: CliRun): unknown => (JSON.parse(run.stderr) as { error: { code: string } }).error.code;
 
   beforeAll(() => {
-    expect(fs.existsSync(bin), `${bin} is missing: run npm run build first (npm test does)`).toBe(true);
+    expect(fs.existsSync(HOLDFAST_BIN), `${HOLDFAST_BIN} is missing: run npm run build first (npm test does)`).toBe(true);
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hf-cli-service-'));
     env = storeEnvironment(dir);
   });
@@ -146,7 +133,7 @@ describe('holdfast serve, token, run and lease (compiled bin)', () => {
   it('serve --port 0 --init listens, authenticates with the printed token, and stops on SIGTERM', async () => {
     // A fresh store: --init only creates a token when none is live.
     const store = fs.mkdtempSync(path.join(dir, 'serve-'));
-    const child = spawn(process.execPath, [bin, 'serve', '--port', '0', '--init'], {
+    const child = spawn(process.execPath, [HOLDFAST_BIN, 'serve', '--port', '0', '--init'], {
       env: { ...env, HOLDFAST_META: `sqlite:${path.join(store, 'meta.db')}`, HOLDFAST_BLOBS: `file:${path.join(store, 'blobs')}` },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -169,7 +156,7 @@ describe('holdfast serve, token, run and lease (compiled bin)', () => {
 
   it('serve runs the stray sweep on its timer and stops it before the shutdown report', async () => {
     const store = fs.mkdtempSync(path.join(dir, 'serve-sweep-'));
-    const child = spawn(process.execPath, [bin, 'serve', '--port', '0', '--init', '--stray-sweep-interval-ms', '50'], {
+    const child = spawn(process.execPath, [HOLDFAST_BIN, 'serve', '--port', '0', '--init', '--stray-sweep-interval-ms', '50'], {
       env: {
         ...env,
         HOLDFAST_META: `sqlite:${path.join(store, 'meta.db')}`,

@@ -1,30 +1,15 @@
-import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { storeEnvironment } from './support/cli-env.js';
 import { pemBlock } from './support/secret-samples.js';
+import { type CliRun, HOLDFAST_BIN, runHoldfast } from './support/serve-process.js';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const bin = path.join(root, 'dist', 'bin', 'main.js');
-
-interface CliRun {
-  readonly code: number;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
-describe('holdfast deployment create --bundle (compiled bin, --json)', () => {
+describe('holdfast deployment create --bundle (compiled HOLDFAST_BIN, --json)', () => {
   let dir: string;
   let env: Record<string, string>;
-  const holdfast = (args: string[]): Promise<CliRun> =>
-    new Promise((resolve) => {
-      execFile(process.execPath, [bin, '--json', ...args], { env }, (error, stdout, stderr) => {
-        resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : -1, stdout, stderr });
-      });
-    });
+  const holdfast = (args: string[]): Promise<CliRun> => runHoldfast(['--json', ...args], env);
   const json = async (args: string[]) => {
     const run = await holdfast(args);
     expect(run.code, run.stderr).toBe(0);
@@ -37,7 +22,7 @@ describe('holdfast deployment create --bundle (compiled bin, --json)', () => {
   };
 
   beforeAll(() => {
-    expect(fs.existsSync(bin), `${bin} is missing: run npm run build first (npm test does)`).toBe(true);
+    expect(fs.existsSync(HOLDFAST_BIN), `${HOLDFAST_BIN} is missing: run npm run build first (npm test does)`).toBe(true);
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hf-deployment-cli-'));
     env = storeEnvironment(dir);
   });

@@ -2,7 +2,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { StoreError } from '../src/errors.js';
 import type { SyncEndpoints, SyncFolders } from '../src/folders/sync/sync-engine.js';
 import type { RunSandboxContext } from '../src/runs/run-extension.js';
-import { BACKENDS } from './support/backends.js';
 import {
   body,
   existsIn,
@@ -10,16 +9,12 @@ import {
   openSyncFixture,
   readIn,
   receiptCount,
-  SYNC_PROVIDERS,
+  SYNC_CASES,
   type SyncFixture,
   sha,
   writeIn,
   writeReceipt,
 } from './support/folder-sync.js';
-
-const CASES = SYNC_PROVIDERS.flatMap((provider) =>
-  BACKENDS.map((backend) => ({ provider, backend, name: `${provider} on ${backend.name}` })),
-);
 
 /** A response lost after the other side applied the call: the call runs, then the caller hears an error. */
 const lost = () => new StoreError('connection reset after the call was applied', { transient: true });
@@ -59,7 +54,7 @@ async function stored(f: SyncFixture, ref: ReturnType<SyncFixture['ref']>): Prom
   return (await f.folders.list(ref)).files.map((e) => [e.path, e.sha256]);
 }
 
-describe.each(CASES)('work-folder sync faults: $name', ({ provider, backend }) => {
+describe.each(SYNC_CASES)('work-folder sync faults: $name', ({ provider, backend }) => {
   let f: SyncFixture;
   let n = 0;
   const owner = (p: string) => `${p}${++n}`;

@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BACKENDS } from './support/backends.js';
 import { codeOf } from './support/error-code.js';
 import {
   body,
@@ -8,18 +7,14 @@ import {
   openSyncFixture,
   readIn,
   receiptCount,
-  SYNC_PROVIDERS,
+  SYNC_CASES,
   type SyncFixture,
   sha,
   writeIn,
   writeReceipt,
 } from './support/folder-sync.js';
 
-const CASES = SYNC_PROVIDERS.flatMap((provider) =>
-  BACKENDS.map((backend) => ({ provider, backend, name: `${provider} on ${backend.name}` })),
-);
-
-describe.each(CASES)('work-folder sync: $name', ({ provider, backend }) => {
+describe.each(SYNC_CASES)('work-folder sync: $name', ({ provider, backend }) => {
   let f: SyncFixture;
   let n = 0;
   const owner = (p: string) => `${p}${++n}`;

@@ -1,33 +1,18 @@
-import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { folderAccessLookups } from '../src/auth/folder-access.js';
 import { hashToken } from '../src/auth/tokens.js';
 import { loadConfig } from '../src/config.js';
 import { canAccessFolder, openHoldfast, type Principal } from '../src/index.js';
 import { storeEnvironment } from './support/cli-env.js';
+import { type CliRun, HOLDFAST_BIN, runHoldfast } from './support/serve-process.js';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const bin = path.join(root, 'dist', 'bin', 'main.js');
-
-interface CliRun {
-  readonly code: number;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
-describe('holdfast user, token --user, run create and run end (compiled bin, --json)', () => {
+describe('holdfast user, token --user, run create and run end (compiled HOLDFAST_BIN, --json)', () => {
   let dir: string;
   let env: Record<string, string>;
-  const holdfast = (args: string[]): Promise<CliRun> =>
-    new Promise((resolve) => {
-      execFile(process.execPath, [bin, ...args], { env }, (error, stdout, stderr) => {
-        resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : -1, stdout, stderr });
-      });
-    });
+  const holdfast = (args: string[]): Promise<CliRun> => runHoldfast(args, env);
   const json = async (args: string[]) => {
     const run = await holdfast(['--json', ...args]);
     expect(run.code, run.stderr).toBe(0);
@@ -47,7 +32,7 @@ describe('holdfast user, token --user, run create and run end (compiled bin, --j
   const principalOf = (token: string) => withStore((hf) => hf.tokens.principal(hashToken(token)));
 
   beforeAll(() => {
-    expect(fs.existsSync(bin), `${bin} is missing: run npm run build first (npm test does)`).toBe(true);
+    expect(fs.existsSync(HOLDFAST_BIN), `${HOLDFAST_BIN} is missing: run npm run build first (npm test does)`).toBe(true);
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hf-users-cli-'));
     env = storeEnvironment(dir);
   });

@@ -10,11 +10,16 @@ import { BwrapSandboxProvider } from '../../src/sandbox/providers/bwrap.js';
 import { LocalSandboxProvider } from '../../src/sandbox/providers/local.js';
 import type { SandboxHandle, SandboxProvider } from '../../src/sandbox/sandbox-provider.js';
 import { SandboxEndpoints } from '../../src/sandbox/transport/sandbox-snapshots.js';
-import type { BackendCase, OpenedBackends } from './backends.js';
+import { BACKENDS, type BackendCase, type OpenedBackends } from './backends.js';
 import { expectBwrapInstalled } from './sandbox-processes.js';
 
 /** The providers the sync tests run on: the host directory route and a real bwrap jail (agent or shell). */
 export const SYNC_PROVIDERS = ['local', 'bwrap'] as const;
+
+/** Every sync provider on every backend pair, named for `describe.each`. */
+export const SYNC_CASES = SYNC_PROVIDERS.flatMap((provider) =>
+  BACKENDS.map((backend) => ({ provider, backend, name: `${provider} on ${backend.name}` })),
+);
 
 /** Lowercase hex SHA-256. */
 export const sha = (b: Uint8Array | string): string => createHash('sha256').update(b).digest('hex');

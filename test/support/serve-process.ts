@@ -12,6 +12,22 @@ export const HOLDFAST_BIN = path.join(root, 'dist', 'bin', 'main.js');
 const SERVE_START_TIMEOUT_MS = 15_000;
 const SERVE_STOP_TIMEOUT_MS = 10_000;
 
+/** What one run of the compiled CLI printed, and its exit code (-1 when it was killed). */
+export interface CliRun {
+  readonly code: number;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** Runs the compiled CLI with `args` and `env`; never rejects (the exit code says how it went). */
+export function runHoldfast(args: readonly string[], env: Record<string, string>): Promise<CliRun> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [HOLDFAST_BIN, ...args], { env }, (error, stdout, stderr) => {
+      resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : -1, stdout, stderr });
+    });
+  });
+}
+
 /** A store in a fresh temp directory (SQLite, local disk, bwrap sandboxes) and the CLI over it. */
 export interface CliStore {
   readonly dir: string;
@@ -41,13 +57,11 @@ export function openCliStore(prefix: string): CliStore {
   return {
     dir,
     env,
-    holdfast: (args) =>
-      new Promise((resolve, reject) => {
-        execFile(process.execPath, [HOLDFAST_BIN, ...args], { env }, (error, stdout, stderr) => {
-          if (error === null) resolve(stdout);
-          else reject(new Error(`holdfast ${args.join(' ')} failed: ${stderr}`));
-        });
-      }),
+    async holdfast(args) {
+      const run = await runHoldfast(args, env);
+      if (run.code !== 0) throw new Error(`holdfast ${args.join(' ')} failed: ${run.stderr}`);
+      return run.stdout;
+    },
     serve: (args = []) => startServe(env, args),
     cleanup: () => fs.rmSync(dir, { recursive: true, force: true }),
   };
