@@ -67,15 +67,7 @@ export class FolderOperations {
       path,
       ...(options.expectedSha256 === undefined ? {} : { expectedSha256: options.expectedSha256 }),
     });
-    const fingerprint = [
-      'write',
-      path,
-      content.sha256,
-      options.executable === true,
-      options.contentType ?? null,
-      options.replaceKind === true,
-      options.onlyIfMissing === true,
-    ];
+    const fingerprint = writeFingerprint(path, content.sha256, options);
     try {
       const result = await this.mutate(ref, options.operationId, fingerprint, async (tx, collection, at) => {
         const live = await this.liveWithParents(tx, collection, path);
@@ -325,6 +317,22 @@ export function directoryRow(collection: FolderCollection, path: string, at: num
     contentType: null,
     updatedAt: at,
   };
+}
+
+/**
+ * The receipt fingerprint of a write: the same for a streamed write and one of stored content,
+ * so either may replay the other's operation id.
+ */
+export function writeFingerprint(path: string, sha256: string, options: Omit<WriteOptions, 'operationId' | 'expectedSha256'>): unknown[] {
+  return [
+    'write',
+    path,
+    sha256,
+    options.executable === true,
+    options.contentType ?? null,
+    options.replaceKind === true,
+    options.onlyIfMissing === true,
+  ];
 }
 
 /**

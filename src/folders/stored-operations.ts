@@ -1,7 +1,15 @@
 import { isSha256Hex } from '../core/hash.js';
 import { type HoldfastError, InputError, NotFoundError, StoreError } from '../errors.js';
 import type { FolderChunk, FolderCollection, FolderFileRecord, MetadataTransaction } from '../metadata/metadata-store.js';
-import { directoryRow, type FolderOperations, kindClash, type MutationItem, type Outcome, putFileRow } from './folder-operations.js';
+import {
+  directoryRow,
+  type FolderOperations,
+  kindClash,
+  type MutationItem,
+  type Outcome,
+  putFileRow,
+  writeFingerprint,
+} from './folder-operations.js';
 import { parentPaths, validateFolderPath, validateName } from './folder-paths.js';
 import type { CollectionRef, FolderLimits, MkdirOptions, OperationOptions, WriteOptions } from './folders.js';
 
@@ -105,15 +113,7 @@ function item(ops: FolderOperations, limits: FolderLimits, op: StoredOperation):
   if (options.contentType !== undefined) validateName(options.contentType, 'contentType');
   return {
     operationId: options.operationId,
-    fingerprint: [
-      'write',
-      path,
-      content.sha256,
-      options.executable === true,
-      options.contentType ?? null,
-      options.replaceKind === true,
-      options.onlyIfMissing === true,
-    ],
+    fingerprint: writeFingerprint(path, content.sha256, options),
     apply: (tx, collection, at) => applyWrite(ops, limits, tx, collection, at, op.path, content, options),
   };
 }
