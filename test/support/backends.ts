@@ -50,7 +50,7 @@ function withEngine(dir: string, blobs: BlobStore, meta: MetadataStore, release:
 }
 
 /** The embedded pair (local disk + SQLite) and the scaled-out pair (S3 + PostgreSQL). */
-export const BACKENDS: readonly BackendCase[] = [
+const ALL_BACKENDS: readonly BackendCase[] = [
   {
     name: 'local-disk + sqlite',
     async open() {
@@ -83,3 +83,10 @@ export const BACKENDS: readonly BackendCase[] = [
     },
   },
 ];
+
+/**
+ * The backends engine tests run against: both pairs in the whole suite (`npm test`); the
+ * embedded pair alone in the quick tier (`npm run test:quick`, which sets
+ * `HOLDFAST_TEST_TIER=quick`), so the inner loop needs neither PostgreSQL nor S3.
+ */
+export const BACKENDS: readonly BackendCase[] = process.env.HOLDFAST_TEST_TIER === 'quick' ? ALL_BACKENDS.slice(0, 1) : ALL_BACKENDS;
