@@ -25,7 +25,7 @@ import type { CheckpointResult } from './snapshot/checkpoint.js';
 import { GcSweeper, type GcSweepOutcome } from './snapshot/gc-sweeper.js';
 import type { RestoreReceipt } from './snapshot/restore.js';
 import { DEFAULT_TENANT, type Snapshots } from './snapshot/snapshots.js';
-import { defaultCacheDir } from './snapshot/stat-cache.js';
+import { defaultCacheDir } from './workspace-fs/stat-cache.js';
 
 export {
   canAccessFolder,

@@ -14,7 +14,7 @@ import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import { parentPort, workerData } from 'node:worker_threads';
 import { CUT_POINT_PARAMS, cutPoint, GEAR_TABLE } from '../core/fastcdc.js';
-import { findSecret } from '../core/secrets.js';
+import { findSecret } from '../rules/secrets.js';
 
 /** Settings the parent passes in `workerData`. */
 export interface ContentWorkerSettings {

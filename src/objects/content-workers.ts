@@ -63,7 +63,7 @@ export interface DigestedFile {
  * runner (which builds first).
  */
 function workerUrl(): URL {
-  const candidates = ['./content-worker.js', '../objects/content-worker.js', '../../dist/objects/content-worker.js'].map(
+  const candidates = ['./content-worker.js', './content-worker.js', '../../dist/objects/content-worker.js'].map(
     (p) => new URL(p, import.meta.url),
   );
   const found = candidates.find((url) => existsSync(fileURLToPath(url)));

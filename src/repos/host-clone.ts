@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
-import { withholdSecrets } from '../core/withhold-secrets.js';
 import { HoldfastError } from '../errors.js';
+import { withholdSecrets } from '../rules/withhold-secrets.js';
 import type { RepoBinding } from './repo-bindings.js';
 
 /** The longest a clone (with its fetch of `ref`) may take. */

@@ -1,7 +1,7 @@
 import path from 'node:path';
-import type { ExcludeOptions } from '../core/excludes.js';
 import { ConflictError, HoldfastError } from '../errors.js';
-import type { ScannedDir, ScannedEntry, ScanResult } from '../snapshot/scan.js';
+import type { ExcludeOptions } from '../rules/excludes.js';
+import type { ScannedDir, ScannedEntry, ScanResult } from '../workspace-fs/scan.js';
 
 /**
  * What a repository checkpoint leaves out. Git decides what is ignored (`.gitignore` at every

@@ -4,11 +4,12 @@
  * Secret paths yield only to an exact `allowSecretPaths` entry; everything else yields to
  * `include`. Every exclusion is returned as a value with its reason, so none is silent.
  */
+
+import { splitRelativePath } from '../core/paths.js';
 import { InputError } from '../errors.js';
 import { BuiltinNames, type BuiltinRule, type NameTable } from './builtin-excludes.js';
 import type { Exclusion } from './exclusion.js';
 import { createMatcher, extendWithGitignore, type GitignoreMatcher, IncludeGates } from './gitignore-rules.js';
-import { splitRelativePath } from './paths.js';
 
 export { CACHE_EXCLUDES, SECRET_PATH_KEEP_SUFFIXES, SECRET_PATH_RULES } from './builtin-excludes.js';
 export { describeExclusion, EXCLUSION_REASONS, type Exclusion, type ExclusionReason } from './exclusion.js';

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { InputError } from '../errors.js';
-import { removeTree } from '../snapshot/remove-tree.js';
+import { removeTree } from '../workspace-fs/remove-tree.js';
 
 /**
  * The mtime every entry of a bundle is captured with (2000-01-01T00:00:00Z): a bundle is

@@ -1,6 +1,6 @@
-import type { Exclusion } from '../core/exclusion.js';
 import { HoldfastError, InputError, isHoldfastError, NotFoundError } from '../errors.js';
 import type { Checkpoint, MetadataStore } from '../metadata/metadata-store.js';
+import type { Exclusion } from '../rules/exclusion.js';
 import { createCheckpoint, type SnapshotDeps } from '../snapshot/checkpoint.js';
 import { BUNDLE_WORKSPACE } from '../snapshot/reserved-workspaces.js';
 import { requireDirectory, type Snapshots } from '../snapshot/snapshots.js';

@@ -1,6 +1,6 @@
 import { sha256Hex } from '../core/hash.js';
-import { findSecret } from '../core/secrets.js';
 import { HoldfastError, InputError } from '../errors.js';
+import { findSecret } from '../rules/secrets.js';
 import type { SandboxLimits } from '../sandbox/sandbox-provider.js';
 import { checkedEnv } from '../sandbox/sandbox-spec.js';
 import { type BundleRecord, checkedBundlePath, checkedBundleRecord } from './bundle-record.js';

@@ -1,7 +1,7 @@
 import path from 'node:path';
-import { withholdSecrets } from '../core/withhold-secrets.js';
 import { errorToJson, HoldfastError, InputError } from '../errors.js';
 import type { Checkpoint, Run } from '../metadata/metadata-store.js';
+import { withholdSecrets } from '../rules/withhold-secrets.js';
 import type { SandboxHandle } from '../sandbox/sandbox-provider.js';
 import { bundleDirIn } from './bundle-record.js';
 import { BUNDLE_DIR_ENV, installBundle } from './deployment-bundle.js';

@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import type { MiddlewareHandler } from 'hono';
-import { withholdSecrets } from '../core/withhold-secrets.js';
 import { ConflictError, InputError } from '../errors.js';
 import type { MetadataStore } from '../metadata/metadata-store.js';
+import { withholdSecrets } from '../rules/withhold-secrets.js';
 import type { AppEnv } from './app-env.js';
 
 /** Header naming a write's idempotency key. */

@@ -1,6 +1,6 @@
-import { EXCLUSION_REASONS } from '../core/exclusion.js';
 import { isStorableMode } from '../core/modes.js';
 import { IntegrityError } from '../errors.js';
+import { EXCLUSION_REASONS } from '../rules/exclusion.js';
 
 /** What a checkpoint left out (or kept changed), counted by reason. */
 export interface ExcludedSummary {

@@ -1,14 +1,14 @@
 import type { BlobStore } from '../blob-store/blob-store.js';
-import type { ExcludeOptions, Exclusion } from '../core/excludes.js';
 import type { Sha256Hex } from '../core/hash.js';
 import { ConflictError, errorToJson, HoldfastError, isHoldfastError, StoreError } from '../errors.js';
 import type { Checkpoint, CheckpointReason, MetadataStore, MetadataTransaction, Workspace } from '../metadata/metadata-store.js';
 import type { ContentWorkers } from '../objects/content-workers.js';
 import { ObjectWriter, type WriteStats } from '../objects/object-writer.js';
+import type { ExcludeOptions, Exclusion } from '../rules/excludes.js';
+import { DEFAULT_MAX_ENTRIES, DEFAULT_MAX_FILE_BYTES, listFiles, type ScanLimits, type ScanResult } from '../workspace-fs/scan.js';
+import type { StatCacheBuilder } from '../workspace-fs/stat-cache.js';
 import { ContentSink } from './content-sink.js';
 import { readFiles } from './read-files.js';
-import { DEFAULT_MAX_ENTRIES, DEFAULT_MAX_FILE_BYTES, listFiles, type ScanLimits, type ScanResult } from './scan.js';
-import type { StatCacheBuilder } from './stat-cache.js';
 import { buildTrees, type FileIds } from './tree-builder.js';
 import type { SourceScan, WorkspaceSource } from './workspace-source.js';
 

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import { CDC_MAX_BYTES, nextChunkLength } from '../core/fastcdc.js';
 import type { Sha256Hex } from '../core/hash.js';
-import { createSecretScanner, type SecretFinding } from '../core/secrets.js';
+import { createSecretScanner, type SecretFinding } from '../rules/secrets.js';
 
 /** Files up to this size are read whole; larger ones are read in two streaming passes (see {@link readLargeFile}). */
 export const WHOLE_READ_BYTES = 64 * 1024 * 1024;

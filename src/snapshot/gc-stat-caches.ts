@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { MetadataStore } from '../metadata/metadata-store.js';
-import { readStatCacheBase, statCacheDir } from './stat-cache.js';
+import { readStatCacheBase, statCacheDir } from '../workspace-fs/stat-cache.js';
 
 /**
  * A stat cache whose checkpoint this store does not hold is removed once it has not been

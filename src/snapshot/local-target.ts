@@ -1,19 +1,19 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { checkKept, utimeOf } from '../core/fs-exact.js';
-import { LongPaths } from '../core/long-paths.js';
 import { permissionBits } from '../core/modes.js';
 import { fsPath } from '../core/name-bytes.js';
 import { symlinkStaysInside } from '../core/paths.js';
 import { ConflictError, InputError, IntegrityError } from '../errors.js';
+import { checkKept, utimeOf } from '../workspace-fs/fs-exact.js';
+import { LongPaths } from '../workspace-fs/long-paths.js';
+import { removeTree } from '../workspace-fs/remove-tree.js';
+import { StatCacheBuilder, statCacheFile } from '../workspace-fs/stat-cache.js';
 import type { SnapshotDeps } from './checkpoint.js';
-import { removeTree } from './remove-tree.js';
 import { finishFile, openNew, type PathedFile, type StagedPath, writeFile } from './restore-files.js';
 import type { FileWriter, LocalReuse } from './restore-reuse.js';
 import { beginStaging, endStaging, sweepStaleStaging } from './restore-staging.js';
 import { refuseStoreOverlap } from './restore-target.js';
-import { StatCacheBuilder, statCacheFile } from './stat-cache.js';
 import { WarmTarget } from './warm-target.js';
 import type { FlatDir, FlatSymlink, RestorePlan, TargetReuse, TargetSession, WorkspaceTarget } from './workspace-target.js';
 

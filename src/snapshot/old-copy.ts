@@ -1,9 +1,9 @@
 import fs from 'node:fs';
 import type { Sha256Hex } from '../core/hash.js';
-import type { LongPaths } from '../core/long-paths.js';
 import { hasSpecialBits, permissionBits } from '../core/modes.js';
 import { textFromBytes } from '../core/name-bytes.js';
-import type { StatCache, StatCacheHit } from './stat-cache.js';
+import type { LongPaths } from '../workspace-fs/long-paths.js';
+import type { StatCache, StatCacheHit } from '../workspace-fs/stat-cache.js';
 
 /** One regular file of the previous copy at a restore target, as the walk saw it. */
 export interface OldFile {

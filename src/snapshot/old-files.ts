@@ -2,8 +2,8 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import { CDC_MAX_BYTES, nextChunkLength } from '../core/fastcdc.js';
 import type { Sha256Hex } from '../core/hash.js';
-import type { LongPaths } from '../core/long-paths.js';
 import { SINGLE_CHUNK_BYTES } from '../objects/content-workers.js';
+import type { LongPaths } from '../workspace-fs/long-paths.js';
 import type { OldFile } from './old-copy.js';
 
 const { O_RDONLY, O_NOFOLLOW } = fs.constants;

@@ -1,11 +1,11 @@
-import type { Exclusion } from '../core/excludes.js';
 import type { Sha256Hex } from '../core/hash.js';
 import type { DigestOutcome } from '../objects/content-workers.js';
+import type { Exclusion } from '../rules/excludes.js';
+import { listFiles, type ScannedFile } from '../workspace-fs/scan.js';
+import { StatCacheBuilder, type StatCacheHit, type StatIdentity } from '../workspace-fs/stat-cache.js';
 import type { CheckpointProgress, SnapshotDeps } from './checkpoint.js';
 import type { ContentSink } from './content-sink.js';
 import { WHOLE_READ_BYTES } from './file-reader.js';
-import { listFiles, type ScannedFile } from './scan.js';
-import { StatCacheBuilder, type StatCacheHit, type StatIdentity } from './stat-cache.js';
 import type { FileIds } from './tree-builder.js';
 import type { SourceScan, WorkspaceSource } from './workspace-source.js';
 

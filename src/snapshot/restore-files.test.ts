@@ -2,8 +2,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { checkKept, utimeOf } from '../core/fs-exact.js';
 import { IntegrityError } from '../errors.js';
+import { checkKept, utimeOf } from '../workspace-fs/fs-exact.js';
 
 describe('utimeOf and checkKept', () => {
   let dir: string;

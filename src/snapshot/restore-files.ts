@@ -1,10 +1,10 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
-import { checkKept, utimeOf } from '../core/fs-exact.js';
 import { permissionBits } from '../core/modes.js';
 import type { FileEntry } from '../core/tree.js';
 import { IntegrityError } from '../errors.js';
-import type { StatCacheBuilder } from './stat-cache.js';
+import { checkKept, utimeOf } from '../workspace-fs/fs-exact.js';
+import type { StatCacheBuilder } from '../workspace-fs/stat-cache.js';
 
 const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = fs.constants;
 

@@ -1,7 +1,7 @@
 import type { FileEntry } from '../core/tree.js';
+import type { StatCacheBuilder, StatCacheEntry, StatCacheHit } from '../workspace-fs/stat-cache.js';
 import type { OldCopy, OldFile } from './old-copy.js';
 import { learnContent, type OldFiles } from './old-files.js';
-import type { StatCacheBuilder, StatCacheEntry, StatCacheHit } from './stat-cache.js';
 import type { FlatTree } from './tree-walk.js';
 
 /** What the root directory must look like: its permission bits, and its mtime when the checkpoint records one. */

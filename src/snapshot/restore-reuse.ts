@@ -1,17 +1,17 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import type { Sha256Hex } from '../core/hash.js';
-import type { LongPaths } from '../core/long-paths.js';
 import { permissionBits } from '../core/modes.js';
 import type { FileEntry } from '../core/tree.js';
 import type { MetadataStore } from '../metadata/metadata-store.js';
 import { SINGLE_CHUNK_BYTES } from '../objects/content-workers.js';
 import type { ObjectReader } from '../objects/object-reader.js';
+import type { LongPaths } from '../workspace-fs/long-paths.js';
+import type { StatCacheBuilder } from '../workspace-fs/stat-cache.js';
 import type { OldCopy, OldFile } from './old-copy.js';
 import type { OldFiles } from './old-files.js';
 import { learnContent, readChunk } from './old-files.js';
 import { writeAll } from './restore-files.js';
-import type { StatCacheBuilder } from './stat-cache.js';
 import type { FlatTree } from './tree-walk.js';
 
 type File = FileEntry & { readonly path: string };

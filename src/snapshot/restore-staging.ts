@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { removeTree } from './remove-tree.js';
+import { removeTree } from '../workspace-fs/remove-tree.js';
 
 /** What every restore staging directory's name holds after `.<target name>`. */
 export const STAGING_MARK = '.holdfast-staging-';

@@ -2,9 +2,9 @@ import type { Sha256Hex } from '../core/hash.js';
 import { InputError } from '../errors.js';
 import type { Checkpoint, Workspace } from '../metadata/metadata-store.js';
 import type { ObjectReader } from '../objects/object-reader.js';
+import type { ScanLimits } from '../workspace-fs/scan.js';
 import { type ExcludedSummary, excludedSummary, recordedRoot } from './checkpoint-record.js';
 import type { PathedFile } from './restore-files.js';
-import type { ScanLimits } from './scan.js';
 import { checkpointLimits, type FlatTree, flattenTree } from './tree-walk.js';
 import { NOTHING_REUSED, type TargetReuse, type TargetSession, type WorkspaceTarget } from './workspace-target.js';
 

@@ -1,5 +1,4 @@
 import fs from 'node:fs';
-import type { ExcludeOptions } from '../core/excludes.js';
 import { MIN_ID_PREFIX_LENGTH, resolveIdOrPrefix } from '../core/id-prefix.js';
 import type { TreeEntry } from '../core/tree.js';
 import { InputError, isHoldfastError, NotFoundError } from '../errors.js';
@@ -7,6 +6,8 @@ import type { Checkpoint, CheckpointReason, Tenant, Workspace } from '../metadat
 import { CHECKPOINT_REASONS } from '../metadata/schema.js';
 import { type RebuildOptions, type RebuildReport, rebuildIndex as rebuildObjectIndex } from '../objects/index-rebuild.js';
 import { ObjectReader } from '../objects/object-reader.js';
+import type { ExcludeOptions } from '../rules/excludes.js';
+import type { ScanLimits } from '../workspace-fs/scan.js';
 import { BaseFiles } from './base-files.js';
 import { type Lookup, lookupPath, readFileFromTree } from './browse.js';
 import {
@@ -21,7 +22,6 @@ import { collectGarbage, type GcOptions, type GcReport } from './gc.js';
 import { LocalWorkspaceTarget } from './local-target.js';
 import { isReservedWorkspace } from './reserved-workspaces.js';
 import { type RestoreProgress, type RestoreReceipt, restoreCheckpoint } from './restore.js';
-import type { ScanLimits } from './scan.js';
 import { type VerifyOptions, type VerifyReport, verifyStore } from './verify.js';
 import { type EndpointContext, LocalWorkspaceSource, type WorkspaceSource } from './workspace-source.js';
 import type { WorkspaceTarget } from './workspace-target.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Sha256Hex } from '../core/hash.js';
-import type { ScannedDir, ScannedFile } from './scan.js';
+import type { ScannedDir, ScannedFile } from '../workspace-fs/scan.js';
 import type { FileIds } from './tree-builder.js';
 import { linkGroups } from './tree-builder.js';
 import { comparePaths } from './tree-walk.js';

@@ -3,8 +3,8 @@ import type { Sha256Hex } from '../core/hash.js';
 import { symlinkStaysInside } from '../core/paths.js';
 import { encodeTree, type TreeEntry } from '../core/tree.js';
 import { InputError } from '../errors.js';
-import type { ScannedDir, ScannedFile } from './scan.js';
-import type { DirIdentity, StatCache, StatCacheBuilder } from './stat-cache.js';
+import type { ScannedDir, ScannedFile } from '../workspace-fs/scan.js';
+import type { DirIdentity, StatCache, StatCacheBuilder } from '../workspace-fs/stat-cache.js';
 import { comparePaths } from './tree-walk.js';
 
 /** Content ids of a file, as resolved by hashing or from the stat cache. */

@@ -4,7 +4,13 @@ import { MAX_PATH_BYTES, printable, symlinkStaysInside } from '../core/paths.js'
 import { compareNames, decodeTree, type FileEntry, type SymlinkEntry, type TreeEntry } from '../core/tree.js';
 import { InputError, IntegrityError } from '../errors.js';
 import type { ObjectReader } from '../objects/object-reader.js';
-import { DEFAULT_MAX_DIRS, DEFAULT_MAX_ENTRIES, DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_TOTAL_BYTES, type ScanLimits } from './scan.js';
+import {
+  DEFAULT_MAX_DIRS,
+  DEFAULT_MAX_ENTRIES,
+  DEFAULT_MAX_FILE_BYTES,
+  DEFAULT_MAX_TOTAL_BYTES,
+  type ScanLimits,
+} from '../workspace-fs/scan.js';
 
 /**
  * Orders workspace paths as a depth-first walk of trees sorted by name bytes meets them

@@ -2,12 +2,12 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { findSecret } from '../core/secrets.js';
 import { isHoldfastError } from '../errors.js';
 import type { ContentWorkers, DigestOutcome } from '../objects/content-workers.js';
+import { findSecret } from '../rules/secrets.js';
+import { listFiles, type ScannedDir, type ScannedFile } from '../workspace-fs/scan.js';
 import type { BaseFiles, RecordedFile } from './base-files.js';
 import { type FileChunk, type FileContent, readLargeFile } from './file-reader.js';
-import { listFiles, type ScannedDir, type ScannedFile } from './scan.js';
 import type { FileIds } from './tree-builder.js';
 
 /**

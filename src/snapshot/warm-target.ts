@@ -1,9 +1,9 @@
-import { LongPaths } from '../core/long-paths.js';
+import { LongPaths } from '../workspace-fs/long-paths.js';
+import { StatCache, type StatCacheBuilder } from '../workspace-fs/stat-cache.js';
 import { type OldCopy, readOldCopy } from './old-copy.js';
 import { OldFiles } from './old-files.js';
 import { type RootExpectation, targetMatches } from './restore-match.js';
 import { type LocalReuse, type ReuseContext, recordLinks, reuseOldCopy } from './restore-reuse.js';
-import { StatCache, type StatCacheBuilder } from './stat-cache.js';
 import type { FlatTree } from './tree-walk.js';
 
 /** Old-copy entries walked per entry of the checkpoint (and at least this many): the old copy is not bounded by any limit. */

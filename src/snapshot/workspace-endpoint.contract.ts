@@ -12,10 +12,10 @@ import {
 } from '../../test/support/endpoint-fixture.js';
 import { codeOf } from '../../test/support/error-code.js';
 import type { BlobStore } from '../blob-store/blob-store.js';
-import type { ExcludeOptions } from '../core/excludes.js';
-import { MAX_IGNORE_FILE_BYTES } from '../core/ignore-files.js';
 import type { MetadataStore } from '../metadata/metadata-store.js';
 import { ObjectReader } from '../objects/object-reader.js';
+import type { ExcludeOptions } from '../rules/excludes.js';
+import { MAX_IGNORE_FILE_BYTES } from '../rules/ignore-files.js';
 import type { CheckpointResult } from './checkpoint.js';
 import type { RestoreProgress, RestoreReceipt } from './restore.js';
 import type { Snapshots } from './snapshots.js';

@@ -1,14 +1,14 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { type ExcludeOptions, ExcludeRules, type Exclusion } from '../core/excludes.js';
-import { LongPaths, SYSCALL_PATH_BYTES } from '../core/long-paths.js';
 import { byteLength, hasByteEscapes } from '../core/name-bytes.js';
 import type { Workspace } from '../metadata/metadata-store.js';
 import type { ContentWorkers, DigestOutcome } from '../objects/content-workers.js';
+import { type ExcludeOptions, ExcludeRules, type Exclusion } from '../rules/excludes.js';
+import { LongPaths, SYSCALL_PATH_BYTES } from '../workspace-fs/long-paths.js';
+import { type ScanLimits, type ScannedFile, type ScanResult, scanWorkspace, unchangedSince } from '../workspace-fs/scan.js';
+import { type StatCache, type StatCacheBuilder, StatCache as StatCacheClass, statCacheFile } from '../workspace-fs/stat-cache.js';
 import type { BaseFiles } from './base-files.js';
 import { type FileChunk, type FileContent, readLargeFile } from './file-reader.js';
-import { type ScanLimits, type ScannedFile, type ScanResult, scanWorkspace, unchangedSince } from './scan.js';
-import { type StatCache, type StatCacheBuilder, StatCache as StatCacheClass, statCacheFile } from './stat-cache.js';
 import type { FileIds } from './tree-builder.js';
 
 /**

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
+import { permissionBits } from '../core/modes.js';
+import { textFromBytes } from '../core/name-bytes.js';
 import { IntegrityError } from '../errors.js';
-import { permissionBits } from './modes.js';
-import { textFromBytes } from './name-bytes.js';
 
 /**
  * The few `fs` calls whose plain form loses information, done exactly: names and link targets

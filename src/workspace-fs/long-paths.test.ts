@@ -3,8 +3,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { byteLength } from '../core/name-bytes.js';
 import { LongPaths, SYSCALL_PATH_BYTES } from './long-paths.js';
-import { byteLength } from './name-bytes.js';
 
 const roots: string[] = [];
 afterEach(() => {

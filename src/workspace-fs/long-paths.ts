@@ -1,5 +1,5 @@
 import fs from 'node:fs';
-import { byteLength, fsPath } from './name-bytes.js';
+import { byteLength, fsPath } from '../core/name-bytes.js';
 
 /**
  * Longest path handed to one system call. The kernel refuses paths of PATH_MAX (4,096) bytes

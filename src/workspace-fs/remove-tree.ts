@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { LongPaths } from '../core/long-paths.js';
 import { textFromBytes } from '../core/name-bytes.js';
+import { LongPaths } from './long-paths.js';
 
 /**
  * Removes a tree, read-only directories included (a restored workspace may hold `0555`

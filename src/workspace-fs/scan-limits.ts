@@ -1,8 +1,8 @@
 import path from 'node:path';
-import type { Exclusion } from '../core/excludes.js';
 import { hasSpecialBits, permissionBits } from '../core/modes.js';
 import { MAX_PATH_BYTES, printable, symlinkStaysInside } from '../core/paths.js';
 import { InputError } from '../errors.js';
+import type { Exclusion } from '../rules/excludes.js';
 
 /** Largest file a checkpoint takes; bigger ones are excluded with reason `too-large`. */
 export const DEFAULT_MAX_FILE_BYTES = 1024 * 1024 * 1024;

@@ -1,13 +1,13 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import type { DirectoryRules, ExcludeRules, Exclusion } from '../core/excludes.js';
-import { readLinkTarget, readNames } from '../core/fs-exact.js';
-import { INFO_EXCLUDE_PATH, ignoreFileTooLarge, ignoreText, MAX_IGNORE_FILE_BYTES } from '../core/ignore-files.js';
-import { LongPaths, SYSCALL_PATH_BYTES } from '../core/long-paths.js';
 import { permissionBits } from '../core/modes.js';
 import { byteLength, hasByteEscapes } from '../core/name-bytes.js';
 import { MAX_NAME_BYTES, MAX_PATH_BYTES, nameProblem } from '../core/paths.js';
 import { InputError } from '../errors.js';
+import type { DirectoryRules, ExcludeRules, Exclusion } from '../rules/excludes.js';
+import { INFO_EXCLUDE_PATH, ignoreFileTooLarge, ignoreText, MAX_IGNORE_FILE_BYTES } from '../rules/ignore-files.js';
+import { readLinkTarget, readNames } from './fs-exact.js';
+import { LongPaths, SYSCALL_PATH_BYTES } from './long-paths.js';
 import { type ScanLimits, ScanTally } from './scan-limits.js';
 
 export {

@@ -2,10 +2,10 @@ import type { Sha256Hex } from '../../core/hash.js';
 import { IntegrityError } from '../../errors.js';
 import type { DigestOutcome } from '../../objects/content-workers.js';
 import type { FileContent } from '../../snapshot/file-reader.js';
-import type { ScannedDir, ScannedEntry, ScannedFile, ScanResult } from '../../snapshot/scan.js';
-import { StatCache } from '../../snapshot/stat-cache.js';
 import type { FileIds } from '../../snapshot/tree-builder.js';
 import type { SourceScan, WorkspaceSource } from '../../snapshot/workspace-source.js';
+import type { ScannedDir, ScannedEntry, ScannedFile, ScanResult } from '../../workspace-fs/scan.js';
+import { StatCache } from '../../workspace-fs/stat-cache.js';
 
 /** One entry of the tree a {@link ListedSource} yields. */
 export type ListedEntry =

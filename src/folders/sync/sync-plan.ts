@@ -1,6 +1,6 @@
-import type { Exclusion } from '../../core/excludes.js';
 import { isHoldfastError } from '../../errors.js';
 import type { SyncIntents } from '../../metadata/metadata-store.js';
+import type { Exclusion } from '../../rules/excludes.js';
 import type { FlatTree } from '../../snapshot/tree-walk.js';
 import { parentPaths, validateFolderPath } from '../folder-paths.js';
 import type { StoredContent } from '../stored-operations.js';

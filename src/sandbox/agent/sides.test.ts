@@ -30,16 +30,16 @@ function importsOf(dir: string): Array<{ file: string; spec: string; resolved: s
 /** Modules outside the agent folder that the in-sandbox agent may use: plain code over `node:` built-ins. */
 const INSIDE_MAY_USE = [
   'errors.js',
-  'core/atomic-file.js',
-  'core/excludes.js',
-  'core/fs-exact.js',
+  'workspace-fs/atomic-file.js',
+  'rules/excludes.js',
+  'workspace-fs/fs-exact.js',
   'core/hash.js',
-  'core/long-paths.js',
+  'workspace-fs/long-paths.js',
   'core/name-bytes.js',
   'core/paths.js',
-  'snapshot/remove-tree.js',
-  'snapshot/scan.js',
-  'snapshot/stat-cache.js',
+  'workspace-fs/remove-tree.js',
+  'workspace-fs/scan.js',
+  'workspace-fs/stat-cache.js',
 ];
 
 describe('agent sides', () => {

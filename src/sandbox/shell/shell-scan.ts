@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import { CACHE_EXCLUDES } from '../../core/builtin-excludes.js';
-import type { ExcludeOptions, ExcludeRules, Exclusion } from '../../core/excludes.js';
-import { INFO_EXCLUDE_PATH, ignoreText } from '../../core/ignore-files.js';
 import { textFromBytes } from '../../core/name-bytes.js';
 import { ConflictError } from '../../errors.js';
-import type { ScanLimits, ScannedDir, ScanResult } from '../../snapshot/scan.js';
+import { CACHE_EXCLUDES } from '../../rules/builtin-excludes.js';
+import type { ExcludeOptions, ExcludeRules, Exclusion } from '../../rules/excludes.js';
+import { INFO_EXCLUDE_PATH, ignoreText } from '../../rules/ignore-files.js';
+import type { ScanLimits, ScannedDir, ScanResult } from '../../workspace-fs/scan.js';
 import { maxScanBytes } from '../agent/host/agent-client.js';
 import { checkAgentScan } from '../agent/host/scan-check.js';
 import type { SandboxHandle } from '../sandbox-provider.js';

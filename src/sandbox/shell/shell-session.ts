@@ -2,7 +2,6 @@ import path from 'node:path';
 import { symlinkStaysInside } from '../../core/paths.js';
 import { IntegrityError } from '../../errors.js';
 import type { PathedFile } from '../../snapshot/restore-files.js';
-import { StatCacheBuilder, type StatCacheEntry } from '../../snapshot/stat-cache.js';
 import {
   type FlatDir,
   type FlatSymlink,
@@ -11,6 +10,7 @@ import {
   type TargetReuse,
   type TargetSession,
 } from '../../snapshot/workspace-target.js';
+import { StatCacheBuilder, type StatCacheEntry } from '../../workspace-fs/stat-cache.js';
 import { SHELL_MAX_ARGV_BYTES } from './shell-exec.js';
 import { linkInSandbox, mkdirsInSandbox, symlinkInSandbox } from './shell-links.js';
 import { abortInSandbox, applyDirs, type DirToApply, type StagingLayout, swapInSandbox } from './shell-publish.js';

@@ -1,11 +1,11 @@
-import type { ExcludeOptions } from '../../core/excludes.js';
 import type { DigestOutcome } from '../../objects/content-workers.js';
+import type { ExcludeOptions } from '../../rules/excludes.js';
 import type { FileChunk, FileContent } from '../../snapshot/file-reader.js';
-import { listFiles, type ScanLimits, type ScannedFile } from '../../snapshot/scan.js';
-import { StatCache, type StatCacheBuilder } from '../../snapshot/stat-cache.js';
 import type { FileIds } from '../../snapshot/tree-builder.js';
 import { UntrustedSource } from '../../snapshot/untrusted-source.js';
 import type { EndpointContext, SourceScan, WorkspaceSource } from '../../snapshot/workspace-source.js';
+import { listFiles, type ScanLimits, type ScannedFile } from '../../workspace-fs/scan.js';
+import { StatCache, type StatCacheBuilder } from '../../workspace-fs/stat-cache.js';
 import { type AgentClient, type AgentScan, agentCacheKey } from '../agent/host/agent-client.js';
 
 /** A source scan that remembers the agent's scan id for the second look. */

@@ -182,7 +182,7 @@ export const TurnBody = z.strictObject({
   waitMs: z.number().int().min(0).max(30_000).optional(),
 });
 
-/** One entry a checkpoint left out (`core/exclusion.ts` `Exclusion`); the reason is a string, as stored. */
+/** One entry a checkpoint left out (`rules/exclusion.ts` `Exclusion`); the reason is a string, as stored. */
 const ExclusionSchema = z.object({ path: z.string(), reason: z.string(), rule: z.string() });
 
 /**

@@ -1,8 +1,8 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { ExcludeRules, type Exclusion } from '../../../core/excludes.js';
 import { isSha256Hex } from '../../../core/hash.js';
 import { InputError, IntegrityError, StoreError } from '../../../errors.js';
-import { DEFAULT_MAX_DIRS, type ScanLimits, type ScanResult } from '../../../snapshot/scan.js';
+import { ExcludeRules, type Exclusion } from '../../../rules/excludes.js';
+import { DEFAULT_MAX_DIRS, type ScanLimits, type ScanResult } from '../../../workspace-fs/scan.js';
 import {
   type CachedIds,
   type CacheUpdateEntry,

@@ -1,10 +1,10 @@
-import type { DirectoryRules, ExcludeRules, Exclusion } from '../../../core/excludes.js';
-import { EXCLUSION_REASONS } from '../../../core/exclusion.js';
 import { byteLength } from '../../../core/name-bytes.js';
 import { MAX_LINK_TARGET_BYTES, MAX_PATH_BYTES, nameProblem, printable } from '../../../core/paths.js';
 import { IntegrityError } from '../../../errors.js';
-import type { ScannedDir, ScannedEntry, ScanResult } from '../../../snapshot/scan.js';
-import { type ScanLimits, ScanTally } from '../../../snapshot/scan-limits.js';
+import type { DirectoryRules, ExcludeRules, Exclusion } from '../../../rules/excludes.js';
+import { EXCLUSION_REASONS } from '../../../rules/exclusion.js';
+import type { ScannedDir, ScannedEntry, ScanResult } from '../../../workspace-fs/scan.js';
+import { type ScanLimits, ScanTally } from '../../../workspace-fs/scan-limits.js';
 
 /** Exclusions an agent may report on its own; more are counted, not kept. */
 export const MAX_AGENT_EXCLUSIONS = 10_000;

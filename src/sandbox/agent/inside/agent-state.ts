@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
-import type { ScanResult } from '../../../snapshot/scan.js';
-import type { StatCacheBuilder } from '../../../snapshot/stat-cache.js';
+import type { ScanResult } from '../../../workspace-fs/scan.js';
+import type { StatCacheBuilder } from '../../../workspace-fs/stat-cache.js';
 import type { BatchJournal } from './batch-journal.js';
 
 /** Scans kept for `recheck`; a checkpoint rechecks only its latest scan. */

@@ -1,8 +1,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { checkKept, utimeOf } from '../../../core/fs-exact.js';
 import { ConflictError, InputError, NotFoundError } from '../../../errors.js';
-import { StatCacheBuilder } from '../../../snapshot/stat-cache.js';
+import { checkKept, utimeOf } from '../../../workspace-fs/fs-exact.js';
+import { StatCacheBuilder } from '../../../workspace-fs/stat-cache.js';
 import type { PublishResult } from '../wire/protocol.js';
 import type { OpHandler } from './agent-server.js';
 import { type AgentState, faultPoint } from './agent-state.js';

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import { splitRelativePath } from '../../../core/paths.js';
-import { StatCache } from '../../../snapshot/stat-cache.js';
+import { StatCache } from '../../../workspace-fs/stat-cache.js';
 import { LIST_BATCH_MAX_ITEMS, type ReuseFile } from '../wire/protocol.js';
 import type { HandlerReply, OpHandler, RequestContext } from './agent-server.js';
 import type { AgentState } from './agent-state.js';

@@ -1,10 +1,10 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { type ExcludeOptions, ExcludeRules } from '../../../core/excludes.js';
 import { splitRelativePath } from '../../../core/paths.js';
 import { InputError } from '../../../errors.js';
-import { listFiles, type ScanLimits, scanWorkspace, unchangedSince } from '../../../snapshot/scan.js';
-import { StatCache, StatCacheBuilder } from '../../../snapshot/stat-cache.js';
+import { type ExcludeOptions, ExcludeRules } from '../../../rules/excludes.js';
+import { listFiles, type ScanLimits, scanWorkspace, unchangedSince } from '../../../workspace-fs/scan.js';
+import { StatCache, StatCacheBuilder } from '../../../workspace-fs/stat-cache.js';
 import { type CachedIds, LIST_BATCH_MAX_ITEMS, type ProbeResult, SCAN_PART_BYTES, type ScanWire } from '../wire/protocol.js';
 import type { HandlerReply, OpHandler, RequestContext } from './agent-server.js';
 import type { AgentState } from './agent-state.js';

@@ -1,9 +1,9 @@
 import { createHash, type Hash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { checkKept, utimeOf } from '../../../core/fs-exact.js';
 import { fsPath } from '../../../core/name-bytes.js';
 import { InputError, IntegrityError } from '../../../errors.js';
+import { checkKept, utimeOf } from '../../../workspace-fs/fs-exact.js';
 import { WRITE_BATCH_MAX_BYTES, WRITE_BATCH_MAX_OPS, type WriteOp } from '../wire/protocol.js';
 import type { OpHandler } from './agent-server.js';
 import { type AgentState, faultPoint } from './agent-state.js';

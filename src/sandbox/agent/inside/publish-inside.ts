@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { readNames } from '../../../core/fs-exact.js';
 import { fsPath } from '../../../core/name-bytes.js';
+import { readNames } from '../../../workspace-fs/fs-exact.js';
 import { type AgentState, faultPoint } from './agent-state.js';
 import { type StagingRecord, saveRecord } from './staging-registry.js';
 

@@ -1,13 +1,13 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { LongPaths } from '../../../core/long-paths.js';
 import { splitRelativePath } from '../../../core/paths.js';
 import { type ErrorCode, HoldfastError, InputError, NotFoundError } from '../../../errors.js';
+import { LongPaths } from '../../../workspace-fs/long-paths.js';
 
-export { fsyncDir, writeFileAtomic } from '../../../core/atomic-file.js';
+export { fsyncDir, writeFileAtomic } from '../../../workspace-fs/atomic-file.js';
 /** Shared with the host, which removes restore staging the same way. */
-export { removeTree } from '../../../snapshot/remove-tree.js';
+export { removeTree } from '../../../workspace-fs/remove-tree.js';
 
 const { O_RDONLY, O_NOFOLLOW } = fs.constants;
 const HASH_BLOCK_BYTES = 4 * 1024 * 1024;
@@ -21,7 +21,7 @@ const HASH_BLOCK_BYTES = 4 * 1024 * 1024;
  *
  * Paths are text whose byte escapes stand for bytes that are not UTF-8 (`core/name-bytes.ts`)
  * and may be longer than one system call takes: every `fs` call goes through {@link at}, which
- * gives the raw bytes and reaches deep paths through open directories (`core/long-paths.ts`).
+ * gives the raw bytes and reaches deep paths through open directories (`workspace-fs/long-paths.ts`).
  * {@link close} releases those directories; {@link withResolver} does it when a request ends.
  */
 export class NoFollowResolver {

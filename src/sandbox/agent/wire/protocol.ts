@@ -20,11 +20,12 @@
  * - `publish {stagingId, target, base?, root?}` -> {@link PublishResult}.
  * - `stage-abort {stagingId}` -> `{removed}`.
  */
-import type { ExcludeOptions, Exclusion } from '../../../core/excludes.js';
+
 import type { Sha256Hex } from '../../../core/hash.js';
 import type { ErrorCode, ErrorData } from '../../../errors.js';
-import type { ScanLimits, ScanResult } from '../../../snapshot/scan.js';
-import type { StatCacheEntry } from '../../../snapshot/stat-cache.js';
+import type { ExcludeOptions, Exclusion } from '../../../rules/excludes.js';
+import type { ScanLimits, ScanResult } from '../../../workspace-fs/scan.js';
+import type { StatCacheEntry } from '../../../workspace-fs/stat-cache.js';
 
 /** Bumped on any incompatible change; the handshake refuses a mismatch. */
 export const PROTOCOL_VERSION = 1;
