@@ -16,8 +16,8 @@ import { createS3BlobStore } from '../src/blob-store/drivers/s3.js';
 import { Folders } from '../src/folders/folders.js';
 import { type MetadataStore, openMetadataStore } from '../src/metadata/metadata-store.js';
 import { ContentWorkers } from '../src/objects/content-workers.js';
-import { MAX_CHECKPOINT_MS } from '../src/snapshot/checkpoint.js';
-import { collectGarbage } from '../src/snapshot/gc.js';
+import { collectGarbage } from '../src/snapshot/gc/gc.js';
+import { MAX_CHECKPOINT_MS } from '../src/snapshot/snapshot-deps.js';
 import { createTestDatabase } from '../test/support/postgres.js';
 import { startS3Target } from '../test/support/s3-server.js';
 

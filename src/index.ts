@@ -21,9 +21,9 @@ import { Runs } from './runs/runs.js';
 import { StraySweeper, type StraySweepReport } from './runs/stray-sweep.js';
 import type { SandboxProvider } from './sandbox/sandbox-provider.js';
 import type { SandboxEndpoints } from './sandbox/transport/sandbox-snapshots.js';
-import type { CheckpointResult } from './snapshot/checkpoint.js';
-import { GcSweeper, type GcSweepOutcome } from './snapshot/gc-sweeper.js';
-import type { RestoreReceipt } from './snapshot/restore.js';
+import type { CheckpointResult } from './snapshot/checkpoint/checkpoint.js';
+import { GcSweeper, type GcSweepOutcome } from './snapshot/gc/gc-sweeper.js';
+import type { RestoreReceipt } from './snapshot/restore/restore.js';
 import { DEFAULT_TENANT, type Snapshots } from './snapshot/snapshots.js';
 import { defaultCacheDir } from './workspace-fs/stat-cache.js';
 
@@ -82,15 +82,15 @@ export {
 } from './runs/runs.js';
 export type { StraySandbox, StraySweepReport } from './runs/stray-sweep.js';
 export type { SandboxHandle, SandboxProvider } from './sandbox/sandbox-provider.js';
-export type { CheckpointProgress, CheckpointResult, CheckpointStats } from './snapshot/checkpoint.js';
-export type { DiffEntry } from './snapshot/diff.js';
-export type { GcOptions, GcReport } from './snapshot/gc.js';
-export { GC_SWEEP_INTERVAL_MS, type GcSweepOutcome } from './snapshot/gc-sweeper.js';
+export type { CheckpointProgress, CheckpointResult, CheckpointStats } from './snapshot/checkpoint/checkpoint.js';
+export type { GcOptions, GcReport } from './snapshot/gc/gc.js';
+export { GC_SWEEP_INTERVAL_MS, type GcSweepOutcome } from './snapshot/gc/gc-sweeper.js';
+export type { RetentionPolicy } from './snapshot/gc/retention.js';
+export type { DiffEntry } from './snapshot/inspect/diff.js';
+export type { VerifyOptions, VerifyReport } from './snapshot/inspect/verify.js';
 export { BUNDLE_WORKSPACE } from './snapshot/reserved-workspaces.js';
-export type { RestoreProgress, RestoreReceipt } from './snapshot/restore.js';
-export type { RetentionPolicy } from './snapshot/retention.js';
+export type { RestoreProgress, RestoreReceipt } from './snapshot/restore/restore.js';
 export { DEFAULT_TENANT, Snapshots, type WorkspaceSummary } from './snapshot/snapshots.js';
-export type { VerifyOptions, VerifyReport } from './snapshot/verify.js';
 
 /** What {@link openHoldfast} takes. Injected instances win over the configuration. */
 export interface OpenHoldfastOptions {

@@ -3,7 +3,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { StoreError } from '../src/errors.js';
 import { GROUP_FILE_MAX_BYTES, GROUP_MAX_WRITES } from '../src/folders/content-ingest.js';
 import { type CollectionRef, Folders } from '../src/folders/folders.js';
-import { verifyStore } from '../src/snapshot/verify.js';
+import { verifyStore } from '../src/snapshot/inspect/verify.js';
 import { BACKENDS, type OpenedBackends } from './support/backends.js';
 import { FaultInjectingBlobStore } from './support/fault-injecting-blob-store.js';
 

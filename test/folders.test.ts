@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type CollectionRef, Folders } from '../src/folders/folders.js';
-import { collectGarbage } from '../src/snapshot/gc.js';
+import { collectGarbage } from '../src/snapshot/gc/gc.js';
 import { BACKENDS, type OpenedBackends } from './support/backends.js';
 
 const DAY = 24 * 60 * 60 * 1000;

@@ -6,9 +6,9 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { type CollectionRef, Folders } from '../src/folders/folders.js';
 import { packKey } from '../src/objects/pack-format.js';
 import { TARGET_PACK_BYTES } from '../src/objects/pack-writer.js';
-import { collectGarbage, type GcOptions, type GcPackEntry } from '../src/snapshot/gc.js';
-import { COMPACT_MIN_AGE_MS, COMPACT_MIN_PACKS, DEFAULT_COMPACT_BELOW_BYTES } from '../src/snapshot/gc-compaction.js';
-import { verifyStore } from '../src/snapshot/verify.js';
+import { collectGarbage, type GcOptions, type GcPackEntry } from '../src/snapshot/gc/gc.js';
+import { COMPACT_MIN_AGE_MS, COMPACT_MIN_PACKS, DEFAULT_COMPACT_BELOW_BYTES } from '../src/snapshot/gc/gc-compaction.js';
+import { verifyStore } from '../src/snapshot/inspect/verify.js';
 import { BACKENDS, type OpenedBackends } from './support/backends.js';
 import { describeTree, seededBytes, writeFile } from './support/trees.js';
 

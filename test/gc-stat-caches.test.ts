@@ -2,8 +2,8 @@ import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { STAT_CACHE_FOREIGN_KEEP_MS, STAT_CACHE_TEMP_KEEP_MS } from '../src/snapshot/gc-stat-caches.js';
-import { readStatCacheBase, statCacheDir } from '../src/snapshot/stat-cache.js';
+import { STAT_CACHE_FOREIGN_KEEP_MS, STAT_CACHE_TEMP_KEEP_MS } from '../src/snapshot/gc/gc-stat-caches.js';
+import { readStatCacheBase, statCacheDir } from '../src/workspace-fs/stat-cache.js';
 import { BACKENDS, type OpenedBackends } from './support/backends.js';
 import { writeFile } from './support/trees.js';
 

@@ -5,9 +5,9 @@ import { sha256Hex } from '../src/core/hash.js';
 import { packKey } from '../src/objects/pack-format.js';
 import { uploadPack } from '../src/objects/pack-uploader.js';
 import { PackWriter, type SealedPack } from '../src/objects/pack-writer.js';
-import { collectGarbage, type GcOptions } from '../src/snapshot/gc.js';
+import { collectGarbage, type GcOptions } from '../src/snapshot/gc/gc.js';
+import { verifyStore } from '../src/snapshot/inspect/verify.js';
 import type { Snapshots } from '../src/snapshot/snapshots.js';
-import { verifyStore } from '../src/snapshot/verify.js';
 import { BACKENDS, type OpenedBackends } from './support/backends.js';
 import { describeTree, seededBytes, writeFile } from './support/trees.js';
 

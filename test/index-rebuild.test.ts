@@ -3,8 +3,8 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { rebuildIndex } from '../src/objects/index-rebuild.js';
 import { packKey } from '../src/objects/pack-format.js';
+import { verifyStore } from '../src/snapshot/inspect/verify.js';
 import type { Snapshots } from '../src/snapshot/snapshots.js';
-import { verifyStore } from '../src/snapshot/verify.js';
 import { BACKENDS, type OpenedBackends } from './support/backends.js';
 import { describeTree, makeMixedTree } from './support/trees.js';
 

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CDC_MAX_BYTES, chunkLengths } from '../src/core/fastcdc.js';
-import { statCacheFile } from '../src/snapshot/stat-cache.js';
+import { statCacheFile } from '../src/workspace-fs/stat-cache.js';
 import { BACKENDS, type OpenedBackends } from './support/backends.js';
 import { describeTree, seededBytes, settleDirMtimes, writeFile } from './support/trees.js';
 

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openHoldfast } from '../src/index.js';
-import { beginStaging, endStaging, STAGING_MARK } from '../src/snapshot/restore-staging.js';
+import { beginStaging, endStaging, STAGING_MARK } from '../src/snapshot/restore/restore-staging.js';
 import { describeTree, seededBytes, writeFile } from './support/trees.js';
 
 const bin = path.join(path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..'), 'dist', 'bin', 'main.js');

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { verifyStore } from '../src/snapshot/verify.js';
+import { verifyStore } from '../src/snapshot/inspect/verify.js';
 import { BACKENDS, type OpenedBackends } from './support/backends.js';
 import { codeOf } from './support/error-code.js';
 import { describeTree, writeFile } from './support/trees.js';

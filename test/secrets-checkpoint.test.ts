@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BlobStore } from '../src/blob-store/blob-store.js';
 import { decompress } from '../src/objects/content-workers.js';
 import { decodeFooter, decodeTrailer, PACK_FOOTER_BYTES, packIdFromKey } from '../src/objects/pack-format.js';
-import { readLargeFile, WHOLE_READ_BYTES } from '../src/snapshot/file-reader.js';
+import { readLargeFile, WHOLE_READ_BYTES } from '../src/snapshot/checkpoint/file-reader.js';
 import { type EndpointContext, LocalWorkspaceSource, type WorkspaceSource } from '../src/snapshot/workspace-source.js';
 import { BACKENDS, type OpenedBackends } from './support/backends.js';
 import { codeOf } from './support/error-code.js';

@@ -2,7 +2,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { findSecret } from '../src/core/secrets.js';
+import { findSecret } from '../src/rules/secrets.js';
 
 // The content rules are only useful if they are never wrong on real code: an exclusion that
 // is usually a false alarm teaches people to switch the rules off. So they run over real

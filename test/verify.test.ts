@@ -8,8 +8,8 @@ import { packKey } from '../src/objects/pack-format.js';
 import { readPackTrailer } from '../src/objects/pack-inspector.js';
 import { uploadPack } from '../src/objects/pack-uploader.js';
 import { PackWriter } from '../src/objects/pack-writer.js';
+import { verifyStore } from '../src/snapshot/inspect/verify.js';
 import type { Snapshots } from '../src/snapshot/snapshots.js';
-import { verifyStore } from '../src/snapshot/verify.js';
 import { BACKENDS, type OpenedBackends } from './support/backends.js';
 import { describeTree, seededBytes, writeFile } from './support/trees.js';
 

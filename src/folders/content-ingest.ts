@@ -5,7 +5,7 @@ import { ConflictError, InputError } from '../errors.js';
 import type { FolderChunk, MetadataStore } from '../metadata/metadata-store.js';
 import type { ContentWorkers } from '../objects/content-workers.js';
 import { ObjectWriter, type WrittenObjects } from '../objects/object-writer.js';
-import { ContentSink } from '../snapshot/content-sink.js';
+import { ContentSink } from '../snapshot/checkpoint/content-sink.js';
 import { contentChunks } from './content-chunker.js';
 
 /** What streaming one body into the object store produced; nothing of it is published yet. */

@@ -9,7 +9,8 @@ import type { CheckpointReason, Run, Workspace } from '../metadata/metadata-stor
 import { parseStoredSpec } from '../runs/deployment-spec.js';
 import { isFinalSave, type RunExtension, type RunSandboxContext, type SaveMoment } from '../runs/run-extension.js';
 import type { SandboxHandle } from '../sandbox/sandbox-provider.js';
-import type { CheckpointResult, SnapshotDeps } from '../snapshot/checkpoint.js';
+import type { CheckpointResult } from '../snapshot/checkpoint/checkpoint.js';
+import type { SnapshotDeps } from '../snapshot/snapshot-deps.js';
 import { Snapshots } from '../snapshot/snapshots.js';
 import { fixUpCheckout } from './checkout-fixups.js';
 import { cloneOnHost } from './host-clone.js';

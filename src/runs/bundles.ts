@@ -1,8 +1,9 @@
 import { HoldfastError, InputError, isHoldfastError, NotFoundError } from '../errors.js';
 import type { Checkpoint, MetadataStore } from '../metadata/metadata-store.js';
 import type { Exclusion } from '../rules/exclusion.js';
-import { createCheckpoint, type SnapshotDeps } from '../snapshot/checkpoint.js';
+import { createCheckpoint } from '../snapshot/checkpoint/checkpoint.js';
 import { BUNDLE_WORKSPACE } from '../snapshot/reserved-workspaces.js';
+import type { SnapshotDeps } from '../snapshot/snapshot-deps.js';
 import { requireDirectory, type Snapshots } from '../snapshot/snapshots.js';
 import { LocalWorkspaceSource } from '../snapshot/workspace-source.js';
 import { type BundleRecord, checkedBundleRecord } from './bundle-record.js';

@@ -1,5 +1,5 @@
 import type { Checkpoint } from '../metadata/metadata-store.js';
-import type { Lookup } from '../snapshot/browse.js';
+import type { Lookup } from '../snapshot/inspect/browse.js';
 import type { Snapshots } from '../snapshot/snapshots.js';
 import type { Runs } from './runs.js';
 

@@ -4,7 +4,7 @@ import { HoldfastError } from '../errors.js';
 import type { SandboxHandle } from '../sandbox/sandbox-provider.js';
 import type { SandboxEndpoints } from '../sandbox/transport/sandbox-snapshots.js';
 import { BUNDLE_WORKSPACE } from '../snapshot/reserved-workspaces.js';
-import type { RestoreReceipt } from '../snapshot/restore.js';
+import type { RestoreReceipt } from '../snapshot/restore/restore.js';
 import type { Snapshots } from '../snapshot/snapshots.js';
 import { bundleDirIn } from './bundle-record.js';
 import type { DeploymentSpec } from './deployment-spec.js';

@@ -5,7 +5,7 @@ import { AgentPool } from '../sandbox/agent/host/agent-pool.js';
 import { openSandboxProvider } from '../sandbox/open-provider.js';
 import type { SandboxProvider } from '../sandbox/sandbox-provider.js';
 import { SandboxEndpoints } from '../sandbox/transport/sandbox-snapshots.js';
-import type { SnapshotDeps } from '../snapshot/checkpoint.js';
+import type { SnapshotDeps } from '../snapshot/snapshot-deps.js';
 import { Snapshots } from '../snapshot/snapshots.js';
 import type { TenantScope } from './deployments.js';
 import { KeyedMutex } from './keyed-mutex.js';

@@ -1,7 +1,7 @@
 import { errorToJson, HoldfastError, isHoldfastError } from '../errors.js';
 import type { Checkpoint, CheckpointReason, MetadataTransaction, Run, Turn } from '../metadata/metadata-store.js';
 import type { SandboxHandle } from '../sandbox/sandbox-provider.js';
-import type { CheckpointResult } from '../snapshot/checkpoint.js';
+import type { CheckpointResult } from '../snapshot/checkpoint/checkpoint.js';
 import { type Deployment, Deployments, type TenantScope } from './deployments.js';
 import { ExtensionSteps } from './extension-steps.js';
 import { acquireLease, type HeldLease, recoveryRequired } from './lease.js';

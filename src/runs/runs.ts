@@ -4,7 +4,7 @@ import { resolveIdOrPrefix } from '../core/id-prefix.js';
 import { ConflictError, errorToJson, HoldfastError, InputError, NotFoundError } from '../errors.js';
 import type { Checkpoint, CheckpointReason, Run, RunEvent, Turn } from '../metadata/metadata-store.js';
 import type { RunResult, SandboxHandle } from '../sandbox/sandbox-provider.js';
-import type { RestoreReceipt } from '../snapshot/restore.js';
+import type { RestoreReceipt } from '../snapshot/restore/restore.js';
 import { checkedArgv } from './deployment-spec.js';
 import { type Deployment, Deployments, type TenantScope } from './deployments.js';
 import { ExtensionSteps } from './extension-steps.js';

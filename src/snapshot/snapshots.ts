@@ -8,21 +8,16 @@ import { type RebuildOptions, type RebuildReport, rebuildIndex as rebuildObjectI
 import { ObjectReader } from '../objects/object-reader.js';
 import type { ExcludeOptions } from '../rules/excludes.js';
 import type { ScanLimits } from '../workspace-fs/scan.js';
-import { BaseFiles } from './base-files.js';
-import { type Lookup, lookupPath, readFileFromTree } from './browse.js';
-import {
-  type CheckpointOptions,
-  type CheckpointProgress,
-  type CheckpointResult,
-  createCheckpoint,
-  type SnapshotDeps,
-} from './checkpoint.js';
-import { type DiffEntry, diffTrees } from './diff.js';
-import { collectGarbage, type GcOptions, type GcReport } from './gc.js';
-import { LocalWorkspaceTarget } from './local-target.js';
+import { BaseFiles } from './checkpoint/base-files.js';
+import { type CheckpointOptions, type CheckpointProgress, type CheckpointResult, createCheckpoint } from './checkpoint/checkpoint.js';
+import { collectGarbage, type GcOptions, type GcReport } from './gc/gc.js';
+import { type Lookup, lookupPath, readFileFromTree } from './inspect/browse.js';
+import { type DiffEntry, diffTrees } from './inspect/diff.js';
+import { type VerifyOptions, type VerifyReport, verifyStore } from './inspect/verify.js';
 import { isReservedWorkspace } from './reserved-workspaces.js';
-import { type RestoreProgress, type RestoreReceipt, restoreCheckpoint } from './restore.js';
-import { type VerifyOptions, type VerifyReport, verifyStore } from './verify.js';
+import { LocalWorkspaceTarget } from './restore/local-target.js';
+import { type RestoreProgress, type RestoreReceipt, restoreCheckpoint } from './restore/restore.js';
+import type { SnapshotDeps } from './snapshot-deps.js';
 import { type EndpointContext, LocalWorkspaceSource, type WorkspaceSource } from './workspace-source.js';
 import type { WorkspaceTarget } from './workspace-target.js';
 

@@ -16,8 +16,8 @@ import type { MetadataStore } from '../metadata/metadata-store.js';
 import { ObjectReader } from '../objects/object-reader.js';
 import type { ExcludeOptions } from '../rules/excludes.js';
 import { MAX_IGNORE_FILE_BYTES } from '../rules/ignore-files.js';
-import type { CheckpointResult } from './checkpoint.js';
-import type { RestoreProgress, RestoreReceipt } from './restore.js';
+import type { CheckpointResult } from './checkpoint/checkpoint.js';
+import type { RestoreProgress, RestoreReceipt } from './restore/restore.js';
 import type { Snapshots } from './snapshots.js';
 import { type FlatTree, flattenTree } from './tree-walk.js';
 

@@ -7,9 +7,9 @@ import { type ExcludeOptions, ExcludeRules, type Exclusion } from '../rules/excl
 import { LongPaths, SYSCALL_PATH_BYTES } from '../workspace-fs/long-paths.js';
 import { type ScanLimits, type ScannedFile, type ScanResult, scanWorkspace, unchangedSince } from '../workspace-fs/scan.js';
 import { type StatCache, type StatCacheBuilder, StatCache as StatCacheClass, statCacheFile } from '../workspace-fs/stat-cache.js';
-import type { BaseFiles } from './base-files.js';
-import { type FileChunk, type FileContent, readLargeFile } from './file-reader.js';
-import type { FileIds } from './tree-builder.js';
+import type { BaseFiles } from './checkpoint/base-files.js';
+import { type FileChunk, type FileContent, readLargeFile } from './checkpoint/file-reader.js';
+import type { FileIds } from './checkpoint/tree-builder.js';
 
 /**
  * What a workspace source or target built outside this module gets: the workspace it serves,

@@ -1,6 +1,6 @@
 import type { Checkpoint, Workspace } from '../metadata/metadata-store.js';
 import type { ObjectReader } from '../objects/object-reader.js';
-import type { PathedFile } from './restore-files.js';
+import type { PathedFile } from './restore/restore-files.js';
 import type { FlatTree } from './tree-walk.js';
 
 /** A directory of a flattened tree, with its path. */

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ObjectReader } from '../../src/objects/object-reader.js';
 import type { BwrapSandboxHandle, BwrapSandboxProvider } from '../../src/sandbox/providers/bwrap.js';
 import { checkpointSandbox, restoreSandbox } from '../../src/sandbox/transport/sandbox-snapshots.js';
-import type { CheckpointResult } from '../../src/snapshot/checkpoint.js';
+import type { CheckpointResult } from '../../src/snapshot/checkpoint/checkpoint.js';
 import { type FlatTree, flattenTree } from '../../src/snapshot/tree-walk.js';
 import type { OpenedBackends } from '../support/backends.js';
 import { openBwrapBackends } from '../support/bwrap-backends.js';

@@ -3,12 +3,12 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ExcludeOptions, ExcludeRules } from '../../src/core/excludes.js';
+import { type ExcludeOptions, ExcludeRules } from '../../src/rules/excludes.js';
 import type { AgentClient } from '../../src/sandbox/agent/host/agent-client.js';
 import { AgentConnection } from '../../src/sandbox/agent/host/agent-connection.js';
 import { encodeFrame, FrameDecoder } from '../../src/sandbox/agent/wire/frame-codec.js';
 import { PROTOCOL_VERSION, READ_BATCH_MAX_FILES } from '../../src/sandbox/agent/wire/protocol.js';
-import { listFiles, scanWorkspace } from '../../src/snapshot/scan.js';
+import { listFiles, scanWorkspace } from '../../src/workspace-fs/scan.js';
 import { makeMixedTree, writeFile } from '../support/trees.js';
 import { buildAgentBundle, connectAgent, startAgent, tempDir } from './agent-harness.js';
 

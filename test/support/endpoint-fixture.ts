@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { utimeOf } from '../../src/core/fs-exact.js';
+import { utimeOf } from '../../src/workspace-fs/fs-exact.js';
 
 /**
  * The workspace every endpoint of the contract suite is filled with, written by means

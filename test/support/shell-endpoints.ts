@@ -4,8 +4,8 @@ import { probeSandbox } from '../../src/sandbox/shell/probe.js';
 import { shellEndpoints } from '../../src/sandbox/shell/shell-endpoints.js';
 import type { ShellMode } from '../../src/sandbox/shell/shell-exec.js';
 import { ShellWorkspaceSource } from '../../src/sandbox/shell/shell-source.js';
-import type { CheckpointResult } from '../../src/snapshot/checkpoint.js';
-import type { RestoreProgress, RestoreReceipt } from '../../src/snapshot/restore.js';
+import type { CheckpointResult } from '../../src/snapshot/checkpoint/checkpoint.js';
+import type { RestoreProgress, RestoreReceipt } from '../../src/snapshot/restore/restore.js';
 import type { Snapshots } from '../../src/snapshot/snapshots.js';
 import { type FixtureEntry, fillScriptShell } from './endpoint-fixture.js';
 

@@ -1,8 +1,8 @@
 import { Argument, type Command, InvalidArgumentError } from 'commander';
 import { IntegrityError } from '../../errors.js';
 import type { RebuildReport } from '../../objects/index-rebuild.js';
-import type { GcPackEntry, GcPhase, GcReport } from '../../snapshot/gc.js';
-import type { VerifyProgress, VerifyReport } from '../../snapshot/verify.js';
+import type { GcPackEntry, GcPhase, GcReport } from '../../snapshot/gc/gc.js';
+import type { VerifyProgress, VerifyReport } from '../../snapshot/inspect/verify.js';
 import { listFirst, plural } from '../output.js';
 import { withHoldfast } from '../program.js';
 import { formatBytes, startProgress } from '../progress.js';
@@ -76,7 +76,7 @@ export function registerMaintenance(program: Command): void {
     )
     .action(async (flags: { dryRun?: boolean; grace?: number; keepLast?: number; keepDaily?: number }, command: Command) => {
       await withHoldfast(command, async (hf, { output }) => {
-        const { DEFAULT_RETENTION } = await import('../../snapshot/retention.js');
+        const { DEFAULT_RETENTION } = await import('../../snapshot/gc/retention.js');
         const progress = startProgress(output, 'gc');
         let report: GcReport;
         try {

@@ -1,8 +1,8 @@
 import type { Sha256Hex } from '../../core/hash.js';
 import { IntegrityError } from '../../errors.js';
 import type { DigestOutcome } from '../../objects/content-workers.js';
-import type { FileContent } from '../../snapshot/file-reader.js';
-import type { FileIds } from '../../snapshot/tree-builder.js';
+import type { FileContent } from '../../snapshot/checkpoint/file-reader.js';
+import type { FileIds } from '../../snapshot/checkpoint/tree-builder.js';
 import type { SourceScan, WorkspaceSource } from '../../snapshot/workspace-source.js';
 import type { ScannedDir, ScannedEntry, ScannedFile, ScanResult } from '../../workspace-fs/scan.js';
 import { StatCache } from '../../workspace-fs/stat-cache.js';

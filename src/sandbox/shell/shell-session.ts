@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { symlinkStaysInside } from '../../core/paths.js';
 import { IntegrityError } from '../../errors.js';
-import type { PathedFile } from '../../snapshot/restore-files.js';
+import type { PathedFile } from '../../snapshot/restore/restore-files.js';
 import {
   type FlatDir,
   type FlatSymlink,

@@ -1,8 +1,8 @@
 import type { DigestOutcome } from '../../objects/content-workers.js';
 import { type ExcludeOptions, ExcludeRules } from '../../rules/excludes.js';
-import type { FileChunk, FileContent } from '../../snapshot/file-reader.js';
-import type { FileIds } from '../../snapshot/tree-builder.js';
-import { UntrustedSource } from '../../snapshot/untrusted-source.js';
+import type { FileChunk, FileContent } from '../../snapshot/checkpoint/file-reader.js';
+import type { FileIds } from '../../snapshot/checkpoint/tree-builder.js';
+import { UntrustedSource } from '../../snapshot/checkpoint/untrusted-source.js';
 import type { EndpointContext, SourceScan, WorkspaceSource } from '../../snapshot/workspace-source.js';
 import { listFiles, type ScanLimits, type ScannedFile } from '../../workspace-fs/scan.js';
 import { StatCache, type StatCacheBuilder, statCacheFile } from '../../workspace-fs/stat-cache.js';

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { ConflictError } from '../../errors.js';
-import type { PathedFile } from '../../snapshot/restore-files.js';
+import type { PathedFile } from '../../snapshot/restore/restore-files.js';
 import {
   type FlatDir,
   type FlatSymlink,

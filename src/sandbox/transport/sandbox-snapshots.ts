@@ -1,5 +1,5 @@
-import type { CheckpointResult } from '../../snapshot/checkpoint.js';
-import type { RestoreReceipt } from '../../snapshot/restore.js';
+import type { CheckpointResult } from '../../snapshot/checkpoint/checkpoint.js';
+import type { RestoreReceipt } from '../../snapshot/restore/restore.js';
 import type { Snapshots } from '../../snapshot/snapshots.js';
 import { AgentPool, type AgentSource, ONE_SHOT_AGENTS } from '../agent/host/agent-pool.js';
 import { findSandbox, openSandboxProvider } from '../open-provider.js';

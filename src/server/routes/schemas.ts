@@ -186,7 +186,7 @@ export const TurnBody = z.strictObject({
 const ExclusionSchema = z.object({ path: z.string(), reason: z.string(), rule: z.string() });
 
 /**
- * What a ready checkpoint recorded (`snapshot/checkpoint.ts` `CheckpointStats` with the first
+ * What a ready checkpoint recorded (`snapshot/checkpoint/checkpoint.ts` `CheckpointStats` with the first
  * exclusions and every allowance). Every field is optional and others may follow: a stored row
  * keeps the figures of the version that wrote it.
  */
@@ -302,7 +302,7 @@ export const TreeEntrySchema = z
   ])
   .meta({ id: 'TreeEntry' });
 
-/** A directory listing (`kind: dir`) or one entry (`kind: entry`) inside a checkpoint (`snapshot/browse.ts` `Lookup`). */
+/** A directory listing (`kind: dir`) or one entry (`kind: entry`) inside a checkpoint (`snapshot/inspect/browse.ts` `Lookup`). */
 export const TreeLookup = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('dir'), tree: Sha256, entries: z.array(TreeEntrySchema) }),
   z.object({ kind: z.literal('entry'), entry: TreeEntrySchema }),

@@ -1,0 +1,241 @@
+import type { Sha256Hex } from '../../core/hash.js';
+import { ConflictError, errorToJson, HoldfastError, isHoldfastError, StoreError } from '../../errors.js';
+import type { Checkpoint, CheckpointReason, MetadataStore, MetadataTransaction, Workspace } from '../../metadata/metadata-store.js';
+import { ObjectWriter, type WriteStats } from '../../objects/object-writer.js';
+import type { ExcludeOptions, Exclusion } from '../../rules/excludes.js';
+import { DEFAULT_MAX_ENTRIES, DEFAULT_MAX_FILE_BYTES, listFiles, type ScanLimits, type ScanResult } from '../../workspace-fs/scan.js';
+import type { StatCacheBuilder } from '../../workspace-fs/stat-cache.js';
+import { MAX_CHECKPOINT_MS, type SnapshotDeps } from '../snapshot-deps.js';
+import type { SourceScan, WorkspaceSource } from '../workspace-source.js';
+import { ContentSink } from './content-sink.js';
+import { readFiles } from './read-files.js';
+import { buildTrees, type FileIds } from './tree-builder.js';
+
+/** Scans a checkpoint makes before giving up on a workspace that keeps changing. */
+export const DEFAULT_MAX_ATTEMPTS = 3;
+/** Exclusions kept in the checkpoint row (all are returned to the caller). */
+const STORED_EXCLUSIONS = 100;
+
+/** Progress reported while a checkpoint runs. */
+export interface CheckpointProgress {
+  readonly phase: 'scan' | 'read' | 'upload' | 'commit';
+  readonly files: number;
+  readonly filesTotal: number;
+  readonly bytes: number;
+  readonly bytesTotal: number;
+}
+
+/** Options of one checkpoint. */
+export interface CheckpointOptions {
+  /** Where the workspace is read from (a host directory, or a sandbox through its agent). */
+  readonly source: WorkspaceSource;
+  readonly workspace: Workspace;
+  readonly reason?: CheckpointReason;
+  readonly excludes?: ExcludeOptions;
+  readonly limits?: Partial<ScanLimits>;
+  readonly maxAttempts?: number;
+  readonly signal?: AbortSignal;
+  readonly onProgress?: (progress: CheckpointProgress) => void;
+  /**
+   * Sees every scan (each attempt's) before any of its content is read: a throw fails the
+   * checkpoint with that error and the head stays where it was. Repository checkpoints refuse
+   * git's lock files and unsupported layouts here.
+   */
+  readonly onScan?: (scan: ScanResult) => void;
+  /**
+   * Runs inside the commit transaction, with the checkpoint marked ready and just before the
+   * head moves: a rejection rolls everything back and fails the checkpoint. The runs layer
+   * fences the head move with its lease epoch here (so a stale owner hears `STALE_LEASE`, not
+   * `CONFLICT`) and completes the turn atomically with it.
+   */
+  readonly onCommit?: (tx: MetadataTransaction, checkpoint: Checkpoint) => Promise<void>;
+}
+
+/** Figures reported by a checkpoint. */
+export interface CheckpointStats extends WriteStats {
+  files: number;
+  dirs: number;
+  symlinks: number;
+  bytes: number;
+  filesHashed: number;
+  bytesHashed: number;
+  attempts: number;
+  durationMs: number;
+  excludedCount: number;
+  /** Exclusions by reason, over all of them (the row keeps only the first few in `excluded`). */
+  excludedByReason: Record<string, number>;
+  /** Files stored as hard links to another file of the checkpoint (members, leaders not counted). */
+  hardlinks: number;
+  /** The root directory's permission bits and mtime (whole ms), which a restore applies to its target. */
+  root: { mode: number; mtimeMs: number };
+}
+
+/** The ready checkpoint, its figures, every exclusion with its reason, and every allowance. */
+export interface CheckpointResult {
+  readonly checkpoint: Checkpoint;
+  readonly stats: CheckpointStats;
+  readonly excluded: Exclusion[];
+  /** Paths a secret rule matched but `allowSecretPaths` let through (never silent). */
+  readonly allowed: readonly Exclusion[];
+}
+
+/**
+ * Captures the workspace `source` reads as a new checkpoint of `workspace` (DESIGN section 4): a pending row first,
+ * then scan, hash what the stat cache cannot vouch for, upload missing objects in packs,
+ * re-scan to prove nothing moved, and in one transaction register the packs, mark the
+ * checkpoint ready and move the head by compare-and-swap. On any failure the checkpoint is
+ * marked failed with its error and the head stays where it was.
+ */
+export async function createCheckpoint(deps: SnapshotDeps, options: CheckpointOptions): Promise<CheckpointResult> {
+  const started = performance.now();
+  const startedAtMs = Date.now();
+  const { workspace } = options;
+  await failAbandoned(deps.meta, workspace.id, startedAtMs);
+  const pending = await deps.meta.checkpoints.createPending({
+    workspaceId: workspace.id,
+    parentId: workspace.headCheckpointId,
+    reason: options.reason ?? 'manual',
+  });
+  try {
+    const captured = await capture(deps, options, pending.id);
+    if (performance.now() - started > MAX_CHECKPOINT_MS) {
+      throw new HoldfastError('TIMEOUT', `checkpoint of ${options.source.label} took longer than ${MAX_CHECKPOINT_MS / 60_000} minutes`);
+    }
+    options.onProgress?.({
+      phase: 'commit',
+      files: captured.stats.files,
+      filesTotal: captured.stats.files,
+      bytes: captured.stats.bytes,
+      bytesTotal: captured.stats.bytes,
+    });
+    const stats: CheckpointStats = { ...captured.stats, durationMs: Math.round(performance.now() - started) };
+    const checkpoint = await deps.meta.transaction(async (tx) => {
+      await guardPreexistingPacks(tx, captured.written.preexistingPacks, startedAtMs);
+      await tx.objects.insertPacksAndObjects(captured.written.packs, captured.written.objects);
+      await tx.gc.releaseIntents(pending.id);
+      const ready = await tx.checkpoints.markReady(pending.id, {
+        rootTree: captured.rootId,
+        stats: { ...stats, excluded: captured.excluded.slice(0, STORED_EXCLUSIONS), allowed: captured.allowed },
+      });
+      await options.onCommit?.(tx, ready);
+      await tx.workspaces.casHead(workspace.id, workspace.headVersion, pending.id);
+      return ready;
+    });
+    await options.source.saveCache(captured.scan, captured.cache, captured.ids, checkpoint.id).catch(() => undefined);
+    return { checkpoint, stats, excluded: captured.excluded, allowed: captured.allowed };
+  } catch (error) {
+    const reported = isHoldfastError(error, 'CONFLICT')
+      ? new ConflictError('CONFLICT', `workspace ${workspace.name} moved on while this checkpoint ran; nothing was changed`, {
+          data: { workspaceId: workspace.id, checkpointId: pending.id },
+          cause: error,
+        })
+      : error;
+    await deps.meta.checkpoints.markFailed(pending.id, errorToJson(reported)).catch(() => undefined);
+    // Failed, its uploaded packs are orphans for GC (after grace); while pending they are protected.
+    await deps.meta.gc.releaseIntents(pending.id).catch(() => undefined);
+    throw reported;
+  }
+}
+
+/**
+ * Pending checkpoints older than {@link MAX_CHECKPOINT_MS} belong to processes that died (no
+ * live checkpoint runs that long): mark them failed so `log` does not show them as saving.
+ */
+async function failAbandoned(meta: MetadataStore, workspaceId: string, now: number): Promise<void> {
+  for (const c of await meta.checkpoints.listByWorkspace(workspaceId, { status: 'pending' })) {
+    if (c.createdAt >= now - MAX_CHECKPOINT_MS) continue;
+    const error = { code: 'TIMEOUT', message: 'abandoned: the process running this checkpoint stopped before it finished' };
+    await meta.checkpoints.markFailed(c.id, error).catch(() => undefined);
+  }
+}
+
+/**
+ * A pack blob this checkpoint found already present (identical bytes) may belong to a pack GC
+ * is deleting. Under the same pack lock GC takes to start a deletion, refuse to rely on any
+ * such pack: the checkpoint fails with a transient error and a retry uploads the pack afresh.
+ */
+async function guardPreexistingPacks(tx: MetadataTransaction, packIds: readonly string[], since: number): Promise<void> {
+  if (packIds.length === 0) return;
+  await tx.objects.lockPacks(packIds);
+  const doomed = await tx.gc.deletionsSince(packIds, since);
+  if (doomed.length > 0) {
+    throw new StoreError(`pack ${doomed[0]} was being garbage-collected while this checkpoint reused it; retry the checkpoint`, {
+      transient: true,
+      data: { packs: doomed },
+    });
+  }
+}
+
+/** How many exclusions there are of each reason. */
+function countByReason(excluded: readonly Exclusion[]): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const e of excluded) counts[e.reason] = (counts[e.reason] ?? 0) + 1;
+  return counts;
+}
+
+interface Captured {
+  readonly rootId: Sha256Hex;
+  readonly written: Awaited<ReturnType<ObjectWriter['finish']>>;
+  readonly stats: Omit<CheckpointStats, 'durationMs'>;
+  readonly excluded: Exclusion[];
+  readonly allowed: readonly Exclusion[];
+  readonly cache: StatCacheBuilder;
+  readonly scan: SourceScan;
+  readonly ids: ReadonlyMap<string, FileIds>;
+}
+
+async function capture(deps: SnapshotDeps, options: CheckpointOptions, checkpointId: string): Promise<Captured> {
+  const { source, workspace, signal, onProgress } = options;
+  const limits: ScanLimits = {
+    maxFileBytes: options.limits?.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES,
+    maxEntries: options.limits?.maxEntries ?? DEFAULT_MAX_ENTRIES,
+  };
+  const recordIntent = (packId: Sha256Hex) => deps.meta.gc.recordIntent({ packId, writerId: checkpointId, checkpointId });
+  const writer = new ObjectWriter(deps.blobs, deps.workers, recordIntent, signal);
+  const sink = new ContentSink(deps.meta, writer);
+  const maxAttempts = options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
+  const totals = { filesHashed: 0, bytesHashed: 0 };
+
+  for (let attempt = 1; attempt <= maxAttempts; attempt += 1) {
+    signal?.throwIfAborted();
+    onProgress?.({ phase: 'scan', files: 0, filesTotal: 0, bytes: 0, bytesTotal: 0 });
+    const sourceScan = await source.scan(options.excludes, limits, workspace.headCheckpointId);
+    const { scan } = sourceScan;
+    options.onScan?.(scan);
+    const read = await readFiles({
+      deps,
+      source,
+      sourceScan,
+      sink,
+      totals,
+      ...(signal === undefined ? {} : { signal }),
+      ...(onProgress === undefined ? {} : { onProgress }),
+    });
+    await sink.flush();
+    const { rootId, trees, hardlinks } = buildTrees(scan.root, read.ids, { cache: sourceScan.trees, hits: read.hits, next: read.cache });
+    await sink.addTrees(trees);
+    onProgress?.({ phase: 'upload', files: scan.files, filesTotal: scan.files, bytes: scan.bytes, bytesTotal: scan.bytes });
+    if (read.changedWhileReading || !(await source.unchanged(sourceScan, (p) => !read.hits.has(p)))) continue;
+    const written = await writer.finish();
+    const included = listFiles(scan.root).filter((f) => read.ids.has(f.path));
+    const excluded = [...scan.excluded, ...read.excluded];
+    const stats = {
+      files: included.length,
+      dirs: scan.dirs,
+      symlinks: scan.symlinks,
+      bytes: included.reduce((n, f) => n + f.size, 0),
+      ...totals,
+      attempts: attempt,
+      excludedCount: excluded.length,
+      excludedByReason: countByReason(excluded),
+      hardlinks,
+      root: { mode: scan.root.mode, mtimeMs: scan.root.mtimeMs },
+      ...written.stats,
+    };
+    return { rootId, written, stats, excluded, allowed: sourceScan.allowances, cache: read.cache, scan: sourceScan, ids: read.ids };
+  }
+  // Packs already uploaded stay unreferenced until GC removes them.
+  throw new ConflictError('WORKSPACE_CHANGED', `${source.label} kept changing during ${maxAttempts} scans; checkpoint when it is quiet`, {
+    data: { attempts: maxAttempts },
+  });
+}

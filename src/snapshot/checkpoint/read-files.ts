@@ -1,0 +1,131 @@
+import type { Sha256Hex } from '../../core/hash.js';
+import type { DigestOutcome } from '../../objects/content-workers.js';
+import type { Exclusion } from '../../rules/excludes.js';
+import { listFiles, type ScannedFile } from '../../workspace-fs/scan.js';
+import { StatCacheBuilder, type StatCacheHit, type StatIdentity } from '../../workspace-fs/stat-cache.js';
+import type { SnapshotDeps } from '../snapshot-deps.js';
+import type { SourceScan, WorkspaceSource } from '../workspace-source.js';
+import type { CheckpointProgress } from './checkpoint.js';
+import type { ContentSink } from './content-sink.js';
+import { WHOLE_READ_BYTES } from './file-reader.js';
+import type { FileIds } from './tree-builder.js';
+
+/** Files are handed to the content workers in batches of about this many bytes… */
+const DIGEST_BATCH_BYTES = 4 * 1024 * 1024;
+/** …or this many files, whichever comes first. */
+const DIGEST_BATCH_FILES = 256;
+
+/** Inputs of {@link readFiles}. */
+export interface ReadFilesInput {
+  readonly deps: SnapshotDeps;
+  readonly source: WorkspaceSource;
+  readonly sourceScan: SourceScan;
+  readonly sink: ContentSink;
+  /** Running totals across attempts. */
+  readonly totals: { filesHashed: number; bytesHashed: number };
+  readonly signal?: AbortSignal;
+  readonly onProgress?: (progress: CheckpointProgress) => void;
+}
+
+/** Content ids of every included file, what was left out, and the next stat cache. */
+export interface ReadFilesResult {
+  readonly ids: Map<string, FileIds>;
+  /** Paths whose ids came from the stat cache (not read). */
+  readonly hits: Set<string>;
+  readonly excluded: Exclusion[];
+  readonly cache: StatCacheBuilder;
+  /** A file's size differed from its scan while it was read. */
+  readonly changedWhileReading: boolean;
+}
+
+interface Batch {
+  files: ScannedFile[];
+  bytes: number;
+}
+
+type Done = { files: ScannedFile[]; outcomes: DigestOutcome[] };
+
+/**
+ * Resolves every scanned file to content ids: from the stat cache when it can vouch for the
+ * file, otherwise by handing its path to the content workers, which read it, check it for
+ * secrets before its bytes go anywhere, hash, chunk and compress it, while the main thread
+ * goes on through the scan (files too large to hold whole are read here, in a streaming pass). Results are
+ * consumed in order, one batch at a time, so the sink sees no overlapping calls.
+ */
+export async function readFiles(input: ReadFilesInput): Promise<ReadFilesResult> {
+  const { deps, source, sourceScan, sink, totals, signal, onProgress } = input;
+  const { scan } = sourceScan;
+  const ids = new Map<string, FileIds>();
+  const hits = new Set<string>();
+  const excluded: Exclusion[] = [];
+  const next = new StatCacheBuilder(scan.startedAtMs);
+  const maxInFlight = 2 * deps.workers.threads;
+  const inFlight: Array<Promise<Done>> = [];
+  let changedWhileReading = false;
+  let batch: Batch = { files: [], bytes: 0 };
+
+  const record = (file: ScannedFile, sha256: Sha256Hex, chunks: Sha256Hex[], size: number): void => {
+    if (size !== file.size) changedWhileReading = true;
+    ids.set(file.path, { sha256, chunks });
+    next.add(file.path, { ...identityOf(file), sha256, chunks });
+    totals.filesHashed += 1;
+    totals.bytesHashed += file.size;
+  };
+  const consume = async (done: Done): Promise<void> => {
+    for (const [i, file] of done.files.entries()) {
+      const outcome = done.outcomes[i] as DigestOutcome;
+      if (outcome.kind === 'secret') excluded.push({ path: file.path, reason: 'secret-content', rule: outcome.rule });
+      else if (outcome.kind === 'error') {
+        // Gone or unreadable since the scan: the second look will see the tree moved.
+        changedWhileReading = true;
+      } else {
+        // A one-chunk file's chunk id is its hash: one string for both, not two copies held per file.
+        const ids = outcome.chunks.map((c) => (c.id === outcome.sha256 ? outcome.sha256 : c.id));
+        record(file, outcome.sha256, ids, outcome.size);
+        for (const [k, chunk] of outcome.chunks.entries()) await sink.offerStored(ids[k] as Sha256Hex, chunk.form, chunk.rawLength);
+      }
+    }
+  };
+  const dispatch = async (): Promise<void> => {
+    if (batch.files.length === 0) return;
+    const { files } = batch;
+    batch = { files: [], bytes: 0 };
+    const job = source.digest(files).then((outcomes) => ({ files, outcomes }));
+    // Awaited in order below; this only keeps an early failure from counting as unhandled.
+    job.catch(() => undefined);
+    inFlight.push(job);
+    while (inFlight.length >= maxInFlight) await consume(await (inFlight.shift() as Promise<Done>));
+  };
+
+  let filesDone = 0;
+  let bytesDone = 0;
+  for (const file of listFiles(scan.root)) {
+    signal?.throwIfAborted();
+    const hit = sourceScan.lookup(file);
+    if (hit !== undefined) {
+      ids.set(file.path, hit);
+      hits.add(file.path);
+      next.add(file.path, 'line' in hit ? (hit as StatCacheHit) : { ...identityOf(file), sha256: hit.sha256, chunks: hit.chunks });
+    } else if (file.size <= WHOLE_READ_BYTES) {
+      batch.files.push(file);
+      batch.bytes += file.size;
+      if (batch.bytes >= DIGEST_BATCH_BYTES || batch.files.length >= DIGEST_BATCH_FILES) await dispatch();
+    } else {
+      const content = await source.readLarge(file, (chunk) => sink.offerRaw(chunk.id, chunk.bytes));
+      if (content.kind === 'secret') excluded.push({ path: file.path, reason: 'secret-content', rule: content.finding.rule });
+      else if (content.kind === 'changed') changedWhileReading = true;
+      else record(file, content.sha256, content.chunkIds, content.size);
+    }
+    filesDone += 1;
+    bytesDone += file.size;
+    if (filesDone % 500 === 0)
+      onProgress?.({ phase: 'read', files: filesDone, filesTotal: scan.files, bytes: bytesDone, bytesTotal: scan.bytes });
+  }
+  await dispatch();
+  while (inFlight.length > 0) await consume(await (inFlight.shift() as Promise<Done>));
+  return { ids, hits, excluded, cache: next, changedWhileReading };
+}
+
+function identityOf(file: ScannedFile): StatIdentity {
+  return { size: file.size, mtimeMs: file.mtimeMs, ctimeMs: file.ctimeMs, ino: file.ino, mode: file.mode };
+}

@@ -1,0 +1,165 @@
+import { createHash } from 'node:crypto';
+import type { Sha256Hex } from '../../core/hash.js';
+import { symlinkStaysInside } from '../../core/paths.js';
+import { encodeTree, type TreeEntry } from '../../core/tree.js';
+import { InputError } from '../../errors.js';
+import type { ScannedDir, ScannedFile } from '../../workspace-fs/scan.js';
+import type { DirIdentity, StatCache, StatCacheBuilder } from '../../workspace-fs/stat-cache.js';
+import { comparePaths } from '../tree-walk.js';
+
+/** Content ids of a file, as resolved by hashing or from the stat cache. */
+export interface FileIds {
+  readonly sha256: Sha256Hex;
+  readonly chunks: readonly Sha256Hex[];
+}
+
+/** One encoded tree object. */
+export interface EncodedTree {
+  readonly id: Sha256Hex;
+  readonly bytes: Buffer;
+}
+
+/** What lets a directory keep its previous tree id without being encoded again. */
+export interface TreeReuse {
+  /** Last checkpoint's cache (tree ids by directory identity). */
+  readonly cache: StatCache;
+  /** Paths whose content came from the stat cache (unchanged since the last checkpoint). */
+  readonly hits: ReadonlySet<string>;
+  /** Where this checkpoint's directory identities and tree ids are recorded. */
+  readonly next: StatCacheBuilder;
+}
+
+/** The identity of a scanned directory as the stat cache records it. */
+function identityOf(dir: ScannedDir): DirIdentity {
+  const names = createHash('sha256');
+  // UTF-16 units keep a byte escape apart from U+FFFD, which UTF-8 would merge.
+  for (const child of dir.children) names.update(child.name, 'utf16le').update('\0\0');
+  return { exactMtimeMs: dir.exactMtimeMs, ctimeMs: dir.ctimeMs, mode: dir.mode, namesHash: names.digest('hex').slice(0, 16) };
+}
+
+/**
+ * Encodes the scanned directories bottom-up into tree objects. `ids` gives every included
+ * file's content ids by path; files missing from it (excluded while reading, e.g. a secret
+ * found in their content) are left out of their tree. With `reuse`, a directory whose stat
+ * and included names are unchanged, whose files all came from the stat cache, whose
+ * subdirectories were all reused and which holds no symlink (a symlink's mtime can change
+ * without its directory's) keeps its cached tree id: nothing is encoded, and the tree is
+ * known to exist. Returns the root id and the trees that were encoded. Every tree passes the
+ * validation a restore applies (`INVALID_INPUT` otherwise, e.g. a setuid mode or an escaping
+ * symlink a source reported): a checkpoint never stores a tree it could not restore.
+ *
+ * Hard links: included files that share an inode (`dev`, `ino`) form a group whose leader is
+ * the member first in flatten order ({@link comparePaths}); every other member's entry names
+ * the leader in `hardlink` ({@link linkGroups}). A directory holding a file with other links
+ * is always encoded afresh: which member leads can change without its own stat changing.
+ */
+export function buildTrees(
+  root: ScannedDir,
+  ids: ReadonlyMap<string, FileIds>,
+  reuse?: TreeReuse,
+): { rootId: Sha256Hex; trees: EncodedTree[]; hardlinks: number } {
+  const trees: EncodedTree[] = [];
+  const leaders = linkGroups(root, ids);
+  const encodeDir = (dir: ScannedDir): { id: Sha256Hex; reused: boolean } => {
+    // Children first (their ids go into this tree); then decide whether this tree can be reused
+    // before building any entry objects for it.
+    const subtrees = new Map<ScannedDir, Sha256Hex>();
+    let unchanged = reuse !== undefined;
+    for (const child of dir.children) {
+      if (child.type === 'dir') {
+        const sub = encodeDir(child);
+        subtrees.set(child, sub.id);
+        unchanged &&= sub.reused;
+      } else if (child.type === 'symlink') {
+        unchanged = false;
+      } else if (child.dev !== undefined || reuse?.hits.has(child.path) !== true) {
+        unchanged = false;
+      }
+    }
+    const identity = reuse === undefined ? undefined : identityOf(dir);
+    const cached = unchanged && identity !== undefined ? reuse?.cache.treeOf(dir.path, identity) : undefined;
+    const id = cached ?? encodeAndKeep(entriesOf(dir, ids, subtrees, leaders), trees);
+    if (identity !== undefined) reuse?.next.addDir(dir.path, identity, id);
+    return { id, reused: cached !== undefined };
+  };
+  return { rootId: encodeDir(root).id, trees, hardlinks: leaders.size };
+}
+
+/**
+ * The hard-link groups among the included files of a scan: for every member but the leader,
+ * the leader's path. A group needs two included members; it is broken (its members kept as
+ * plain files) when they disagree on content, size, mode or mtime, which only a change while
+ * the checkpoint read them can cause (one inode has one of each).
+ */
+export function linkGroups(root: ScannedDir, ids: ReadonlyMap<string, FileIds>): Map<string, string> {
+  const groups = new Map<string, ScannedFile[]>();
+  const visit = (dir: ScannedDir): void => {
+    for (const child of dir.children) {
+      if (child.type === 'dir') visit(child);
+      else if (child.type === 'file' && child.dev !== undefined && ids.has(child.path)) {
+        const key = `${child.dev}:${child.ino}`;
+        const group = groups.get(key);
+        if (group === undefined) groups.set(key, [child]);
+        else group.push(child);
+      }
+    }
+  };
+  visit(root);
+  const leaders = new Map<string, string>();
+  for (const group of groups.values()) {
+    if (group.length < 2) continue;
+    group.sort((a, b) => comparePaths(a.path, b.path));
+    const [leader, ...members] = group as [ScannedFile, ...ScannedFile[]];
+    const sha = ids.get(leader.path)?.sha256;
+    const same = (f: ScannedFile): boolean =>
+      ids.get(f.path)?.sha256 === sha &&
+      f.size === leader.size &&
+      f.mode === leader.mode &&
+      Math.floor(f.mtimeMs) === Math.floor(leader.mtimeMs);
+    if (!members.every(same)) continue;
+    for (const m of members) leaders.set(m.path, leader.path);
+  }
+  return leaders;
+}
+
+function entriesOf(
+  dir: ScannedDir,
+  ids: ReadonlyMap<string, FileIds>,
+  subtrees: ReadonlyMap<ScannedDir, Sha256Hex>,
+  leaders: ReadonlyMap<string, string>,
+): TreeEntry[] {
+  const entries: TreeEntry[] = [];
+  for (const child of dir.children) {
+    if (child.type === 'dir') {
+      entries.push({ name: child.name, type: 'dir', mode: child.mode, mtimeMs: child.mtimeMs, tree: subtrees.get(child) as Sha256Hex });
+    } else if (child.type === 'symlink') {
+      // The scan (or the host's check of an agent's scan) already excluded escaping links; a
+      // tree is never written with one, whatever its source reported.
+      if (!symlinkStaysInside(child.path, child.target))
+        throw new InputError('INVALID_INPUT', `symlink ${child.path} leads outside the workspace`, { data: { path: child.path } });
+      entries.push({ name: child.name, type: 'symlink', target: child.target, mtimeMs: child.mtimeMs });
+    } else {
+      const leader = child.dev === undefined ? undefined : leaders.get(child.path);
+      // A member carries its leader's content ids: one inode, one content, one entry shape.
+      const content = ids.get(leader ?? child.path);
+      if (content === undefined || !ids.has(child.path)) continue;
+      const file = {
+        name: child.name,
+        type: 'file',
+        mode: child.mode,
+        size: child.size,
+        mtimeMs: Math.floor(child.mtimeMs),
+        sha256: content.sha256,
+        chunks: content.chunks,
+      } as const;
+      entries.push(leader === undefined ? file : { ...file, hardlink: leader });
+    }
+  }
+  return entries;
+}
+
+function encodeAndKeep(entries: TreeEntry[], trees: EncodedTree[]): Sha256Hex {
+  const tree = encodeTree(entries);
+  trees.push(tree);
+  return tree.id;
+}
