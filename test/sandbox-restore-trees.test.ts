@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { restoreSandbox } from '../src/sandbox/endpoints/sandbox-endpoints.js';
 import type { BwrapSandboxProvider } from '../src/sandbox/providers/bwrap.js';
 import type { SandboxHandle } from '../src/sandbox/sandbox-provider.js';
-import { restoreSandbox } from '../src/sandbox/transport/sandbox-snapshots.js';
 import type { OpenedBackends } from './support/backends.js';
 import { openBwrapBackends } from './support/bwrap-backends.js';
 import { type CraftedObject, commitCrafted, dirEntry, fileEntry, rawChunk, rawTree, symlinkEntry } from './support/crafted-trees.js';

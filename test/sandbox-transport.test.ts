@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { checkpointSandbox, restoreSandbox } from '../src/sandbox/endpoints/sandbox-endpoints.js';
 import type { BwrapSandboxProvider } from '../src/sandbox/providers/bwrap.js';
-import { checkpointSandbox, restoreSandbox } from '../src/sandbox/transport/sandbox-snapshots.js';
 import type { Snapshots } from '../src/snapshot/snapshots.js';
 import type { OpenedBackends } from './support/backends.js';
 import { openBwrapBackends } from './support/bwrap-backends.js';

@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { expect } from 'vitest';
+import { SandboxEndpoints } from '../src/sandbox/endpoints/sandbox-endpoints.js';
 import { DockerSandboxProvider } from '../src/sandbox/providers/docker.js';
 import type { SandboxHandle } from '../src/sandbox/sandbox-provider.js';
-import { SandboxEndpoints } from '../src/sandbox/transport/sandbox-snapshots.js';
 import { describeWorkspaceEndpointContract } from '../src/snapshot/workspace-endpoint.contract.js';
 import { openBwrapBackends } from './support/bwrap-backends.js';
 import { busyboxImage, expectDockerInstalled } from './support/docker-images.js';

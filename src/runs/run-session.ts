@@ -19,7 +19,7 @@ export interface ReadySandbox {
 }
 
 /** Options of {@link RunSession.checkpoint}. */
-export interface CheckpointOptions {
+export interface SessionCheckpointOptions {
   readonly signal?: AbortSignal;
   /** Runs in the transaction that moves the head, after the lease fence (a turn completes there). */
   readonly onCommit?: (tx: MetadataTransaction, checkpoint: Checkpoint) => Promise<void>;
@@ -274,7 +274,7 @@ export class RunSession {
    * the checkpoint commits (`STALE_LEASE` otherwise, nothing written); `onCommit` runs in the
    * same transaction.
    */
-  checkpoint(reason: CheckpointReason, options: CheckpointOptions = {}): Promise<CheckpointResult> {
+  checkpoint(reason: CheckpointReason, options: SessionCheckpointOptions = {}): Promise<CheckpointResult> {
     const { sandbox } = this.requireReady();
     const runId = this.current.id;
     const { epoch } = this;

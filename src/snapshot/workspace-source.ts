@@ -37,7 +37,7 @@ export interface SourceScan {
 
 /**
  * Where a checkpoint reads a workspace from: the host filesystem, or a sandbox reached through
- * its agent (`src/sandbox/transport/`). The engine's guarantees (secrets never stored,
+ * its agent (`src/sandbox/endpoints/`). The engine's guarantees (secrets never stored,
  * verification, the second look, the stat cache) hold for every source.
  */
 export interface WorkspaceSource {

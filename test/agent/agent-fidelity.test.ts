@@ -1,8 +1,8 @@
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ObjectReader } from '../../src/objects/object-reader.js';
+import { checkpointSandbox, restoreSandbox } from '../../src/sandbox/endpoints/sandbox-endpoints.js';
 import type { BwrapSandboxHandle, BwrapSandboxProvider } from '../../src/sandbox/providers/bwrap.js';
-import { checkpointSandbox, restoreSandbox } from '../../src/sandbox/transport/sandbox-snapshots.js';
 import type { CheckpointResult } from '../../src/snapshot/checkpoint/checkpoint.js';
 import { type FlatTree, flattenTree } from '../../src/snapshot/tree-walk.js';
 import type { OpenedBackends } from '../support/backends.js';

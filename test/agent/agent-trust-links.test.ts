@@ -6,7 +6,7 @@ import { ObjectReader } from '../../src/objects/object-reader.js';
 import { AgentClient } from '../../src/sandbox/agent/host/agent-client.js';
 import { writeBatchId } from '../../src/sandbox/agent/host/batch-writer.js';
 import type { ScanWire, WriteOp } from '../../src/sandbox/agent/wire/protocol.js';
-import { AgentWorkspaceSource } from '../../src/sandbox/transport/agent-source.js';
+import { AgentWorkspaceSource } from '../../src/sandbox/endpoints/agent-source.js';
 import type { CheckpointResult } from '../../src/snapshot/checkpoint/checkpoint.js';
 import { flattenTree } from '../../src/snapshot/tree-walk.js';
 import type { ScannedDir, ScannedEntry } from '../../src/workspace-fs/scan.js';

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AgentClient } from '../../src/sandbox/agent/host/agent-client.js';
-import { AgentWorkspaceSource } from '../../src/sandbox/transport/agent-source.js';
+import { AgentWorkspaceSource } from '../../src/sandbox/endpoints/agent-source.js';
 import type { CheckpointResult } from '../../src/snapshot/checkpoint/checkpoint.js';
 import { Snapshots } from '../../src/snapshot/snapshots.js';
 import type { ScannedDir, ScannedEntry } from '../../src/workspace-fs/scan.js';

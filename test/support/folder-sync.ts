@@ -6,10 +6,10 @@ import type { SyncEndpoints, SyncFolders } from '../../src/folders/sync/sync-eng
 import type { Run, StoredRunBindings } from '../../src/metadata/metadata-store.js';
 import type { TenantScope } from '../../src/runs/deployments.js';
 import type { RunSandboxContext } from '../../src/runs/run-extension.js';
+import { SandboxEndpoints } from '../../src/sandbox/endpoints/sandbox-endpoints.js';
 import { BwrapSandboxProvider } from '../../src/sandbox/providers/bwrap.js';
 import { LocalSandboxProvider } from '../../src/sandbox/providers/local.js';
 import type { SandboxHandle, SandboxProvider } from '../../src/sandbox/sandbox-provider.js';
-import { SandboxEndpoints } from '../../src/sandbox/transport/sandbox-snapshots.js';
 import { BACKENDS, type BackendCase, type OpenedBackends } from './backends.js';
 import { expectBwrapInstalled } from './sandbox-processes.js';
 

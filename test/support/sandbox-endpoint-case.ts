@@ -1,5 +1,5 @@
+import { checkpointHandle, restoreHandle } from '../../src/sandbox/endpoints/sandbox-endpoints.js';
 import type { SandboxHandle, SandboxProvider } from '../../src/sandbox/sandbox-provider.js';
-import { checkpointHandle, restoreHandle } from '../../src/sandbox/transport/sandbox-snapshots.js';
 import type { WorkspaceEndpointContractOptions } from '../../src/snapshot/workspace-endpoint.contract.js';
 import type { OpenedBackends } from './backends.js';
 import { fillScriptNode } from './endpoint-fixture.js';

@@ -1,9 +1,9 @@
 import path from 'node:path';
+import { probeSandbox } from '../../src/sandbox/endpoints/shell/probe.js';
+import { shellEndpoints } from '../../src/sandbox/endpoints/shell/shell-endpoints.js';
+import type { ShellMode } from '../../src/sandbox/endpoints/shell/shell-exec.js';
+import { ShellWorkspaceSource } from '../../src/sandbox/endpoints/shell/shell-source.js';
 import type { SandboxHandle } from '../../src/sandbox/sandbox-provider.js';
-import { probeSandbox } from '../../src/sandbox/shell/probe.js';
-import { shellEndpoints } from '../../src/sandbox/shell/shell-endpoints.js';
-import type { ShellMode } from '../../src/sandbox/shell/shell-exec.js';
-import { ShellWorkspaceSource } from '../../src/sandbox/shell/shell-source.js';
 import type { CheckpointResult } from '../../src/snapshot/checkpoint/checkpoint.js';
 import type { RestoreProgress, RestoreReceipt } from '../../src/snapshot/restore/restore.js';
 import type { Snapshots } from '../../src/snapshot/snapshots.js';

@@ -1,4 +1,4 @@
-import { bytesFromText } from '../../core/name-bytes.js';
+import { bytesFromText } from '../../../core/name-bytes.js';
 
 /** The tar block size. */
 const BLOCK = 512;

@@ -1,7 +1,7 @@
 import path from 'node:path';
-import { symlinkStaysInside } from '../../core/paths.js';
-import { IntegrityError } from '../../errors.js';
-import type { PathedFile } from '../../snapshot/restore/restore-files.js';
+import { symlinkStaysInside } from '../../../core/paths.js';
+import { IntegrityError } from '../../../errors.js';
+import type { PathedFile } from '../../../snapshot/restore/restore-files.js';
 import {
   type FlatDir,
   type FlatSymlink,
@@ -9,8 +9,8 @@ import {
   type RestorePlan,
   type TargetReuse,
   type TargetSession,
-} from '../../snapshot/workspace-target.js';
-import { StatCacheBuilder, type StatCacheEntry } from '../../workspace-fs/stat-cache.js';
+} from '../../../snapshot/workspace-target.js';
+import { StatCacheBuilder, type StatCacheEntry } from '../../../workspace-fs/stat-cache.js';
 import { SHELL_MAX_ARGV_BYTES } from './shell-exec.js';
 import { linkInSandbox, mkdirsInSandbox, symlinkInSandbox } from './shell-links.js';
 import { abortInSandbox, applyDirs, type DirToApply, type StagingLayout, swapInSandbox } from './shell-publish.js';
@@ -40,7 +40,7 @@ function touchTime(ms: number, precision: MtimePrecision): string {
  * batched into one exec each (a tar stream, or a write per file), large ones streamed; every
  * completed file is read back and checked; what landed becomes the host's stat cache at publish.
  */
-export class ShellSession implements TargetSession {
+export class ShellRestoreSession implements TargetSession {
   readonly complete = false;
   private pending: WriteItem[] = [];
   private pendingBytes = 0;

@@ -1,7 +1,7 @@
 import { Readable } from 'node:stream';
-import { bytesFromText, hasByteEscapes } from '../../core/name-bytes.js';
-import { InputError, IntegrityError, StoreError } from '../../errors.js';
-import type { RunResult, SandboxHandle } from '../sandbox-provider.js';
+import { bytesFromText, hasByteEscapes } from '../../../core/name-bytes.js';
+import { InputError, IntegrityError, StoreError } from '../../../errors.js';
+import type { RunResult, SandboxHandle } from '../../sandbox-provider.js';
 
 /**
  * Longest single argument the shell transport passes: Linux refuses one over 128 KiB

@@ -1,5 +1,5 @@
-import { StoreError } from '../../errors.js';
-import type { SandboxCapabilities, SandboxHandle } from '../sandbox-provider.js';
+import { StoreError } from '../../../errors.js';
+import type { SandboxCapabilities, SandboxHandle } from '../../sandbox-provider.js';
 import { expectSuccess, malformedAnswer, runShell } from './shell-exec.js';
 import type { MtimePrecision } from './shell-target.js';
 

@@ -1,11 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
-import { ConflictError, InputError } from '../../errors.js';
-import type { RestorePlan, TargetSession, WorkspaceTarget } from '../../snapshot/workspace-target.js';
-import type { SandboxHandle } from '../sandbox-provider.js';
+import { ConflictError, InputError } from '../../../errors.js';
+import type { RestorePlan, TargetSession, WorkspaceTarget } from '../../../snapshot/workspace-target.js';
+import type { SandboxHandle } from '../../sandbox-provider.js';
 import type { ShellMode } from './shell-exec.js';
 import { abortInSandbox, beginInSandbox } from './shell-publish.js';
-import { ShellSession } from './shell-session.js';
+import { ShellRestoreSession } from './shell-restore-session.js';
 
 /** How precisely the sandbox's `touch` sets times: `ms` (GNU `touch -d @s.fff`) or whole seconds (busybox). */
 export type MtimePrecision = 'ms' | 's';
@@ -61,6 +61,6 @@ export class ShellWorkspaceTarget implements WorkspaceTarget {
         data: { reason: 'target-not-empty', path: this.config.root },
       });
     }
-    return new ShellSession(this.config, plan, found.previous, found.layout, stagingName, `.holdfast-stage-old-${id}`);
+    return new ShellRestoreSession(this.config, plan, found.previous, found.layout, stagingName, `.holdfast-stage-old-${id}`);
   }
 }

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { bytesFromText } from '../../core/name-bytes.js';
-import { IntegrityError } from '../../errors.js';
-import type { SandboxHandle } from '../sandbox-provider.js';
+import { bytesFromText } from '../../../core/name-bytes.js';
+import { IntegrityError } from '../../../errors.js';
+import type { SandboxHandle } from '../../sandbox-provider.js';
 import { expectSuccess, groupByArgBytes, malformedAnswer, pathArg, runShell, SHELL_REBUILT_ITEMS } from './shell-exec.js';
 import { parseStatLine, S_IFLNK, S_IFMT, STAT_FORMAT, statLines } from './stat-line.js';
 

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { ignoreFileTooLarge, MAX_IGNORE_FILE_BYTES } from '../../rules/ignore-files.js';
-import type { SandboxHandle } from '../sandbox-provider.js';
+import { ignoreFileTooLarge, MAX_IGNORE_FILE_BYTES } from '../../../rules/ignore-files.js';
+import type { SandboxHandle } from '../../sandbox-provider.js';
 import { expectSuccess, malformedAnswer, pathArg, runShell } from './shell-exec.js';
 import { DECODE_PATHS, pathGroups } from './shell-reads.js';
 

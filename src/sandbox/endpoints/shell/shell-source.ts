@@ -1,12 +1,12 @@
-import type { DigestOutcome } from '../../objects/content-workers.js';
-import { type ExcludeOptions, ExcludeRules } from '../../rules/excludes.js';
-import type { FileChunk, FileContent } from '../../snapshot/checkpoint/file-reader.js';
-import type { FileIds } from '../../snapshot/checkpoint/tree-builder.js';
-import { UntrustedSource } from '../../snapshot/checkpoint/untrusted-source.js';
-import type { EndpointContext, SourceScan, WorkspaceSource } from '../../snapshot/workspace-source.js';
-import { listFiles, type ScanLimits, type ScannedFile } from '../../workspace-fs/scan.js';
-import { StatCache, type StatCacheBuilder, statCacheFile } from '../../workspace-fs/stat-cache.js';
-import type { SandboxHandle } from '../sandbox-provider.js';
+import type { DigestOutcome } from '../../../objects/content-workers.js';
+import { type ExcludeOptions, ExcludeRules } from '../../../rules/excludes.js';
+import type { FileChunk, FileContent } from '../../../snapshot/checkpoint/file-reader.js';
+import type { FileIds } from '../../../snapshot/checkpoint/tree-builder.js';
+import { UntrustedSource } from '../../../snapshot/checkpoint/untrusted-source.js';
+import type { EndpointContext, SourceScan, WorkspaceSource } from '../../../snapshot/workspace-source.js';
+import { listFiles, type ScanLimits, type ScannedFile } from '../../../workspace-fs/scan.js';
+import { StatCache, type StatCacheBuilder, statCacheFile } from '../../../workspace-fs/stat-cache.js';
+import type { SandboxHandle } from '../../sandbox-provider.js';
 import { readPieces, readWhole, unchangedInSandbox } from './shell-reads.js';
 import { shellScan } from './shell-scan.js';
 

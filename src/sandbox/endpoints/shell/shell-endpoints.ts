@@ -1,6 +1,6 @@
-import type { EndpointContext, WorkspaceSource } from '../../snapshot/workspace-source.js';
-import type { WorkspaceTarget } from '../../snapshot/workspace-target.js';
-import type { SandboxHandle } from '../sandbox-provider.js';
+import type { EndpointContext, WorkspaceSource } from '../../../snapshot/workspace-source.js';
+import type { WorkspaceTarget } from '../../../snapshot/workspace-target.js';
+import type { SandboxHandle } from '../../sandbox-provider.js';
 import type { SandboxProbe, Transport } from './probe.js';
 import { ShellWorkspaceSource } from './shell-source.js';
 import { ShellWorkspaceTarget } from './shell-target.js';

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { IntegrityError } from '../../errors.js';
-import type { SandboxHandle } from '../sandbox-provider.js';
+import { IntegrityError } from '../../../errors.js';
+import type { SandboxHandle } from '../../sandbox-provider.js';
 import { expectSuccess, groupByArgBytes, malformedAnswer, pathArg, runShell, SHELL_REBUILT_ITEMS } from './shell-exec.js';
 import { parseStatLine, S_IFDIR, S_IFMT, STAT_FORMAT, statLines } from './stat-line.js';
 

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { bytesFromText } from '../../core/name-bytes.js';
-import { IntegrityError } from '../../errors.js';
-import type { SandboxHandle } from '../sandbox-provider.js';
+import { bytesFromText } from '../../../core/name-bytes.js';
+import { IntegrityError } from '../../../errors.js';
+import type { SandboxHandle } from '../../sandbox-provider.js';
 import {
   argBytes,
   expectSuccess,

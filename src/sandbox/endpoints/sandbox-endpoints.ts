@@ -4,16 +4,16 @@ import type { Snapshots } from '../../snapshot/snapshots.js';
 import { AgentPool, type AgentSource, ONE_SHOT_AGENTS } from '../agent/host/agent-pool.js';
 import { findSandbox, openSandboxProvider } from '../open-provider.js';
 import type { SandboxHandle, SandboxProvider } from '../sandbox-provider.js';
-import { chooseTransport, ProbeCache, requireExec, type Transport } from '../shell/probe.js';
-import { shellEndpoints } from '../shell/shell-endpoints.js';
 import { AgentWorkspaceSource } from './agent-source.js';
 import { AgentWorkspaceTarget } from './agent-target.js';
+import { chooseTransport, ProbeCache, requireExec, type Transport } from './shell/probe.js';
+import { shellEndpoints } from './shell/shell-endpoints.js';
 
 type CheckpointInput = Omit<Parameters<Snapshots['checkpoint']>[0], 'dir' | 'source'>;
 type RestoreInput = Omit<Parameters<Snapshots['restore']>[0], 'dir' | 'target'>;
 
 /** Which sandbox: its id (or a unique prefix, or `latest`) and, optionally, its provider (otherwise every shipped provider name is asked). */
-export interface SandboxRef {
+export interface SandboxSelector {
   readonly sandbox: string;
   readonly provider?: string;
 }
@@ -62,13 +62,13 @@ export class SandboxEndpoints {
   }
 
   /** Checkpoints the workspace of the sandbox `ref` names (found through this instance's providers). */
-  async checkpointSandbox(snapshots: Snapshots, options: CheckpointInput & SandboxRef): Promise<CheckpointResult> {
+  async checkpointSandbox(snapshots: Snapshots, options: CheckpointInput & SandboxSelector): Promise<CheckpointResult> {
     const { sandbox, provider, ...rest } = options;
     return this.checkpoint(snapshots, await findSandbox(sandbox, provider, this.providers), rest);
   }
 
   /** Restores a checkpoint (default: the head) into the workspace of the sandbox `ref` names. */
-  async restoreSandbox(snapshots: Snapshots, options: RestoreInput & SandboxRef): Promise<RestoreReceipt> {
+  async restoreSandbox(snapshots: Snapshots, options: RestoreInput & SandboxSelector): Promise<RestoreReceipt> {
     const { sandbox, provider, ...rest } = options;
     return this.restore(snapshots, await findSandbox(sandbox, provider, this.providers), rest);
   }
@@ -123,12 +123,12 @@ export class SandboxEndpoints {
 const SHIPPED = new SandboxEndpoints();
 
 /** Checkpoints a sandbox's workspace through the shipped providers; see {@link SandboxEndpoints}. */
-export function checkpointSandbox(snapshots: Snapshots, options: CheckpointInput & SandboxRef): Promise<CheckpointResult> {
+export function checkpointSandbox(snapshots: Snapshots, options: CheckpointInput & SandboxSelector): Promise<CheckpointResult> {
   return SHIPPED.checkpointSandbox(snapshots, options);
 }
 
 /** Restores into a sandbox's workspace through the shipped providers; see {@link SandboxEndpoints}. */
-export function restoreSandbox(snapshots: Snapshots, options: RestoreInput & SandboxRef): Promise<RestoreReceipt> {
+export function restoreSandbox(snapshots: Snapshots, options: RestoreInput & SandboxSelector): Promise<RestoreReceipt> {
   return SHIPPED.restoreSandbox(snapshots, options);
 }
 

@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import { permissionBits } from '../../core/modes.js';
-import { hasByteEscapes } from '../../core/name-bytes.js';
-import type { ScannedDir, ScannedFile } from '../../workspace-fs/scan.js';
-import type { SandboxHandle } from '../sandbox-provider.js';
+import { permissionBits } from '../../../core/modes.js';
+import { hasByteEscapes } from '../../../core/name-bytes.js';
+import type { ScannedDir, ScannedFile } from '../../../workspace-fs/scan.js';
+import type { SandboxHandle } from '../../sandbox-provider.js';
 import { expectSuccess, groupByArgBytes, pathArg, runShell } from './shell-exec.js';
 import { parseStatLine, S_IFDIR, S_IFMT, S_IFREG, STAT_FORMAT, type StatFields, statLines } from './stat-line.js';
 
