@@ -7,13 +7,14 @@ import { type HoldfastConfig, loadConfig, parseBlobsUrl, parseMetaUrl } from './
 import { IntegrityError } from './errors.js';
 import { Folders, type FoldersOptions } from './folders/folders.js';
 import { FolderSync } from './folders/sandbox-sync.js';
-import { checkTenantName } from './folders/sync/sync-namespace.js';
 import { type MetadataStore, openMetadataStore } from './metadata/metadata-store.js';
+import type { TenantScope } from './model/tenants.js';
+import { checkTenantName, DEFAULT_TENANT } from './model/tenants.js';
 import { ContentWorkers } from './objects/content-workers.js';
 import { RepositoryCheckpoints } from './repos/repository-checkpoints.js';
 import { Bundles } from './runs/bundles.js';
 import { Checkpoints } from './runs/checkpoints.js';
-import type { Deployments, TenantScope } from './runs/deployments.js';
+import type { Deployments } from './runs/deployments.js';
 import { type ShutdownReport, shutdownRuns } from './runs/drain.js';
 import type { RunExtension } from './runs/run-extension.js';
 import { RunHost, type RunLogEvent, type RunSettings } from './runs/run-host.js';
@@ -24,7 +25,7 @@ import type { SandboxProvider } from './sandbox/sandbox-provider.js';
 import type { CheckpointResult } from './snapshot/checkpoint/checkpoint.js';
 import { GcSweeper, type GcSweepOutcome } from './snapshot/gc/gc-sweeper.js';
 import type { RestoreReceipt } from './snapshot/restore/restore.js';
-import { DEFAULT_TENANT, type Snapshots } from './snapshot/snapshots.js';
+import type { Snapshots } from './snapshot/snapshots.js';
 import { defaultCacheDir } from './workspace-fs/stat-cache.js';
 
 export {
@@ -34,7 +35,6 @@ export {
   folderAccessLookups,
   PRINCIPAL_KINDS,
   type PrincipalKind,
-  type RunBindings,
   type RunPrincipal,
   type ServicePrincipal,
   type UserPrincipal,
@@ -50,23 +50,26 @@ export * from './errors.js';
 export {
   type CollectionRef,
   DEFAULT_FOLDER_LIMITS,
-  FOLDER_SCOPES,
   type FolderEntry,
   type FolderLimits,
-  type FolderScope,
   Folders,
   type ListPage,
   type OpenedFile,
 } from './folders/folders.js';
 export type { Channel, Lease, MetadataStore, Run, RunEvent, Turn } from './metadata/metadata-store.js';
 export { openMetadataStore } from './metadata/metadata-store.js';
+export { FOLDER_SCOPES, type FolderScope } from './model/folder-scopes.js';
+export type { RunBindings } from './model/run-bindings.js';
+export type { TenantScope } from './model/tenants.js';
+export { DEFAULT_TENANT } from './model/tenants.js';
+export { BUNDLE_WORKSPACE } from './model/workspace-names.js';
 export type { RebuildOptions, RebuildReport } from './objects/index-rebuild.js';
 export { type BundleRecord, DEFAULT_BUNDLE_DIR } from './runs/bundle-record.js';
 export { Bundles, findCapturedBundle } from './runs/bundles.js';
 export { Checkpoints } from './runs/checkpoints.js';
 export { BUNDLE_DIR_ENV, type BundleInstall, installBundle } from './runs/deployment-bundle.js';
 export type { DeploymentSpec, DeploymentSpecInput, WorkspaceUpgradePolicy } from './runs/deployment-spec.js';
-export type { Deployment, DeploymentCreateInput, Deployments, TenantScope } from './runs/deployments.js';
+export type { Deployment, DeploymentCreateInput, Deployments } from './runs/deployments.js';
 export type { ShutdownReport } from './runs/drain.js';
 export { isFinalSave, type RunExtension, type RunSandboxContext, type SaveMoment } from './runs/run-extension.js';
 export { DEFAULT_RUN_SETTINGS, type RunLogEvent, type RunSettings, STRAY_SWEEP_INTERVAL_MS } from './runs/run-host.js';
@@ -88,9 +91,8 @@ export { GC_SWEEP_INTERVAL_MS, type GcSweepOutcome } from './snapshot/gc/gc-swee
 export type { RetentionPolicy } from './snapshot/gc/retention.js';
 export type { DiffEntry } from './snapshot/inspect/diff.js';
 export type { VerifyOptions, VerifyReport } from './snapshot/inspect/verify.js';
-export { BUNDLE_WORKSPACE } from './snapshot/reserved-workspaces.js';
 export type { RestoreProgress, RestoreReceipt } from './snapshot/restore/restore.js';
-export { DEFAULT_TENANT, Snapshots, type WorkspaceSummary } from './snapshot/snapshots.js';
+export { Snapshots, type WorkspaceSummary } from './snapshot/snapshots.js';
 
 /** What {@link openHoldfast} takes. Injected instances win over the configuration. */
 export interface OpenHoldfastOptions {

@@ -2,7 +2,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Folders } from '../src/folders/folders.js';
 import { FolderSync } from '../src/folders/sandbox-sync.js';
-import { SYNC_TENANT } from '../src/folders/sync/sync-namespace.js';
+import { SYNC_TENANT } from '../src/model/tenants.js';
 import { ContentWorkers } from '../src/objects/content-workers.js';
 import { SandboxEndpoints } from '../src/sandbox/endpoints/sandbox-endpoints.js';
 import { LocalSandboxProvider } from '../src/sandbox/providers/local.js';

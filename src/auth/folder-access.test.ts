@@ -1,17 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import {
-  type CollectionScope,
-  type CollectionTarget,
-  canAccessFolder,
-  type FolderAccessLookups,
-  type FolderAction,
-  type Principal,
-  parseRunBindings,
-} from './folder-access.js';
+import type { FolderScope } from '../model/folder-scopes.js';
+import { parseRunBindings } from '../model/run-bindings.js';
+import { type CollectionTarget, canAccessFolder, type FolderAccessLookups, type FolderAction, type Principal } from './folder-access.js';
 
 const TENANT = 'ten-acme';
 const OTHER_TENANT = 'ten-globex';
-const SCOPES: readonly CollectionScope[] = ['task', 'agent', 'user', 'project'];
+const SCOPES: readonly FolderScope[] = ['task', 'agent', 'user', 'project'];
 const ACTIONS: readonly FolderAction[] = ['read', 'write', 'purge-collection'];
 
 /** The store as the lookups see it: ada, vic and rex (revoked) in acme; run-live is running, run-ended ended. */
@@ -43,7 +37,7 @@ const PRINCIPALS = {
 type Who = keyof typeof PRINCIPALS;
 
 /** The owner of each scope's collections under test: the bound one, and another. */
-const OWNERS: Record<CollectionScope, { bound: string; other: string }> = {
+const OWNERS: Record<FolderScope, { bound: string; other: string }> = {
   task: { bound: 'task-1', other: 'task-2' },
   agent: { bound: 'agent-1', other: 'agent-2' },
   user: { bound: 'ada', other: 'vic' },
@@ -54,7 +48,7 @@ const OWNERS: Record<CollectionScope, { bound: string; other: string }> = {
  * The expected answer, written out as the rules say (DESIGN section 10, issue 12), not by
  * calling the code under test: `which` is the bound owner or another one of the scope.
  */
-function expected(who: Who, scope: CollectionScope, which: 'bound' | 'other', action: FolderAction): boolean {
+function expected(who: Who, scope: FolderScope, which: 'bound' | 'other', action: FolderAction): boolean {
   const shared = scope !== 'user';
   switch (who) {
     case 'service':

@@ -8,8 +8,10 @@ import { createHash, randomBytes } from 'node:crypto';
 import { CREATED_KEY, type Page, type PageRequest, readPage } from '../core/page-cursor.js';
 import { NotFoundError } from '../errors.js';
 import type { MetadataRepositories, MetadataStore, TokenGrant, TokenRecord } from '../metadata/metadata-store.js';
-import type { TenantScope } from '../runs/deployments.js';
-import { BINDING_SCOPES, type Principal, type RunBindings } from './folder-access.js';
+import { FOLDER_SCOPES } from '../model/folder-scopes.js';
+import type { RunBindings } from '../model/run-bindings.js';
+import type { TenantScope } from '../model/tenants.js';
+import type { Principal } from './folder-access.js';
 
 export type { Principal } from './folder-access.js';
 
@@ -129,7 +131,7 @@ function principalOf(grant: TokenGrant): Principal {
 /** The bindings of a stored run, keeping only known scopes with string owners. */
 function storedBindings(stored: Readonly<Record<string, unknown>> | null): RunBindings {
   const bindings: Record<string, string> = {};
-  for (const scope of BINDING_SCOPES) {
+  for (const scope of FOLDER_SCOPES) {
     const owner = stored?.[scope];
     if (typeof owner === 'string' && owner !== '') bindings[scope] = owner;
   }

@@ -6,8 +6,9 @@
  */
 import { InputError, NotFoundError } from '../errors.js';
 import type { MetadataStore, UserRecord } from '../metadata/metadata-store.js';
-import type { TenantScope } from '../runs/deployments.js';
-import { isOwnerId, MAX_OWNER_ID_CHARS, USER_ROLES, type UserRole } from './folder-access.js';
+import { isOwnerId, MAX_OWNER_ID_CHARS } from '../model/run-bindings.js';
+import type { TenantScope } from '../model/tenants.js';
+import { USER_ROLES, type UserRole } from './folder-access.js';
 
 /** A user with its tenant's name, as the CLI and callers see it. */
 export interface UserView extends UserRecord {

@@ -10,6 +10,7 @@
 import type { BlobStore } from '../blob-store/blob-store.js';
 import { InputError, NotFoundError } from '../errors.js';
 import type { FolderFileRecord, MetadataStore } from '../metadata/metadata-store.js';
+import { FOLDER_SCOPES, type FolderScope } from '../model/folder-scopes.js';
 import type { ContentWorkers } from '../objects/content-workers.js';
 import { readContent } from './content-read.js';
 import { FolderOperations } from './folder-operations.js';
@@ -29,12 +30,6 @@ export {
   type StoredOutcome,
   type StoredWriteOptions,
 } from './stored-operations.js';
-
-/** The four scopes a collection can be bound to. */
-export const FOLDER_SCOPES = ['task', 'agent', 'user', 'project'] as const;
-
-/** One of {@link FOLDER_SCOPES}. */
-export type FolderScope = (typeof FOLDER_SCOPES)[number];
 
 /** Names one collection. `tenantId` is the tenant's id (`Tenant.id`), not its name. */
 export interface CollectionRef {

@@ -2,13 +2,12 @@ import path from 'node:path';
 import { issueRunToken } from '../auth/tokens.js';
 import { ConflictError, errorToJson, HoldfastError, isHoldfastError, NotFoundError } from '../errors.js';
 import type { FolderSyncKey, FolderSyncState, StoredRunBindings, SyncErrorRecord } from '../metadata/metadata-store.js';
-import type { TenantScope } from '../runs/deployments.js';
+import { FOLDER_SCOPES, type FolderScope } from '../model/folder-scopes.js';
+import { HOME_DIRS } from '../model/sandbox-home.js';
+import type { TenantScope } from '../model/tenants.js';
 import { isFinalSave, type RunExtension, type RunSandboxContext, type SaveMoment } from '../runs/run-extension.js';
-import { type CollectionRef, FOLDER_SCOPES, type FolderScope } from './folders.js';
+import type { CollectionRef } from './folders.js';
 import { FolderSyncEngine, type FolderSyncEngineDeps, type SyncTarget } from './sync/sync-engine.js';
-
-/** The directories of a sandbox home: one per collection scope, and `repos/` for repositories. */
-export const HOME_DIRS = [...FOLDER_SCOPES, 'repos'] as const;
 
 /** Environment variable naming each home directory. */
 const DIR_VARIABLES: Readonly<Record<(typeof HOME_DIRS)[number], string>> = {

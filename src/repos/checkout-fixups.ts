@@ -1,6 +1,6 @@
 import { HoldfastError } from '../errors.js';
+import type { RepoBinding } from '../model/repo-bindings.js';
 import type { SandboxHandle } from '../sandbox/sandbox-provider.js';
-import type { RepoBinding } from './repo-bindings.js';
 
 /** The longest one fix-up command in the sandbox may take (the index refresh stats every tracked file). */
 const FIXUP_TIMEOUT_MS = 5 * 60_000;

@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { HoldfastError } from '../errors.js';
+import type { RepoBinding } from '../model/repo-bindings.js';
 import { withholdSecrets } from '../rules/withhold-secrets.js';
-import type { RepoBinding } from './repo-bindings.js';
 
 /** The longest a clone (with its fetch of `ref`) may take. */
 export const CLONE_TIMEOUT_MS = 10 * 60_000;

@@ -6,6 +6,9 @@ import { HoldfastError, isHoldfastError } from '../errors.js';
 import { type SyncEndpoints, scopeHandle } from '../folders/sync/sync-engine.js';
 import { keepOnlyHead } from '../folders/sync/sync-namespace.js';
 import type { CheckpointReason, Run, Workspace } from '../metadata/metadata-store.js';
+import type { RepoBinding } from '../model/repo-bindings.js';
+import { REPOS_DIR } from '../model/sandbox-home.js';
+import { REPO_TENANT } from '../model/tenants.js';
 import { parseStoredSpec } from '../runs/deployment-spec.js';
 import { isFinalSave, type RunExtension, type RunSandboxContext, type SaveMoment } from '../runs/run-extension.js';
 import type { SandboxHandle } from '../sandbox/sandbox-provider.js';
@@ -14,16 +17,8 @@ import type { SnapshotDeps } from '../snapshot/snapshot-deps.js';
 import { Snapshots } from '../snapshot/snapshots.js';
 import { fixUpCheckout } from './checkout-fixups.js';
 import { cloneOnHost } from './host-clone.js';
-import type { RepoBinding } from './repo-bindings.js';
 import { REPO_EXCLUDES, refuseUnsupportedCheckout } from './repo-rules.js';
 
-/**
- * The tenant whose workspaces hold every tenant's repository checkpoints (reserved like
- * `SYNC_TENANT`: no token can name it, so no checkpoint route reaches a repository's objects).
- */
-export const REPO_TENANT = '.holdfast-repos';
-/** Directory of the sandbox home that holds the checkouts. */
-export const REPOS_DIR = 'repos';
 /** Tries of a final save that finds a git lock (a command finishing), and the pause between them. */
 const FINAL_LOCK_TRIES = 3;
 const LOCK_RETRY_DELAY_MS = 1000;

@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { InputError } from '../errors.js';
-import { FOLDER_SCOPES } from '../folders/folders.js';
+import { FOLDER_SCOPES } from '../model/folder-scopes.js';
 
 /**
  * A deployment bundle as a deployment names it: the root tree of a directory captured into the

@@ -1,8 +1,8 @@
 import { HoldfastError, InputError, isHoldfastError, NotFoundError } from '../errors.js';
 import type { Checkpoint, MetadataStore } from '../metadata/metadata-store.js';
+import { BUNDLE_WORKSPACE } from '../model/workspace-names.js';
 import type { Exclusion } from '../rules/exclusion.js';
 import { createCheckpoint } from '../snapshot/checkpoint/checkpoint.js';
-import { BUNDLE_WORKSPACE } from '../snapshot/reserved-workspaces.js';
 import type { SnapshotDeps } from '../snapshot/snapshot-deps.js';
 import { requireDirectory, type Snapshots } from '../snapshot/snapshots.js';
 import { LocalWorkspaceSource } from '../snapshot/workspace-source.js';

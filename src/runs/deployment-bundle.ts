@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { HoldfastError } from '../errors.js';
+import { BUNDLE_WORKSPACE } from '../model/workspace-names.js';
 import type { SandboxEndpoints } from '../sandbox/endpoints/sandbox-endpoints.js';
 import type { SandboxHandle } from '../sandbox/sandbox-provider.js';
-import { BUNDLE_WORKSPACE } from '../snapshot/reserved-workspaces.js';
 import type { RestoreReceipt } from '../snapshot/restore/restore.js';
 import type { Snapshots } from '../snapshot/snapshots.js';
 import { bundleDirIn } from './bundle-record.js';

@@ -1,5 +1,6 @@
 import { InputError, isHoldfastError, NotFoundError } from '../errors.js';
 import type { Channel, MetadataStore } from '../metadata/metadata-store.js';
+import type { TenantScope } from '../model/tenants.js';
 import type { BundleRecord } from './bundle-record.js';
 import { findCapturedBundle } from './bundles.js';
 import {
@@ -25,12 +26,6 @@ export interface Deployment {
 export type DeploymentCreateInput = Omit<DeploymentSpecInput, 'bundle'> & {
   readonly bundle?: BundleRecord | string | null | undefined;
 };
-
-/** A tenant, as services scoped to one see it. */
-export interface TenantScope {
-  readonly id: string;
-  readonly name: string;
-}
 
 const CHANNEL_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 

@@ -1,6 +1,6 @@
 import type { Run } from '../metadata/metadata-store.js';
+import type { TenantScope } from '../model/tenants.js';
 import type { SandboxHandle } from '../sandbox/sandbox-provider.js';
-import type { TenantScope } from './deployments.js';
 
 /**
  * Which save of a run's lifecycle is happening. `periodic` runs on the checkpoint scheduler

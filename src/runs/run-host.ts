@@ -1,13 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import type { MetadataStore } from '../metadata/metadata-store.js';
+import type { TenantScope } from '../model/tenants.js';
 import { AgentPool } from '../sandbox/agent/host/agent-pool.js';
 import { SandboxEndpoints } from '../sandbox/endpoints/sandbox-endpoints.js';
 import { openSandboxProvider } from '../sandbox/open-provider.js';
 import type { SandboxProvider } from '../sandbox/sandbox-provider.js';
 import type { SnapshotDeps } from '../snapshot/snapshot-deps.js';
 import { Snapshots } from '../snapshot/snapshots.js';
-import type { TenantScope } from './deployments.js';
 import { KeyedMutex } from './keyed-mutex.js';
 import type { RunExtension } from './run-extension.js';
 import type { RunLogEvent } from './run-log-event.js';

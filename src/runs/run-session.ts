@@ -1,13 +1,14 @@
 import { errorToJson, HoldfastError, isHoldfastError } from '../errors.js';
 import type { Checkpoint, CheckpointReason, MetadataTransaction, Run, Turn } from '../metadata/metadata-store.js';
+import type { TenantScope } from '../model/tenants.js';
+import { runWorkspaceName } from '../model/workspace-names.js';
 import type { SandboxHandle } from '../sandbox/sandbox-provider.js';
 import type { CheckpointResult } from '../snapshot/checkpoint/checkpoint.js';
-import { type Deployment, Deployments, type TenantScope } from './deployments.js';
+import { type Deployment, Deployments } from './deployments.js';
 import { ExtensionSteps } from './extension-steps.js';
 import { acquireLease, type HeldLease, recoveryRequired } from './lease.js';
 import type { RunSandboxContext, SaveMoment } from './run-extension.js';
 import type { RunHost } from './run-host.js';
-import { runWorkspaceName } from './run-names.js';
 import { deploymentHandle, prepareSandbox, removeStrays, StepRecorder, stopSandbox, withCommandEnv } from './sandbox-steps.js';
 
 /** A run with a live sandbox of its deployment. */

@@ -4,6 +4,8 @@ import type { TreeEntry } from '../core/tree.js';
 import { InputError, isHoldfastError, NotFoundError } from '../errors.js';
 import type { Checkpoint, CheckpointReason, Tenant, Workspace } from '../metadata/metadata-store.js';
 import { CHECKPOINT_REASONS } from '../metadata/schema.js';
+import { DEFAULT_TENANT } from '../model/tenants.js';
+import { isReservedWorkspace } from '../model/workspace-names.js';
 import { type RebuildOptions, type RebuildReport, rebuildIndex as rebuildObjectIndex } from '../objects/index-rebuild.js';
 import { ObjectReader } from '../objects/object-reader.js';
 import type { ExcludeOptions } from '../rules/excludes.js';
@@ -14,15 +16,11 @@ import { collectGarbage, type GcOptions, type GcReport } from './gc/gc.js';
 import { type Lookup, lookupPath, readFileFromTree } from './inspect/browse.js';
 import { type DiffEntry, diffTrees } from './inspect/diff.js';
 import { type VerifyOptions, type VerifyReport, verifyStore } from './inspect/verify.js';
-import { isReservedWorkspace } from './reserved-workspaces.js';
 import { LocalWorkspaceTarget } from './restore/local-target.js';
 import { type RestoreProgress, type RestoreReceipt, restoreCheckpoint } from './restore/restore.js';
 import type { SnapshotDeps } from './snapshot-deps.js';
 import { type EndpointContext, LocalWorkspaceSource, type WorkspaceSource } from './workspace-source.js';
 import type { WorkspaceTarget } from './workspace-target.js';
-
-/** Tenant used when none is named (single-user CLI and embedded use). */
-export const DEFAULT_TENANT = 'default';
 
 /** A workspace with its head checkpoint (if any). */
 export interface WorkspaceSummary extends Workspace {

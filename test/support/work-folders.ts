@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { generateToken, hashToken } from '../../src/auth/tokens.js';
-import type { FolderLimits, FolderScope } from '../../src/folders/folders.js';
+import type { FolderLimits } from '../../src/folders/folders.js';
+import type { FolderScope } from '../../src/model/folder-scopes.js';
 import { type Holdfast, openHoldfast } from '../../src/index.js';
 import type { StoredRunBindings } from '../../src/metadata/metadata-store.js';
 import { createApp } from '../../src/server/app.js';

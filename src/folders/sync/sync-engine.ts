@@ -4,6 +4,8 @@ import type { BlobStore } from '../../blob-store/blob-store.js';
 import type { Sha256Hex } from '../../core/hash.js';
 import { type HoldfastError, NotFoundError } from '../../errors.js';
 import type { FolderSyncKey, FolderSyncState, MetadataStore, PendingSyncOperation } from '../../metadata/metadata-store.js';
+import { SYNC_TENANT } from '../../model/tenants.js';
+import { syncWorkspaceName } from '../../model/workspace-names.js';
 import type { ContentWorkers } from '../../objects/content-workers.js';
 import { ObjectReader } from '../../objects/object-reader.js';
 import type { SandboxEndpoints } from '../../sandbox/endpoints/sandbox-endpoints.js';
@@ -13,7 +15,7 @@ import { checkpointLimits, type FlatTree, flattenTree } from '../../snapshot/tre
 import type { CollectionRef, Folders, StoredEntry } from '../folders.js';
 import { MAX_STORED_BATCH_OPERATIONS, type StoredOperation } from '../stored-operations.js';
 import { type ListedEntry, ListedSource } from './listed-source.js';
-import { keepOnlyHead, SYNC_TENANT, syncWorkspaceName } from './sync-namespace.js';
+import { keepOnlyHead } from './sync-namespace.js';
 import { applied, diskView, type OutgoingChange, planOutgoing, reconcile, signature } from './sync-plan.js';
 
 /** The slice of {@link Folders} a sync uses (a test wraps it to lose a response on purpose). */

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { FOLDER_SCOPES } from '../../folders/folders.js';
+import { FOLDER_SCOPES } from '../../model/folder-scopes.js';
 
 /**
  * Request and response schemas of the work-folder routes: the handlers parse with them and

@@ -1,6 +1,6 @@
 import { InputError } from '../../errors.js';
 import type { Checkpoint, MetadataStore } from '../../metadata/metadata-store.js';
-import { isReservedWorkspace } from '../reserved-workspaces.js';
+import { isReservedWorkspace } from '../../model/workspace-names.js';
 import { MAX_CHECKPOINT_MS } from '../snapshot-deps.js';
 
 /** Which ready checkpoints of each workspace to keep besides its head (DESIGN section 7). */

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { parseRunBindings } from '../auth/folder-access.js';
 import { MAX_REPO_BINDINGS, nameFromUrl, parseRepoBindings } from './repo-bindings.js';
+import { parseRunBindings } from './run-bindings.js';
 
 describe('parseRepoBindings', () => {
   it('derives names from URLs and makes a collision unique with a stable suffix', () => {
