@@ -1,6 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import { Tokens } from './auth/tokens.js';
-import { Users } from './auth/users.js';
 import type { BlobStore } from './blob-store/blob-store.js';
 import { openBlobStore } from './blob-store/open-blob-store.js';
 import { type HoldfastConfig, loadConfig, parseBlobsUrl, parseMetaUrl } from './config.js';
@@ -26,22 +24,10 @@ import type { CheckpointResult } from './snapshot/checkpoint/checkpoint.js';
 import { GcSweeper, type GcSweepOutcome } from './snapshot/gc/gc-sweeper.js';
 import type { RestoreReceipt } from './snapshot/restore/restore.js';
 import type { Snapshots } from './snapshot/snapshots.js';
+import { Tokens } from './tenants/tokens.js';
+import { Users } from './tenants/users.js';
 import { defaultCacheDir } from './workspace-fs/stat-cache.js';
 
-export {
-  canAccessFolder,
-  type FolderAccessLookups,
-  type FolderAction,
-  folderAccessLookups,
-  PRINCIPAL_KINDS,
-  type PrincipalKind,
-  type RunPrincipal,
-  type ServicePrincipal,
-  type UserPrincipal,
-  type UserRole,
-} from './auth/folder-access.js';
-export { type CreatedToken, generateToken, hashToken, type Principal, Tokens } from './auth/tokens.js';
-export { Users, type UserView } from './auth/users.js';
 export type { BlobBody, BlobStat, BlobStore, ByteRange, PutOptions, PutResult } from './blob-store/blob-store.js';
 export { LocalDiskBlobStore } from './blob-store/drivers/local-disk.js';
 export { openBlobStore } from './blob-store/open-blob-store.js';
@@ -93,6 +79,20 @@ export type { DiffEntry } from './snapshot/inspect/diff.js';
 export type { VerifyOptions, VerifyReport } from './snapshot/inspect/verify.js';
 export type { RestoreProgress, RestoreReceipt } from './snapshot/restore/restore.js';
 export { Snapshots, type WorkspaceSummary } from './snapshot/snapshots.js';
+export {
+  canAccessFolder,
+  type FolderAccessLookups,
+  type FolderAction,
+  folderAccessLookups,
+  PRINCIPAL_KINDS,
+  type PrincipalKind,
+  type RunPrincipal,
+  type ServicePrincipal,
+  type UserPrincipal,
+  type UserRole,
+} from './tenants/folder-access.js';
+export { type CreatedToken, generateToken, hashToken, type Principal, Tokens } from './tenants/tokens.js';
+export { Users, type UserView } from './tenants/users.js';
 
 /** What {@link openHoldfast} takes. Injected instances win over the configuration. */
 export interface OpenHoldfastOptions {

@@ -3,10 +3,10 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hashToken } from '../src/auth/tokens.js';
 import { loadConfig } from '../src/config.js';
 import { openHoldfast } from '../src/index.js';
 import { openMetadataStore } from '../src/metadata/metadata-store.js';
+import { hashToken } from '../src/tenants/tokens.js';
 import { storeEnvironment } from './support/cli-env.js';
 import { type CliRun, HOLDFAST_BIN, runHoldfast } from './support/serve-process.js';
 

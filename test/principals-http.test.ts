@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { folderAccessLookups } from '../src/auth/folder-access.js';
-import { hashToken } from '../src/auth/tokens.js';
 import { canAccessFolder, type Principal } from '../src/index.js';
+import { folderAccessLookups } from '../src/tenants/folder-access.js';
+import { hashToken } from '../src/tenants/tokens.js';
 import { BACKENDS } from './support/backends.js';
 import { openTestService, type TestService } from './support/service.js';
 

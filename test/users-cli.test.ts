@@ -2,10 +2,10 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { folderAccessLookups } from '../src/auth/folder-access.js';
-import { hashToken } from '../src/auth/tokens.js';
 import { loadConfig } from '../src/config.js';
 import { canAccessFolder, openHoldfast, type Principal } from '../src/index.js';
+import { folderAccessLookups } from '../src/tenants/folder-access.js';
+import { hashToken } from '../src/tenants/tokens.js';
 import { storeEnvironment } from './support/cli-env.js';
 import { type CliRun, HOLDFAST_BIN, runHoldfast } from './support/serve-process.js';
 

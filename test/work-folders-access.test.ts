@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { FolderAction } from '../src/auth/folder-access.js';
-import { type CollectionRef } from '../src/folders/folders.js';
+import type { CollectionRef } from '../src/folders/folders.js';
 import { FOLDER_SCOPES, type FolderScope } from '../src/model/folder-scopes.js';
+import type { FolderAction } from '../src/tenants/folder-access.js';
 import { BACKENDS } from './support/backends.js';
 import { type FolderAnswer, type FolderService, OTHER_TENANT, openFolderService, uploadHeaders } from './support/work-folders.js';
 

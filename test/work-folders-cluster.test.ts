@@ -5,8 +5,8 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generateToken, hashToken } from '../src/auth/tokens.js';
 import { openMetadataStore } from '../src/metadata/metadata-store.js';
+import { generateToken, hashToken } from '../src/tenants/tokens.js';
 import { createTestDatabase, type TestDatabase } from './support/postgres.js';
 import { type S3TestTarget, startS3Target } from './support/s3-server.js';
 

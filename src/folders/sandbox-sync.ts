@@ -1,11 +1,11 @@
 import path from 'node:path';
-import { issueRunToken } from '../auth/tokens.js';
 import { ConflictError, errorToJson, HoldfastError, isHoldfastError, NotFoundError } from '../errors.js';
 import type { FolderSyncKey, FolderSyncState, StoredRunBindings, SyncErrorRecord } from '../metadata/metadata-store.js';
 import { FOLDER_SCOPES, type FolderScope } from '../model/folder-scopes.js';
 import { HOME_DIRS } from '../model/sandbox-home.js';
 import type { TenantScope } from '../model/tenants.js';
 import { isFinalSave, type RunExtension, type RunSandboxContext, type SaveMoment } from '../runs/run-extension.js';
+import { issueRunToken } from '../tenants/tokens.js';
 import type { CollectionRef } from './folders.js';
 import { FolderSyncEngine, type FolderSyncEngineDeps, type SyncTarget } from './sync/sync-engine.js';
 

@@ -1,4 +1,3 @@
-import { type CreatedToken, issueRunToken } from '../auth/tokens.js';
 import { resolveIdOrPrefix } from '../core/id-prefix.js';
 import { ConflictError, errorToJson, HoldfastError, InputError, NotFoundError } from '../errors.js';
 import type { Checkpoint, CheckpointReason, Run, RunEvent, Turn } from '../metadata/metadata-store.js';
@@ -7,6 +6,7 @@ import type { TenantScope } from '../model/tenants.js';
 import { runWorkspaceName } from '../model/workspace-names.js';
 import type { RunResult, SandboxHandle } from '../sandbox/sandbox-provider.js';
 import type { RestoreReceipt } from '../snapshot/restore/restore.js';
+import { type CreatedToken, issueRunToken } from '../tenants/tokens.js';
 import { checkedArgv } from './deployment-spec.js';
 import { type Deployment, Deployments } from './deployments.js';
 import { ExtensionSteps } from './extension-steps.js';

@@ -1,8 +1,8 @@
 import { Hono, type MiddlewareHandler } from 'hono';
 import { z } from 'zod';
-import { folderAccessLookups, PRINCIPAL_KINDS } from '../auth/folder-access.js';
 import type { Holdfast } from '../index.js';
 import { INSPECTOR_DOCS, mountInspector } from '../inspector/server/inspector-assets.js';
+import { folderAccessLookups, PRINCIPAL_KINDS } from '../tenants/folder-access.js';
 import type { AppEnv } from './app-env.js';
 import { bearerAuth } from './auth.js';
 import { bodyLimit, MAX_REQUEST_BODY_BYTES } from './body-limit.js';

@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
 import { Hono } from 'hono';
 import { describe, expect, it } from 'vitest';
-import { PRINCIPAL_KINDS } from '../auth/folder-access.js';
-import { generateToken, hashToken } from '../auth/tokens.js';
 import { HoldfastError } from '../errors.js';
+import { PRINCIPAL_KINDS } from '../tenants/folder-access.js';
+import { generateToken, hashToken } from '../tenants/tokens.js';
 import type { AppEnv } from './app-env.js';
 import { bearerAuth, MAX_AUTHORIZATION_HEADER_CHARS, type Principal } from './auth.js';
 import { errorHandler } from './error-response.js';

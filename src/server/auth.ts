@@ -3,12 +3,12 @@
  * looked up.
  */
 import type { MiddlewareHandler } from 'hono';
-import type { PrincipalKind } from '../auth/folder-access.js';
-import { hashToken, type Principal } from '../auth/tokens.js';
 import { HoldfastError } from '../errors.js';
+import type { PrincipalKind } from '../tenants/folder-access.js';
+import { hashToken, type Principal } from '../tenants/tokens.js';
 import type { AppEnv } from './app-env.js';
 
-export type { Principal } from '../auth/tokens.js';
+export type { Principal } from '../tenants/tokens.js';
 
 /**
  * Longest `Authorization` header considered; a real one is ~60 chars. Bounding it keeps

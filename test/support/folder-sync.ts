@@ -1,10 +1,10 @@
 import { createHash, randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { type CollectionRef, Folders } from '../../src/folders/folders.js';
-import { type FolderScope } from '../../src/model/folder-scopes.js';
 import { FolderSync } from '../../src/folders/sandbox-sync.js';
 import type { SyncEndpoints, SyncFolders } from '../../src/folders/sync/sync-engine.js';
 import type { Run, StoredRunBindings } from '../../src/metadata/metadata-store.js';
+import type { FolderScope } from '../../src/model/folder-scopes.js';
 import type { TenantScope } from '../../src/model/tenants.js';
 import type { RunSandboxContext } from '../../src/runs/run-extension.js';
 import { SandboxEndpoints } from '../../src/sandbox/endpoints/sandbox-endpoints.js';

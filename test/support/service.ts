@@ -1,6 +1,5 @@
 import path from 'node:path';
 import type { Hono } from 'hono';
-import { generateToken, hashToken } from '../../src/auth/tokens.js';
 import { type Holdfast, openHoldfast, type RunSettings } from '../../src/index.js';
 import { BwrapSandboxProvider } from '../../src/sandbox/providers/bwrap.js';
 import { DockerSandboxProvider } from '../../src/sandbox/providers/docker.js';
@@ -9,6 +8,7 @@ import { createApp } from '../../src/server/app.js';
 import type { AppEnv } from '../../src/server/app-env.js';
 import { silentLogger } from '../../src/server/logger.js';
 import { Metrics } from '../../src/server/metrics.js';
+import { generateToken, hashToken } from '../../src/tenants/tokens.js';
 import type { BackendCase } from './backends.js';
 import { nodeImage } from './docker-images.js';
 import { FaultInjectingBlobStore } from './fault-injecting-blob-store.js';

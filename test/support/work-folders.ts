@@ -1,13 +1,13 @@
 import path from 'node:path';
-import { generateToken, hashToken } from '../../src/auth/tokens.js';
 import type { FolderLimits } from '../../src/folders/folders.js';
-import type { FolderScope } from '../../src/model/folder-scopes.js';
 import { type Holdfast, openHoldfast } from '../../src/index.js';
 import type { StoredRunBindings } from '../../src/metadata/metadata-store.js';
+import type { FolderScope } from '../../src/model/folder-scopes.js';
 import { createApp } from '../../src/server/app.js';
 import { listen, type RunningServer } from '../../src/server/http-server.js';
 import { silentLogger } from '../../src/server/logger.js';
 import { Metrics } from '../../src/server/metrics.js';
+import { generateToken, hashToken } from '../../src/tenants/tokens.js';
 import type { BackendCase, OpenedBackends } from './backends.js';
 
 /** The tenant the folder tests work in, and the other one whose tokens must reach nothing of it. */

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import type { UserRole } from '../../auth/folder-access.js';
+import type { UserRole } from '../../tenants/folder-access.js';
 import { isoTime, renderTable } from '../output.js';
 import { oneOf, withHoldfast } from '../program.js';
 

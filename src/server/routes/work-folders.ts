@@ -13,11 +13,11 @@
  */
 import type { Context } from 'hono';
 import { z } from 'zod';
-import { type CollectionTarget, canAccessFolder, type FolderAccessLookups, type FolderAction } from '../../auth/folder-access.js';
 import { NotFoundError } from '../../errors.js';
 import type { CollectionRef, Folders } from '../../folders/folders.js';
 import type { FolderSync } from '../../folders/sandbox-sync.js';
 import { FOLDER_SCOPES, type FolderScope } from '../../model/folder-scopes.js';
+import { type CollectionTarget, canAccessFolder, type FolderAccessLookups, type FolderAction } from '../../tenants/folder-access.js';
 import type { AppEnv } from '../app-env.js';
 import type { HeaderDoc } from '../openapi.js';
 import { answerAs, type RouteDef, readJson, readQuery } from '../route.js';
