@@ -11,8 +11,8 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { REPO_EXCLUDES, refuseUnsupportedCheckout } from '../src/git/repo-rules.js';
 import { openHoldfast } from '../src/index.js';
-import { REPO_EXCLUDES, refuseUnsupportedCheckout } from '../src/repos/repo-rules.js';
 import { printTable } from './stats.js';
 
 const arg = (name: string): string | undefined => {

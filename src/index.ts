@@ -5,11 +5,11 @@ import { type HoldfastConfig, loadConfig, parseBlobsUrl, parseMetaUrl } from './
 import { IntegrityError } from './errors.js';
 import { Folders, type FoldersOptions } from './folders/folders.js';
 import { FolderSync } from './folders/sandbox-sync.js';
+import { RepositoryCheckpoints } from './git/repository-checkpoints.js';
 import { type MetadataStore, openMetadataStore } from './metadata/metadata-store.js';
 import type { TenantScope } from './model/tenants.js';
 import { checkTenantName, DEFAULT_TENANT } from './model/tenants.js';
 import { ContentWorkers } from './objects/content-workers.js';
-import { RepositoryCheckpoints } from './repos/repository-checkpoints.js';
 import { Bundles } from './runs/bundles.js';
 import { Checkpoints } from './runs/checkpoints.js';
 import type { Deployments } from './runs/deployments.js';

@@ -2,8 +2,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { REPO_EXCLUDES, refuseUnsupportedCheckout } from '../src/git/repo-rules.js';
 import { type Holdfast, openHoldfast } from '../src/index.js';
-import { REPO_EXCLUDES, refuseUnsupportedCheckout } from '../src/repos/repo-rules.js';
 import type { Snapshots } from '../src/snapshot/snapshots.js';
 import { hostGit, seedRemote } from './support/git-fixture.js';
 

@@ -2,8 +2,8 @@ import type { Command } from 'commander';
 import { resolveIdOrPrefix } from '../../core/id-prefix.js';
 import { CREATED_KEY, DEFAULT_PAGE_SIZE, readPage } from '../../core/page-cursor.js';
 import { InputError, isHoldfastError, NotFoundError } from '../../errors.js';
+import type { RepositoryStatus } from '../../git/repository-checkpoints.js';
 import type { Holdfast, Run, RunEvent, TenantServices, Turn } from '../../index.js';
-import type { RepositoryStatus } from '../../repos/repository-checkpoints.js';
 import { isoTime, renderTable } from '../output.js';
 import { positiveInt, withHoldfast } from '../program.js';
 
