@@ -16,7 +16,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { MetaConfig } from '../src/config.js';
 import { openMetadataStore } from '../src/metadata/metadata-store.js';
-import type { ObjectRecord, PackRecord } from '../src/metadata/repos/objects-repo.js';
+import type { ObjectRecord, PackRecord } from '../src/metadata/tables/objects-repo.js';
 import { createTestDatabase } from '../test/support/postgres.js';
 import { median, printTable, timeMs } from './stats.js';
 

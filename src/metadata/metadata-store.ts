@@ -2,57 +2,23 @@ import path from 'node:path';
 import type { Kysely, Transaction } from 'kysely';
 import type { MetaConfig } from '../config.js';
 import type { MigratedDatabase } from './migrator.js';
-import { type CheckpointsRepo, createCheckpointsRepo } from './repos/checkpoints-repo.js';
-import { type ClaimsRepo, createClaimsRepo } from './repos/claims-repo.js';
-import { createDeploymentsRepo, type DeploymentsRepo } from './repos/deployments-repo.js';
-import { createFolderSyncRepo, type FolderSyncRepo } from './repos/folder-sync-repo.js';
-import { createFoldersRepo, type FoldersRepo } from './repos/folders-repo.js';
-import { createGcRepo, type GcRepo } from './repos/gc-repo.js';
-import { createIdempotencyRepo, type IdempotencyRepo } from './repos/idempotency-repo.js';
-import { createObjectIndexRepo, type ObjectIndexRepo } from './repos/objects-repo.js';
-import type { RepoContext } from './repos/repo-context.js';
-import { createRunsRepo, type RunsRepo } from './repos/runs-repo.js';
-import { createTenantsRepo, type TenantsRepo } from './repos/tenants-repo.js';
-import { createTokensRepo, type TokensRepo } from './repos/tokens-repo.js';
-import { createTurnsRepo, type TurnsRepo } from './repos/turns-repo.js';
-import { createUsersRepo, type UsersRepo } from './repos/users-repo.js';
-import { createWorkspacesRepo, type WorkspacesRepo } from './repos/workspaces-repo.js';
 import type { Database } from './schema.js';
+import { type CheckpointsRepo, createCheckpointsRepo } from './tables/checkpoints-repo.js';
+import { type ClaimsRepo, createClaimsRepo } from './tables/claims-repo.js';
+import { createDeploymentsRepo, type DeploymentsRepo } from './tables/deployments-repo.js';
+import { createFolderSyncRepo, type FolderSyncRepo } from './tables/folder-sync-repo.js';
+import { createFoldersRepo, type FoldersRepo } from './tables/folders-repo.js';
+import { createGcRepo, type GcRepo } from './tables/gc-repo.js';
+import { createIdempotencyRepo, type IdempotencyRepo } from './tables/idempotency-repo.js';
+import { createObjectIndexRepo, type ObjectIndexRepo } from './tables/objects-repo.js';
+import type { RepoContext } from './tables/repo-context.js';
+import { createRunsRepo, type RunsRepo } from './tables/runs-repo.js';
+import { createTenantsRepo, type TenantsRepo } from './tables/tenants-repo.js';
+import { createTokensRepo, type TokensRepo } from './tables/tokens-repo.js';
+import { createTurnsRepo, type TurnsRepo } from './tables/turns-repo.js';
+import { createUsersRepo, type UsersRepo } from './tables/users-repo.js';
+import { createWorkspacesRepo, type WorkspacesRepo } from './tables/workspaces-repo.js';
 
-export type {
-  Checkpoint,
-  CreateCheckpointInput,
-  JsonObject,
-  ListCheckpointsOptions,
-  ReadyCheckpointInput,
-} from './repos/checkpoints-repo.js';
-export type { Channel, DeploymentRecord } from './repos/deployments-repo.js';
-export type {
-  FolderSyncKey,
-  FolderSyncPatch,
-  FolderSyncState,
-  NewFolderSyncState,
-  PendingSyncOperation,
-  SyncErrorRecord,
-  SyncIntents,
-} from './repos/folder-sync-repo.js';
-export type {
-  FolderChunk,
-  FolderCollection,
-  FolderFileContent,
-  FolderFileRecord,
-  FolderReceipt,
-  NewFolderFile,
-} from './repos/folders-repo.js';
-export type { DeletionRecord, QueuedOrphan, UploadIntent } from './repos/gc-repo.js';
-export type { IdempotencyBegin } from './repos/idempotency-repo.js';
-export type { ObjectLocation, ObjectRecord, PackInfo, PackRecord } from './repos/objects-repo.js';
-export type { CreateRunInput, Lease, Run, StoredRunBindings } from './repos/runs-repo.js';
-export type { CreateTenantInput, Tenant } from './repos/tenants-repo.js';
-export type { CreateTokenInput, TokenGrant, TokenRecord } from './repos/tokens-repo.js';
-export type { RunEvent, RunEventInput, Turn } from './repos/turns-repo.js';
-export type { UserRecord } from './repos/users-repo.js';
-export type { CreateWorkspaceInput, Workspace } from './repos/workspaces-repo.js';
 export type {
   CheckpointReason,
   CheckpointStatus,
@@ -63,6 +29,40 @@ export type {
   TurnStatus,
   UserRoleColumn,
 } from './schema.js';
+export type {
+  Checkpoint,
+  CreateCheckpointInput,
+  JsonObject,
+  ListCheckpointsOptions,
+  ReadyCheckpointInput,
+} from './tables/checkpoints-repo.js';
+export type { Channel, DeploymentRecord } from './tables/deployments-repo.js';
+export type {
+  FolderSyncKey,
+  FolderSyncPatch,
+  FolderSyncState,
+  NewFolderSyncState,
+  PendingSyncOperation,
+  SyncErrorRecord,
+  SyncIntents,
+} from './tables/folder-sync-repo.js';
+export type {
+  FolderChunk,
+  FolderCollection,
+  FolderFileContent,
+  FolderFileRecord,
+  FolderReceipt,
+  NewFolderFile,
+} from './tables/folders-repo.js';
+export type { DeletionRecord, QueuedOrphan, UploadIntent } from './tables/gc-repo.js';
+export type { IdempotencyBegin } from './tables/idempotency-repo.js';
+export type { ObjectLocation, ObjectRecord, PackInfo, PackRecord } from './tables/objects-repo.js';
+export type { CreateRunInput, Lease, Run, StoredRunBindings } from './tables/runs-repo.js';
+export type { CreateTenantInput, Tenant } from './tables/tenants-repo.js';
+export type { CreateTokenInput, TokenGrant, TokenRecord } from './tables/tokens-repo.js';
+export type { RunEvent, RunEventInput, Turn } from './tables/turns-repo.js';
+export type { UserRecord } from './tables/users-repo.js';
+export type { CreateWorkspaceInput, Workspace } from './tables/workspaces-repo.js';
 export type {
   CheckpointsRepo,
   ClaimsRepo,

@@ -1,6 +1,6 @@
 import { CREATED_KEY, type Page, type PageRequest, readPage } from '../../core/page-cursor.js';
 import type { Channel, MetadataStore, Run, TenantServices, Turn } from '../../index.js';
-import type { Checkpoint } from '../../metadata/repos/checkpoints-repo.js';
+import type { Checkpoint } from '../../metadata/tables/checkpoints-repo.js';
 import { parseStoredSpec } from '../../runs/deployment-spec.js';
 import type { Deployment } from '../../runs/deployments.js';
 
