@@ -2,6 +2,8 @@ import { randomBytes } from 'node:crypto';
 import type { BlobStore } from './blob-store/blob-store.js';
 import { openBlobStore } from './blob-store/open-blob-store.js';
 import { type HoldfastConfig, loadConfig, parseBlobsUrl, parseMetaUrl } from './config.js';
+import { Bundles } from './deployments/bundles.js';
+import type { Deployments } from './deployments/deployments.js';
 import { IntegrityError } from './errors.js';
 import { Folders, type FoldersOptions } from './folders/folders.js';
 import { FolderSync } from './folders/sandbox-sync.js';
@@ -10,9 +12,7 @@ import { type MetadataStore, openMetadataStore } from './metadata/metadata-store
 import type { TenantScope } from './model/tenants.js';
 import { checkTenantName, DEFAULT_TENANT } from './model/tenants.js';
 import { ContentWorkers } from './objects/content-workers.js';
-import { Bundles } from './runs/bundles.js';
 import { Checkpoints } from './runs/checkpoints.js';
-import type { Deployments } from './runs/deployments.js';
 import { type ShutdownReport, shutdownRuns } from './runs/drain.js';
 import type { RunExtension } from './runs/run-extension.js';
 import { RunHost, type RunLogEvent, type RunSettings } from './runs/run-host.js';
@@ -32,6 +32,11 @@ export type { BlobBody, BlobStat, BlobStore, ByteRange, PutOptions, PutResult } 
 export { LocalDiskBlobStore } from './blob-store/drivers/local-disk.js';
 export { openBlobStore } from './blob-store/open-blob-store.js';
 export * from './config.js';
+export { type BundleRecord, DEFAULT_BUNDLE_DIR } from './deployments/bundle-record.js';
+export { Bundles, findCapturedBundle } from './deployments/bundles.js';
+export { BUNDLE_DIR_ENV, type BundleInstall, installBundle } from './deployments/deployment-bundle.js';
+export type { DeploymentSpec, DeploymentSpecInput, WorkspaceUpgradePolicy } from './deployments/deployment-spec.js';
+export type { Deployment, DeploymentCreateInput, Deployments } from './deployments/deployments.js';
 export * from './errors.js';
 export {
   type CollectionRef,
@@ -50,12 +55,7 @@ export type { TenantScope } from './model/tenants.js';
 export { DEFAULT_TENANT } from './model/tenants.js';
 export { BUNDLE_WORKSPACE } from './model/workspace-names.js';
 export type { RebuildOptions, RebuildReport } from './objects/index-rebuild.js';
-export { type BundleRecord, DEFAULT_BUNDLE_DIR } from './runs/bundle-record.js';
-export { Bundles, findCapturedBundle } from './runs/bundles.js';
 export { Checkpoints } from './runs/checkpoints.js';
-export { BUNDLE_DIR_ENV, type BundleInstall, installBundle } from './runs/deployment-bundle.js';
-export type { DeploymentSpec, DeploymentSpecInput, WorkspaceUpgradePolicy } from './runs/deployment-spec.js';
-export type { Deployment, DeploymentCreateInput, Deployments } from './runs/deployments.js';
 export type { ShutdownReport } from './runs/drain.js';
 export { isFinalSave, type RunExtension, type RunSandboxContext, type SaveMoment } from './runs/run-extension.js';
 export { DEFAULT_RUN_SETTINGS, type RunLogEvent, type RunSettings, STRAY_SWEEP_INTERVAL_MS } from './runs/run-host.js';

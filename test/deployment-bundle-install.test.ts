@@ -1,9 +1,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { installBundle } from '../src/deployments/deployment-bundle.js';
 import { type Holdfast, openHoldfast } from '../src/index.js';
 import { ObjectReader } from '../src/objects/object-reader.js';
-import { installBundle } from '../src/runs/deployment-bundle.js';
 import { SandboxEndpoints } from '../src/sandbox/endpoints/sandbox-endpoints.js';
 import { BwrapSandboxProvider } from '../src/sandbox/providers/bwrap.js';
 import { DockerSandboxProvider } from '../src/sandbox/providers/docker.js';

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import fsp from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { parseStoredSpec } from '../deployments/deployment-spec.js';
 import { HoldfastError, isHoldfastError } from '../errors.js';
 import { type SyncEndpoints, scopeHandle } from '../folders/sync/sync-engine.js';
 import { keepOnlyHead } from '../folders/sync/sync-namespace.js';
@@ -9,7 +10,6 @@ import type { CheckpointReason, Run, Workspace } from '../metadata/metadata-stor
 import type { RepoBinding } from '../model/repo-bindings.js';
 import { REPOS_DIR } from '../model/sandbox-home.js';
 import { REPO_TENANT } from '../model/tenants.js';
-import { parseStoredSpec } from '../runs/deployment-spec.js';
 import { isFinalSave, type RunExtension, type RunSandboxContext, type SaveMoment } from '../runs/run-extension.js';
 import type { SandboxHandle } from '../sandbox/sandbox-provider.js';
 import type { CheckpointResult } from '../snapshot/checkpoint/checkpoint.js';

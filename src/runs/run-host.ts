@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
+import { KeyedMutex } from '../core/keyed-mutex.js';
 import type { MetadataStore } from '../metadata/metadata-store.js';
 import type { TenantScope } from '../model/tenants.js';
 import { AgentPool } from '../sandbox/agent/host/agent-pool.js';
@@ -8,7 +9,6 @@ import { openSandboxProvider } from '../sandbox/open-provider.js';
 import type { SandboxProvider } from '../sandbox/sandbox-provider.js';
 import type { SnapshotDeps } from '../snapshot/snapshot-deps.js';
 import { Snapshots } from '../snapshot/snapshots.js';
-import { KeyedMutex } from './keyed-mutex.js';
 import type { RunExtension } from './run-extension.js';
 import type { RunLogEvent } from './run-log-event.js';
 

@@ -1,10 +1,10 @@
+import { type Deployment, Deployments } from '../deployments/deployments.js';
 import { errorToJson, HoldfastError, isHoldfastError } from '../errors.js';
 import type { Checkpoint, CheckpointReason, MetadataTransaction, Run, Turn } from '../metadata/metadata-store.js';
 import type { TenantScope } from '../model/tenants.js';
 import { runWorkspaceName } from '../model/workspace-names.js';
 import type { SandboxHandle } from '../sandbox/sandbox-provider.js';
 import type { CheckpointResult } from '../snapshot/checkpoint/checkpoint.js';
-import { type Deployment, Deployments } from './deployments.js';
 import { ExtensionSteps } from './extension-steps.js';
 import { acquireLease, type HeldLease, recoveryRequired } from './lease.js';
 import type { RunSandboxContext, SaveMoment } from './run-extension.js';

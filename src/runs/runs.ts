@@ -1,4 +1,6 @@
 import { resolveIdOrPrefix } from '../core/id-prefix.js';
+import { checkedArgv } from '../deployments/deployment-spec.js';
+import { type Deployment, Deployments } from '../deployments/deployments.js';
 import { ConflictError, errorToJson, HoldfastError, InputError, NotFoundError } from '../errors.js';
 import type { Checkpoint, CheckpointReason, Run, RunEvent, Turn } from '../metadata/metadata-store.js';
 import { parseRunBindings, type RunBindingsInput } from '../model/run-bindings.js';
@@ -7,8 +9,6 @@ import { runWorkspaceName } from '../model/workspace-names.js';
 import type { RunResult, SandboxHandle } from '../sandbox/sandbox-provider.js';
 import type { RestoreReceipt } from '../snapshot/restore/restore.js';
 import { type CreatedToken, issueRunToken } from '../tenants/tokens.js';
-import { checkedArgv } from './deployment-spec.js';
-import { type Deployment, Deployments } from './deployments.js';
 import { ExtensionSteps } from './extension-steps.js';
 import type { RunHost } from './run-host.js';
 import { RunSession } from './run-session.js';

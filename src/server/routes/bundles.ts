@@ -1,7 +1,7 @@
 import type { Context } from 'hono';
+import { DEFAULT_BUNDLE_TAR_LIMITS } from '../../deployments/bundle-tar.js';
 import { HoldfastError } from '../../errors.js';
 import type { Holdfast } from '../../index.js';
-import { DEFAULT_BUNDLE_TAR_LIMITS } from '../../runs/bundle-tar.js';
 import type { AppEnv } from '../app-env.js';
 import { answerAs, type RouteDef, tenantServices } from '../route.js';
 import { BundleRecordSchema } from './schemas.js';

@@ -1,8 +1,8 @@
 import { CREATED_KEY, type Page, type PageRequest, readPage } from '../../core/page-cursor.js';
+import { parseStoredSpec } from '../../deployments/deployment-spec.js';
+import type { Deployment } from '../../deployments/deployments.js';
 import type { Channel, MetadataStore, Run, TenantServices, Turn } from '../../index.js';
 import type { Checkpoint } from '../../metadata/tables/checkpoints-repo.js';
-import { parseStoredSpec } from '../../runs/deployment-spec.js';
-import type { Deployment } from '../../runs/deployments.js';
 
 /**
  * The keyset pages of API v1's tenant listings, one function per list, each over its table's

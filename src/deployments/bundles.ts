@@ -1,3 +1,4 @@
+import { KeyedMutex } from '../core/keyed-mutex.js';
 import { HoldfastError, InputError, isHoldfastError, NotFoundError } from '../errors.js';
 import type { Checkpoint, MetadataStore } from '../metadata/metadata-store.js';
 import { BUNDLE_WORKSPACE } from '../model/workspace-names.js';
@@ -9,7 +10,6 @@ import { LocalWorkspaceSource } from '../snapshot/workspace-source.js';
 import { type BundleRecord, checkedBundleRecord } from './bundle-record.js';
 import { copyBundleDir, withStagingDir } from './bundle-staging.js';
 import { type BundleTarLimits, DEFAULT_BUNDLE_TAR_LIMITS, extractBundleTar } from './bundle-tar.js';
-import { KeyedMutex } from './keyed-mutex.js';
 
 /**
  * Everything in a bundle directory is the bundle: no cache or `.gitignore` exclusions (the
