@@ -17,7 +17,7 @@ import { type ShutdownReport, shutdownRuns } from './runs/drain.js';
 import type { RunExtension } from './runs/run-extension.js';
 import { RunHost, type RunLogEvent, type RunSettings } from './runs/run-host.js';
 import { Runs } from './runs/runs.js';
-import { StraySweeper, type StraySweepReport } from './runs/stray-sweep.js';
+import { StraySweeper, type StraySweepReport } from './runs/sandbox/stray-sweep.js';
 import type { SandboxEndpoints } from './sandbox/endpoints/sandbox-endpoints.js';
 import type { SandboxProvider } from './sandbox/sandbox-provider.js';
 import type { CheckpointResult } from './snapshot/checkpoint/checkpoint.js';
@@ -69,7 +69,7 @@ export {
   type TurnOptions,
   type TurnOutcome,
 } from './runs/runs.js';
-export type { StraySandbox, StraySweepReport } from './runs/stray-sweep.js';
+export type { StraySandbox, StraySweepReport } from './runs/sandbox/stray-sweep.js';
 export type { SandboxHandle, SandboxProvider } from './sandbox/sandbox-provider.js';
 export type { CheckpointProgress, CheckpointResult, CheckpointStats } from './snapshot/checkpoint/checkpoint.js';
 export type { GcOptions, GcReport } from './snapshot/gc/gc.js';

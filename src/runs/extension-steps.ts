@@ -1,6 +1,6 @@
 import type { RunSandboxContext, SaveMoment } from './run-extension.js';
 import type { RunHost } from './run-host.js';
-import { StepRecorder } from './sandbox-steps.js';
+import { StepRecorder } from './sandbox/sandbox-steps.js';
 
 /**
  * Calls every extension of the host in order, each call a recorded step of the run (`kind` the

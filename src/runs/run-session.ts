@@ -9,7 +9,7 @@ import { ExtensionSteps } from './extension-steps.js';
 import { acquireLease, type HeldLease, recoveryRequired } from './lease.js';
 import type { RunSandboxContext, SaveMoment } from './run-extension.js';
 import type { RunHost } from './run-host.js';
-import { deploymentHandle, prepareSandbox, removeStrays, StepRecorder, stopSandbox, withCommandEnv } from './sandbox-steps.js';
+import { deploymentHandle, prepareSandbox, removeStrays, StepRecorder, stopSandbox, withCommandEnv } from './sandbox/sandbox-steps.js';
 
 /** A run with a live sandbox of its deployment. */
 export interface ReadySandbox {

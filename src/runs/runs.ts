@@ -12,7 +12,7 @@ import { type CreatedToken, issueRunToken } from '../tenants/tokens.js';
 import { ExtensionSteps } from './extension-steps.js';
 import type { RunHost } from './run-host.js';
 import { RunSession } from './run-session.js';
-import { deploymentHandle, prepareSandbox, StepRecorder, stopSandbox } from './sandbox-steps.js';
+import { deploymentHandle, prepareSandbox, StepRecorder, stopSandbox } from './sandbox/sandbox-steps.js';
 import { executeTurn, type TurnBody, type TurnOptions, type TurnOutcome } from './turn.js';
 
 export type { TurnBody, TurnContext, TurnOptions, TurnOutcome } from './turn.js';

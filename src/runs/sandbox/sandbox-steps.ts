@@ -1,13 +1,13 @@
 import path from 'node:path';
-import { bundleDirIn } from '../deployments/bundle-record.js';
-import { BUNDLE_DIR_ENV, installBundle } from '../deployments/deployment-bundle.js';
-import type { DeploymentSpec } from '../deployments/deployment-spec.js';
-import type { Deployment } from '../deployments/deployments.js';
-import { errorToJson, HoldfastError, InputError } from '../errors.js';
-import type { Checkpoint, Run } from '../metadata/metadata-store.js';
-import { withholdSecrets } from '../rules/withhold-secrets.js';
-import type { SandboxHandle } from '../sandbox/sandbox-provider.js';
-import type { RunHost } from './run-host.js';
+import { bundleDirIn } from '../../deployments/bundle-record.js';
+import { BUNDLE_DIR_ENV, installBundle } from '../../deployments/deployment-bundle.js';
+import type { DeploymentSpec } from '../../deployments/deployment-spec.js';
+import type { Deployment } from '../../deployments/deployments.js';
+import { errorToJson, HoldfastError, InputError } from '../../errors.js';
+import type { Checkpoint, Run } from '../../metadata/metadata-store.js';
+import { withholdSecrets } from '../../rules/withhold-secrets.js';
+import type { SandboxHandle } from '../../sandbox/sandbox-provider.js';
+import type { RunHost } from '../run-host.js';
 
 /** Bytes of a failed command's stderr kept in its error. */
 const STDERR_TAIL_BYTES = 4096;

@@ -1,8 +1,8 @@
-import { Deployments } from '../deployments/deployments.js';
-import { isHoldfastError } from '../errors.js';
-import type { Run } from '../metadata/metadata-store.js';
-import type { RunHost } from './run-host.js';
-import { RunSession } from './run-session.js';
+import { Deployments } from '../../deployments/deployments.js';
+import { isHoldfastError } from '../../errors.js';
+import type { Run } from '../../metadata/metadata-store.js';
+import type { RunHost } from '../run-host.js';
+import { RunSession } from '../run-session.js';
 import { COPY_LABEL, RUN_LABEL, StepRecorder, stopSandbox } from './sandbox-steps.js';
 
 /**
