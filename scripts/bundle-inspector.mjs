@@ -1,11 +1,11 @@
-// Builds the inspector page (src/inspector/client/) into dist/inspector/assets/, where
-// src/inspector/server/inspector-assets.ts serves it at /ui/: one minified script (plain
+// Builds the inspector page (src/inspector/) into dist/inspector/assets/, where
+// src/server/inspector-assets.ts serves it at /ui/: one minified script (plain
 // TypeScript and DOM, no framework), one stylesheet, the HTML shell and the icon. Prints the
 // sizes, which are the page's weight on first load.
 import { copyFile, mkdir, stat } from 'node:fs/promises';
 import { build } from 'esbuild';
 
-const src = 'src/inspector/client';
+const src = 'src/inspector';
 const out = 'dist/inspector/assets';
 await mkdir(out, { recursive: true });
 await build({

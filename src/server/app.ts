@@ -1,13 +1,13 @@
 import { Hono, type MiddlewareHandler } from 'hono';
 import { z } from 'zod';
 import type { Holdfast } from '../index.js';
-import { INSPECTOR_DOCS, mountInspector } from '../inspector/server/inspector-assets.js';
 import { folderAccessLookups, PRINCIPAL_KINDS } from '../tenants/folder-access.js';
 import type { AppEnv } from './app-env.js';
 import { bearerAuth } from './auth.js';
 import { bodyLimit, MAX_REQUEST_BODY_BYTES } from './body-limit.js';
 import { errorHandler, routeNotFound } from './error-response.js';
 import { idempotency } from './idempotency.js';
+import { INSPECTOR_DOCS, mountInspector } from './inspector-assets.js';
 import type { Logger } from './logger.js';
 import { requestLogger } from './logger.js';
 import { httpMetrics, type Metrics, PROMETHEUS_CONTENT_TYPE } from './metrics.js';

@@ -13,9 +13,9 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Hono } from 'hono';
 import { z } from 'zod';
-import { HoldfastError } from '../../errors.js';
-import type { AppEnv } from '../../server/app-env.js';
-import type { RouteDoc } from '../../server/openapi.js';
+import { HoldfastError } from '../errors.js';
+import type { AppEnv } from './app-env.js';
+import type { RouteDoc } from './openapi.js';
 
 /** Where the page lives. */
 export const INSPECTOR_BASE_PATH = '/ui/';
