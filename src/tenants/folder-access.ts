@@ -7,10 +7,8 @@
  * not exist.
  */
 
-import { InputError } from '../errors.js';
 import type { MetadataStore } from '../metadata/metadata-store.js';
 import type { FolderScope } from '../model/folder-scopes.js';
-import { parseRepoBindings, type RepoBinding, type RepoBindingInput } from '../model/repo-bindings.js';
 import type { RunBindings } from '../model/run-bindings.js';
 
 /** The principal kinds, in the order they were introduced. */

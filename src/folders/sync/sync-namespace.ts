@@ -1,5 +1,3 @@
-import { createHash } from 'node:crypto';
-import { InputError } from '../../errors.js';
 import type { Checkpoint, MetadataStore } from '../../metadata/metadata-store.js';
 
 /**
