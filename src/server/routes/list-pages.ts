@@ -2,7 +2,7 @@ import { CREATED_KEY, type Page, type PageRequest, readPage } from '../../core/p
 import { parseStoredSpec } from '../../deployments/deployment-spec.js';
 import type { Deployment } from '../../deployments/deployments.js';
 import type { Channel, MetadataStore, Run, TenantServices, Turn } from '../../index.js';
-import type { Checkpoint } from '../../metadata/tables/checkpoints-repo.js';
+import type { Checkpoint } from '../../metadata/metadata-store.js';
 
 /**
  * The keyset pages of API v1's tenant listings, one function per list, each over its table's
