@@ -1,3 +1,7 @@
+/**
+ * `blob-store/`: the `BlobStore` port (file bytes), its drivers (`drivers/local-disk.ts`,
+ * `drivers/s3.ts`) and the contract suite every driver passes.
+ */
 import type { Readable } from 'node:stream';
 
 /**

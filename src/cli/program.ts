@@ -1,3 +1,7 @@
+/**
+ * `cli/`: the `holdfast` command line: the commander program, one file per command
+ * (`commands/`), progress and `--json` rendering.
+ */
 import { readFileSync } from 'node:fs';
 import { Command, InvalidArgumentError } from 'commander';
 import { type HoldfastConfig, loadConfig } from '../config.js';

@@ -1,3 +1,7 @@
+/**
+ * `core/`: pure helpers with no I/O that every layer may use: hashing, FastCDC, the tree
+ * encoding, names and paths, id prefixes, page cursors, retries, bounded concurrency.
+ */
 import { createHash } from 'node:crypto';
 
 /** Object ids and file hashes: SHA-256, lowercase hex. */

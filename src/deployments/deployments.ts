@@ -1,3 +1,7 @@
+/**
+ * `deployments/`: immutable deployments and their channels, deployment specs, and deployment
+ * bundles (capture, tar upload, install into a sandbox).
+ */
 import { InputError, isHoldfastError, NotFoundError } from '../errors.js';
 import type { Channel, MetadataStore } from '../metadata/metadata-store.js';
 import type { TenantScope } from '../model/tenants.js';

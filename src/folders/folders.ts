@@ -1,4 +1,8 @@
 /**
+ * `folders/`: work folders: scoped files, operations, trash and content; `sync/` keeps them in
+ * sync with run sandboxes (`sandbox-sync.ts` is the run extension).
+ */
+/**
  * Work folders: collections of files and directories shared beyond one run's workspace
  * (DESIGN section 10). A collection is `(tenant, scope, ownerId)`, created on first use.
  * Rows live in the metadata store; content goes into the same content-addressed object

@@ -1,3 +1,7 @@
+/**
+ * `git/`: git repository checkpoints: the host-side clone, the capture rules, the checkout
+ * fix-ups, as a run extension.
+ */
 import { createHash } from 'node:crypto';
 import fsp from 'node:fs/promises';
 import os from 'node:os';

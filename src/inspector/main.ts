@@ -1,4 +1,8 @@
 /**
+ * `inspector/`: the inspector page, a browser client built on its own (`tsconfig.json` here,
+ * `scripts/bundle-inspector.mjs`); the service serves it from `server/inspector-assets.ts`.
+ */
+/**
  * The inspector's entry: sign-in with a bearer token, then a hash router over the views
  * (runs, a run, a checkpoint, work folders). Everything the page shows comes from the API with
  * that token, so it shows exactly what the token may see.

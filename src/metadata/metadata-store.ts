@@ -1,3 +1,8 @@
+/**
+ * `metadata/`: the `MetadataStore` port (everything but file bytes): the schema, one migration
+ * file per version (`migrations/`), the SQLite and PostgreSQL dialects, one module per table
+ * group (`tables/`) and the contract suites.
+ */
 import path from 'node:path';
 import type { Kysely, Transaction } from 'kysely';
 import type { MetaConfig } from '../config.js';

@@ -1,4 +1,9 @@
 /**
+ * `model/`: the vocabulary shared by tenants, runs, folders and git, with no I/O: tenant scopes
+ * and reserved tenants, folder scopes, run and repository bindings, the sandbox home layout,
+ * reserved and derived workspace names.
+ */
+/**
  * Tenants as every layer names them: the scope a tenant-scoped service works in, the default
  * tenant, and the names Holdfast keeps for its own internal tenants (no token can name them).
  */

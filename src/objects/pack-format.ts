@@ -1,3 +1,7 @@
+/**
+ * `objects/`: the content-addressed layer: packs (format, writer, uploader, reader), the object
+ * index and its rebuild, and the worker threads that hash, chunk and compress.
+ */
 import { createHash } from 'node:crypto';
 import { isSha256Hex, type Sha256Hex } from '../core/hash.js';
 import { IntegrityError } from '../errors.js';

@@ -1,4 +1,9 @@
 /**
+ * `rules/`: what a checkpoint leaves out and what output withholds: the secret rules (paths and
+ * contents), the built-in and caller excludes, and gitignore matching. Pure rules; the scans
+ * that apply them live in `workspace-fs/`, `snapshot/` and `sandbox/endpoints/`.
+ */
+/**
  * What a checkpoint leaves out (DESIGN section 6), decided entry by entry during the walk.
  * Precedence: secret path -> `include` re-includes -> cache -> `.gitignore` -> user rules.
  * Secret paths yield only to an exact `allowSecretPaths` entry; everything else yields to

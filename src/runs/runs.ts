@@ -1,3 +1,8 @@
+/**
+ * `runs/`: durable runs: turns, leases and fencing, the `RunSession` lifecycle, the
+ * `RunExtension` port, periodic checkpoints, the drain; `runs/sandbox/` holds the sandbox
+ * steps of a run and the stray sweep.
+ */
 import { resolveIdOrPrefix } from '../core/id-prefix.js';
 import { checkedArgv } from '../deployments/deployment-spec.js';
 import { type Deployment, Deployments } from '../deployments/deployments.js';

@@ -1,3 +1,8 @@
+/**
+ * `sandbox/`: the `SandboxProvider` port and its providers (`providers/` local, bwrap,
+ * docker); the in-sandbox agent split by side (`agent/` wire, host, inside); and
+ * `endpoints/`, the one place a route to a sandbox's workspace is chosen (agent or shell).
+ */
 import type { Readable, Writable } from 'node:stream';
 
 /**

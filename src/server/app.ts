@@ -1,3 +1,8 @@
+/**
+ * `server/`: the HTTP service: the Hono app, authentication, one file per route group
+ * (`routes/`), the error-code to status map, logs, metrics, the OpenAPI document and the
+ * inspector's assets route.
+ */
 import { Hono, type MiddlewareHandler } from 'hono';
 import { z } from 'zod';
 import type { Holdfast } from '../index.js';

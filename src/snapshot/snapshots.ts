@@ -1,3 +1,9 @@
+/**
+ * `snapshot/`: the engine, under this `Snapshots` facade: `checkpoint/`, `restore/`, `gc/`
+ * and `inspect/` (browse, diff, verify), with what they share at the top: the workspace
+ * endpoint ports (`WorkspaceSource`, `WorkspaceTarget`), `SnapshotDeps`, the checkpoint
+ * record, reachability and tree walks.
+ */
 import fs from 'node:fs';
 import { MIN_ID_PREFIX_LENGTH, resolveIdOrPrefix } from '../core/id-prefix.js';
 import type { TreeEntry } from '../core/tree.js';

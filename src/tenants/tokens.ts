@@ -1,4 +1,8 @@
 /**
+ * `tenants/`: who acts in a tenant: principals, bearer tokens, users, and the one work-folder
+ * access policy every route and library caller consults.
+ */
+/**
  * API tokens: random, high-entropy strings shown once; only their SHA-256 is stored, so a
  * leaked metadata database does not leak usable tokens. The CLI and the HTTP API both create
  * and check tokens here. A token acts as a service (today's tokens, optionally admin), as a

@@ -1,3 +1,8 @@
+/**
+ * `workspace-fs/`: file-system code used on both sides of the sandbox boundary (the host and
+ * the in-sandbox agent, so plain `node:` code only): the scan and its limits, the stat cache,
+ * exact byte names, long paths, atomic files, tree removal.
+ */
 import fs from 'node:fs';
 import path from 'node:path';
 import { permissionBits } from '../core/modes.js';
