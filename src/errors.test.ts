@@ -1,5 +1,17 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { ConflictError, ERROR_CODES, HoldfastError, isHoldfastError, NotFoundError, StoreError } from './errors.js';
+import {
+  ConflictError,
+  ERROR_CODES,
+  ERROR_FAMILIES,
+  errorFor,
+  HoldfastError,
+  isHoldfastError,
+  NotFoundError,
+  StoreError,
+} from './errors.js';
 
 describe('HoldfastError', () => {
   it('carries a stable code, data and cause, and serialises to {code, message, data}', () => {
@@ -27,5 +39,36 @@ describe('HoldfastError', () => {
   it('has a closed, duplicate-free list of codes', () => {
     expect(new Set(ERROR_CODES).size).toBe(ERROR_CODES.length);
     expect(ERROR_CODES).toContain('WORKSPACE_CHANGED');
+  });
+});
+
+describe('error families', () => {
+  it('errorFor builds every code through its family, and the rest as a plain HoldfastError', () => {
+    for (const code of ERROR_CODES) {
+      const error = errorFor(code, 'm', { data: { k: 1 } });
+      expect(error.code).toBe(code);
+      expect(error.name).toBe(ERROR_FAMILIES[code] ?? 'HoldfastError');
+      expect(error.data).toMatchObject({ k: 1 });
+    }
+    expect(errorFor('STORE_UNAVAILABLE', 'm', { data: { transient: true } })).toMatchObject({ transient: true });
+  });
+
+  it('product code throws a code with a family only through that family', () => {
+    const src = path.dirname(fileURLToPath(import.meta.url));
+    const bypass: string[] = [];
+    const walk = (dir: string): void => {
+      for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+        const p = path.join(dir, entry.name);
+        if (entry.isDirectory()) walk(p);
+        else if (/\.ts$/.test(entry.name) && !/\.(test|contract)\.ts$/.test(entry.name)) {
+          for (const m of fs.readFileSync(p, 'utf8').matchAll(/new (\w+Error)\(\s*'([A-Z_]+)'/g)) {
+            const family = ERROR_FAMILIES[m[2] as keyof typeof ERROR_FAMILIES];
+            if (family !== undefined && family !== m[1]) bypass.push(`${path.relative(src, p)}: ${m[1]}('${m[2]}')`);
+          }
+        }
+      }
+    };
+    walk(src);
+    expect(bypass).toEqual([]);
   });
 });

@@ -88,9 +88,19 @@ export class HoldfastError extends Error {
   }
 }
 
-/** Bad arguments, configuration or paths (`INVALID_INPUT`, `INVALID_PATH`, `LIMIT_EXCEEDED`). */
+/** The codes of {@link InputError}. */
+export const INPUT_CODES = ['INVALID_INPUT', 'INVALID_PATH', 'LIMIT_EXCEEDED', 'SECRET_EXCLUDED'] as const;
+/** The codes of {@link ConflictError}. */
+export const CONFLICT_CODES = ['CONFLICT', 'ALREADY_EXISTS', 'STALE_LEASE', 'WORKSPACE_CHANGED', 'REPOSITORY_BUSY'] as const;
+/** The codes of {@link IntegrityError}. */
+export const INTEGRITY_CODES = ['INTEGRITY', 'RESTORE_INCOMPLETE'] as const;
+
+/** Bad arguments, configuration or paths (`INVALID_INPUT`, `INVALID_PATH`, `LIMIT_EXCEEDED`), or input that would store a secret (`SECRET_EXCLUDED`). */
 export class InputError extends HoldfastError {
   override readonly name = 'InputError';
+  constructor(code: (typeof INPUT_CODES)[number], message: string, options: HoldfastErrorOptions = {}) {
+    super(code, message, options);
+  }
 }
 
 /** A named thing does not exist (`NOT_FOUND`). */
@@ -101,14 +111,20 @@ export class NotFoundError extends HoldfastError {
   }
 }
 
-/** Another writer got there first (`CONFLICT`, `ALREADY_EXISTS`, `STALE_LEASE`, `WORKSPACE_CHANGED`). */
+/** Another writer got there first (`CONFLICT`, `ALREADY_EXISTS`, `STALE_LEASE`, `WORKSPACE_CHANGED`, `REPOSITORY_BUSY`). */
 export class ConflictError extends HoldfastError {
   override readonly name = 'ConflictError';
+  constructor(code: (typeof CONFLICT_CODES)[number], message: string, options: HoldfastErrorOptions = {}) {
+    super(code, message, options);
+  }
 }
 
 /** Stored bytes are missing or do not match their hash (`INTEGRITY`, `RESTORE_INCOMPLETE`). */
 export class IntegrityError extends HoldfastError {
   override readonly name = 'IntegrityError';
+  constructor(code: (typeof INTEGRITY_CODES)[number], message: string, options: HoldfastErrorOptions = {}) {
+    super(code, message, options);
+  }
 }
 
 /**
@@ -140,6 +156,33 @@ export class StoreFullError extends HoldfastError {
   constructor(message: string, options: HoldfastErrorOptions = {}) {
     super('STORE_FULL', message, options);
   }
+}
+
+/**
+ * The family class each code is thrown through; a code not listed has no family and is thrown
+ * as a plain {@link HoldfastError}. `instanceof` a family is therefore a contract: every
+ * `NOT_FOUND` is a `NotFoundError`, every `CONFLICT` a `ConflictError`, and so on.
+ */
+export const ERROR_FAMILIES: Readonly<Partial<Record<ErrorCode, string>>> = Object.freeze({
+  ...Object.fromEntries(INPUT_CODES.map((c) => [c, 'InputError'])),
+  ...Object.fromEntries(CONFLICT_CODES.map((c) => [c, 'ConflictError'])),
+  ...Object.fromEntries(INTEGRITY_CODES.map((c) => [c, 'IntegrityError'])),
+  NOT_FOUND: 'NotFoundError',
+  STORE_UNAVAILABLE: 'StoreError',
+  STORE_FULL: 'StoreFullError',
+});
+
+/** An error of `code` built through its family (for codes that arrive as data: over a wire, from a record). */
+export function errorFor(code: ErrorCode, message: string, options: HoldfastErrorOptions = {}): HoldfastError {
+  if ((INPUT_CODES as readonly ErrorCode[]).includes(code)) return new InputError(code as (typeof INPUT_CODES)[number], message, options);
+  if ((CONFLICT_CODES as readonly ErrorCode[]).includes(code))
+    return new ConflictError(code as (typeof CONFLICT_CODES)[number], message, options);
+  if ((INTEGRITY_CODES as readonly ErrorCode[]).includes(code))
+    return new IntegrityError(code as (typeof INTEGRITY_CODES)[number], message, options);
+  if (code === 'NOT_FOUND') return new NotFoundError(message, options);
+  if (code === 'STORE_FULL') return new StoreFullError(message, options);
+  if (code === 'STORE_UNAVAILABLE') return new StoreError(message, { ...options, transient: options.data?.transient === true });
+  return new HoldfastError(code, message, options);
 }
 
 /** Type guard; with `code`, also checks the code. */

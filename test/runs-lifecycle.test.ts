@@ -2,7 +2,6 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Holdfast, openHoldfast, type RunSettings, type TurnContext } from '../src/index.js';
-import type { SandboxProvider } from '../src/sandbox/sandbox-provider.js';
 import { BACKENDS, type BackendCase, type OpenedBackends } from './support/backends.js';
 import { FaultInjectingBlobStore } from './support/fault-injecting-blob-store.js';
 import { FaultyProvider } from './support/faulty-provider.js';

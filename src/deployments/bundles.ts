@@ -1,5 +1,5 @@
 import { KeyedMutex } from '../core/keyed-mutex.js';
-import { HoldfastError, InputError, isHoldfastError, NotFoundError } from '../errors.js';
+import { InputError, isHoldfastError, NotFoundError } from '../errors.js';
 import type { Checkpoint, MetadataStore } from '../metadata/metadata-store.js';
 import { BUNDLE_WORKSPACE } from '../model/workspace-names.js';
 import type { Exclusion } from '../rules/exclusion.js';
@@ -152,7 +152,7 @@ function refuseExclusions(ready: Checkpoint, dir: string): void {
   if (first === undefined) return;
   const data = { path: first.path, reason: first.reason, rule: first.rule, excluded: excluded.slice(0, REPORTED_EXCLUSIONS) };
   if (isSecretReason(first.reason)) {
-    throw new HoldfastError(
+    throw new InputError(
       'SECRET_EXCLUDED',
       `${dir} holds a credential at ${first.path} (${first.rule}); a bundle is stored and restored as it is, so it may hold none: remove it and inject credentials at run time`,
       { data },

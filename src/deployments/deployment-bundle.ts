@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
-import { HoldfastError } from '../errors.js';
+import { HoldfastError, IntegrityError, NotFoundError } from '../errors.js';
 import { BUNDLE_WORKSPACE } from '../model/workspace-names.js';
 import type { SandboxEndpoints } from '../sandbox/endpoints/sandbox-endpoints.js';
 import type { SandboxHandle } from '../sandbox/sandbox-provider.js';
@@ -51,7 +51,7 @@ export async function installBundle(
   const dir = bundleDirIn(bundlePath ?? null, sandbox);
   const checkpoint = (await snapshots.log(BUNDLE_WORKSPACE)).find((c) => c.status === 'ready' && c.rootTree === bundle.rootTree);
   if (checkpoint === undefined) {
-    throw new HoldfastError('NOT_FOUND', `bundle ${bundle.rootTree} of this deployment is not among the tenant's captured bundles`, {
+    throw new NotFoundError(`bundle ${bundle.rootTree} of this deployment is not among the tenant's captured bundles`, {
       data: { rootTree: bundle.rootTree },
     });
   }
@@ -66,7 +66,7 @@ export async function installBundle(
     replace: true,
   });
   if (receipt.rootTree !== bundle.rootTree) {
-    throw new HoldfastError(
+    throw new IntegrityError(
       'RESTORE_INCOMPLETE',
       `bundle restore into ${sandbox.id} produced tree ${receipt.rootTree}, expected ${bundle.rootTree}`,
       {

@@ -1,5 +1,5 @@
 import { sha256Hex } from '../core/hash.js';
-import { HoldfastError, InputError } from '../errors.js';
+import { InputError } from '../errors.js';
 import { findSecret } from '../rules/secrets.js';
 import type { SandboxLimits } from '../sandbox/sandbox-provider.js';
 import { checkedEnv } from '../sandbox/sandbox-spec.js';
@@ -123,7 +123,7 @@ function refuseCredentials(spec: DeploymentSpec): void {
     const finding = findSecret(Buffer.from(value));
     if (finding === undefined) continue;
     const what = name === undefined ? field : `variable ${name}`;
-    throw new HoldfastError(
+    throw new InputError(
       'SECRET_EXCLUDED',
       `deployment ${what} looks like a credential (${finding.rule}); Holdfast never stores credentials: inject them into the sandbox at run time instead`,
       { data: { field, ...(name === undefined ? {} : { name }), rule: finding.rule } },

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { ConflictError, HoldfastError } from '../errors.js';
+import { ConflictError } from '../errors.js';
 import type { Run } from '../metadata/metadata-store.js';
 import type { RunHost } from './run-host.js';
 
@@ -74,7 +74,7 @@ function startHeartbeat(host: RunHost, run: Run, unlock: () => void): HeldLease 
         clearInterval(timer);
         host.log({ event: 'lease_lost', level: 'warn', msg: 'lease lost', runId: run.id, epoch });
         lost.abort(
-          new HoldfastError('STALE_LEASE', `run ${run.id}: lease epoch ${epoch} was taken over; this turn can write nothing`, {
+          new ConflictError('STALE_LEASE', `run ${run.id}: lease epoch ${epoch} was taken over; this turn can write nothing`, {
             data: { runId: run.id, epoch },
           }),
         );

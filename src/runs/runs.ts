@@ -324,5 +324,5 @@ export class Runs {
 }
 
 function ended(runId: string): HoldfastError {
-  return new HoldfastError('CONFLICT', `run ${runId} has ended: create a new run`, { data: { runId, reason: 'ended' } });
+  return new ConflictError('CONFLICT', `run ${runId} has ended: create a new run`, { data: { runId, reason: 'ended' } });
 }

@@ -3,7 +3,7 @@
  * looked up.
  */
 import type { MiddlewareHandler } from 'hono';
-import { HoldfastError } from '../errors.js';
+import { HoldfastError, NotFoundError } from '../errors.js';
 import type { PrincipalKind } from '../tenants/folder-access.js';
 import { hashToken, type Principal } from '../tenants/tokens.js';
 import type { AppEnv } from './app-env.js';
@@ -61,7 +61,7 @@ export function bearerAuth(verify: VerifyTokenHash, options: BearerAuthOptions =
       throw unauthorized('unknown', 'unknown or revoked token: ask a Holdfast admin for a valid token');
     }
     if (!kinds.has(principal.kind)) {
-      throw new HoldfastError('NOT_FOUND', `no route ${c.req.method} ${c.req.path} for this token`, { data: {} });
+      throw new NotFoundError(`no route ${c.req.method} ${c.req.path} for this token`, { data: {} });
     }
     c.set('principal', principal);
     await next();

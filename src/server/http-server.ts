@@ -5,7 +5,7 @@
  */
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { type HttpBindings, serve } from '@hono/node-server';
-import { describeError, HoldfastError } from '../errors.js';
+import { describeError, HoldfastError, InputError } from '../errors.js';
 
 /** Something that answers requests; `env` carries Node's request/response for Hono's `c.env`. */
 export interface FetchApp {
@@ -41,7 +41,7 @@ export async function listen(app: FetchApp, options: ListenOptions): Promise<Run
     const onError = (error: NodeJS.ErrnoException): void => {
       const data = { host: options.host, port: options.port, errno: error.code ?? null };
       const message = `cannot listen on ${options.host}:${options.port}: ${describeError(error)}; pick a free port or host`;
-      reject(new HoldfastError('INVALID_INPUT', message, { cause: error, data }));
+      reject(new InputError('INVALID_INPUT', message, { cause: error, data }));
     };
     // Without overrides @hono/node-server builds a plain `node:http` server.
     const fetch = (request: Request, env: unknown) => app.fetch(request, env as HttpBindings);

@@ -13,7 +13,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Hono } from 'hono';
 import { z } from 'zod';
-import { HoldfastError } from '../errors.js';
+import { NotFoundError } from '../errors.js';
 import type { AppEnv } from './app-env.js';
 import type { RouteDoc } from './openapi.js';
 
@@ -123,7 +123,7 @@ export function mountInspector(app: Hono<AppEnv>, options: InspectorOptions = {}
   app.get('/ui/:file{[a-z0-9.-]*}', async (c) => {
     const name = c.req.param('file') || 'index.html';
     const asset = (await assets()).get(name);
-    if (asset === undefined) throw new HoldfastError('NOT_FOUND', `no inspector file ${name}`, { data: {} });
+    if (asset === undefined) throw new NotFoundError(`no inspector file ${name}`, { data: {} });
     const headers = { ...INSPECTOR_HEADERS, 'content-type': asset.type, etag: asset.etag };
     if (c.req.header('if-none-match') === asset.etag) return c.body(null, 304, headers);
     return c.body(asset.body as Uint8Array<ArrayBuffer>, 200, headers);
@@ -137,7 +137,7 @@ async function loadAssets(dir: string): Promise<Map<string, Asset>> {
     try {
       body = await fs.readFile(path.join(dir, name));
     } catch (cause) {
-      throw new HoldfastError('NOT_FOUND', `the inspector is not built (${path.join(dir, name)} is missing): run npm run build`, {
+      throw new NotFoundError(`the inspector is not built (${path.join(dir, name)} is missing): run npm run build`, {
         cause,
         data: {},
       });

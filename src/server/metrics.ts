@@ -12,7 +12,7 @@
 import type { MiddlewareHandler } from 'hono';
 import { matchedRoutes, routePath } from 'hono/route';
 import { collectDefaultMetrics, Counter as PromCounter, Gauge as PromGauge, Histogram as PromHistogram, Registry } from 'prom-client';
-import { HoldfastError } from '../errors.js';
+import { ConflictError, type HoldfastError, InputError } from '../errors.js';
 
 /** Label name -> value. */
 export type Labels = Readonly<Record<string, string>>;
@@ -129,7 +129,7 @@ export class Metrics {
   #guard(name: string, labelNames: readonly string[], reserved: readonly string[]): (labels: Labels) => Record<string, string> {
     if (!METRIC_NAME.test(name)) throw invalid(`invalid metric name ${JSON.stringify(name)}`);
     if (this.registry.getSingleMetric(name) !== undefined) {
-      throw new HoldfastError('ALREADY_EXISTS', `metric ${name} is already registered`, { data: { name } });
+      throw new ConflictError('ALREADY_EXISTS', `metric ${name} is already registered`, { data: { name } });
     }
     for (const label of labelNames) {
       if (!LABEL_NAME.test(label) || label.startsWith('__') || reserved.includes(label)) {
@@ -144,7 +144,7 @@ export class Metrics {
       const key = JSON.stringify(labelNames.map((l) => labels[l] ?? null));
       if (!seen.has(key)) {
         if (seen.size >= MAX_SERIES_PER_METRIC) {
-          throw new HoldfastError('LIMIT_EXCEEDED', `metric ${name} exceeds ${MAX_SERIES_PER_METRIC} series: a label holds ids`, {
+          throw new InputError('LIMIT_EXCEEDED', `metric ${name} exceeds ${MAX_SERIES_PER_METRIC} series: a label holds ids`, {
             data: { metric: name, limit: MAX_SERIES_PER_METRIC },
           });
         }
@@ -157,7 +157,7 @@ export class Metrics {
 }
 
 function invalid(message: string): HoldfastError {
-  return new HoldfastError('INVALID_INPUT', message);
+  return new InputError('INVALID_INPUT', message);
 }
 
 /**

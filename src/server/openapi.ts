@@ -5,7 +5,7 @@
  * the route gives, mapped by `error-response.ts`), with the headers of each answer.
  */
 import { z } from 'zod';
-import { ERROR_CODES, type ErrorCode, HoldfastError } from '../errors.js';
+import { ERROR_CODES, type ErrorCode, type HoldfastError, InputError } from '../errors.js';
 import { statusForCode } from './error-response.js';
 
 /** One documented route. */
@@ -422,5 +422,5 @@ function resolveRef(schema: Json, schemas: Record<string, Json>): Json {
 }
 
 function invalid(message: string, data: Record<string, unknown> = {}): HoldfastError {
-  return new HoldfastError('INVALID_INPUT', `[openapi] ${message}`, { data });
+  return new InputError('INVALID_INPUT', `[openapi] ${message}`, { data });
 }

@@ -3,7 +3,7 @@ import { constants as fsConstants } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { Readable } from 'node:stream';
-import { HoldfastError, IntegrityError, isHoldfastError, StoreError } from '../../errors.js';
+import { HoldfastError, IntegrityError, isHoldfastError, NotFoundError, StoreError } from '../../errors.js';
 import { assertBlobKey, assertBlobPrefix, assertByteRange, rangeOutOfBounds } from '../blob-key.js';
 import type { BlobBody, BlobStat, BlobStore, ByteRange, PutOptions, PutResult } from '../blob-store.js';
 
@@ -160,7 +160,7 @@ export class LocalDiskBlobStore implements BlobStore {
     try {
       return await fs.open(this.objectPath(key), fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW);
     } catch (error) {
-      if (isMissing(error)) throw new HoldfastError('NOT_FOUND', `[local-disk] no object ${key} in ${this.root}`, { data: { key } });
+      if (isMissing(error)) throw new NotFoundError(`[local-disk] no object ${key} in ${this.root}`, { data: { key } });
       throw this.storeError(`cannot read ${key}`, error);
     }
   }

@@ -1,5 +1,5 @@
 import { type Selectable, sql } from 'kysely';
-import { ConflictError, HoldfastError, NotFoundError } from '../../errors.js';
+import { ConflictError, NotFoundError } from '../../errors.js';
 import type { LeaseState, RunsTable } from '../schema.js';
 import {
   afterNewest,
@@ -132,7 +132,7 @@ export function createRunsRepo({ db, dialect, now }: RepoContext): RunsRepo {
   };
   const stale = async (id: string, epoch: number): Promise<never> => {
     const current = await get(id);
-    throw new HoldfastError(
+    throw new ConflictError(
       'STALE_LEASE',
       `run ${id}: lease epoch ${epoch} is no longer current (now ${current.lease.epoch}, ${current.lease.state}); this owner may write nothing`,
       {

@@ -3,7 +3,7 @@ import { bundleDirIn } from '../../deployments/bundle-record.js';
 import { BUNDLE_DIR_ENV, installBundle } from '../../deployments/deployment-bundle.js';
 import type { DeploymentSpec } from '../../deployments/deployment-spec.js';
 import type { Deployment } from '../../deployments/deployments.js';
-import { errorToJson, HoldfastError, InputError } from '../../errors.js';
+import { errorToJson, HoldfastError, InputError, IntegrityError } from '../../errors.js';
 import type { Checkpoint, Run } from '../../metadata/metadata-store.js';
 import { withholdSecrets } from '../../rules/withhold-secrets.js';
 import type { SandboxHandle } from '../../sandbox/sandbox-provider.js';
@@ -209,7 +209,7 @@ export async function prepareSandbox(input: PrepareInput): Promise<SandboxHandle
         (r) => ({ checkpointId: r.checkpointId, files: r.files, bytes: r.bytes }),
       );
       if (receipt.rootTree !== checkpoint.rootTree) {
-        throw new HoldfastError(
+        throw new IntegrityError(
           'RESTORE_INCOMPLETE',
           `restore into ${sandbox.id} produced tree ${receipt.rootTree}, expected ${checkpoint.rootTree}`,
           {

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { HoldfastError, InputError } from '../../errors.js';
+import { InputError, StoreError } from '../../errors.js';
 import { startHostProcess } from '../host-process.js';
 import { runBuffered } from '../run-buffered.js';
 import { SandboxDirs, type SandboxRecord } from '../sandbox-dirs.js';
@@ -90,8 +90,7 @@ export class BwrapSandboxProvider implements SandboxProvider {
       const probe = await handle.run(['true']);
       if (probe.code !== 0) {
         await this.dirs.destroy(handle.id);
-        throw new HoldfastError(
-          'STORE_UNAVAILABLE',
+        throw new StoreError(
           `[bwrap] cannot start a sandbox here (exit ${probe.code}): ${probe.stderr.toString().trim()}; bwrap needs user namespaces (sysctl user.max_user_namespaces > 0) and bubblewrap >= 0.8`,
           {
             data: { provider: this.name, code: probe.code },
@@ -177,8 +176,7 @@ function locateBwrap(configured: string | undefined): string {
       // not this one
     }
   }
-  throw new HoldfastError(
-    'STORE_UNAVAILABLE',
+  throw new StoreError(
     `[bwrap] bubblewrap not found (looked for ${candidates.join(', ')}): install it (Debian/Ubuntu: apt-get install bubblewrap) or use --provider local for development`,
     {
       data: { provider: 'bwrap' },

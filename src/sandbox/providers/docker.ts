@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
-import { HoldfastError, InputError } from '../../errors.js';
+import { InputError, NotFoundError, StoreError } from '../../errors.js';
 import { runBuffered } from '../run-buffered.js';
 import type {
   ExecOptions,
@@ -129,13 +129,9 @@ export class DockerSandboxProvider implements SandboxProvider {
       await this.start(id);
       const prepared = await runDetached(engine, id, PREPARE_ARGV, '0:0');
       if (prepared !== 0) {
-        throw new HoldfastError(
-          'STORE_UNAVAILABLE',
-          `[docker] preparing ${id} from ${image} failed (exit ${prepared}): the image needs /bin/sh, chown and chmod`,
-          {
-            data: { provider: this.name, image },
-          },
-        );
+        throw new StoreError(`[docker] preparing ${id} from ${image} failed (exit ${prepared}): the image needs /bin/sh, chown and chmod`, {
+          data: { provider: this.name, image },
+        });
       }
     } catch (error) {
       await this.remove(id).catch(() => undefined);
@@ -231,8 +227,7 @@ export class DockerSandboxProvider implements SandboxProvider {
     const exec = (argv: readonly string[], options: ExecOptions = {}): ExecProcess => {
       if (argv.length === 0 || argv[0] === '') throw new InputError('INVALID_INPUT', '[docker] exec needs a command: argv is empty');
       const env = checkedEnv(options.env);
-      if (this.destroyed.has(id))
-        throw new HoldfastError('NOT_FOUND', `[docker] sandbox ${id} was destroyed`, { data: { provider: this.name, id } });
+      if (this.destroyed.has(id)) throw new NotFoundError(`[docker] sandbox ${id} was destroyed`, { data: { provider: this.name, id } });
       return startDockerExec(
         {
           engine: this.engine(),

@@ -1,15 +1,6 @@
 import type { Readable, Writable } from 'node:stream';
 import { printable } from '../../../core/paths.js';
-import {
-  ConflictError,
-  type ErrorCode,
-  type ErrorData,
-  HoldfastError,
-  InputError,
-  IntegrityError,
-  NotFoundError,
-  StoreError,
-} from '../../../errors.js';
+import { type ErrorCode, type ErrorData, errorFor, HoldfastError, InputError, StoreError } from '../../../errors.js';
 import { encodeFrame, FrameDecoder } from '../wire/frame-codec.js';
 import type { AgentOp, ResponseHeader, WireError } from '../wire/protocol.js';
 
@@ -283,23 +274,7 @@ export function fromWire(wire: WireError, op: AgentOp): HoldfastError {
   const text = agentText(wire?.message ?? 'agent error');
   const message = text.startsWith('[agent]') ? text : `[agent] ${text}`;
   const options = { data: { ...agentData(wire?.data), op } };
-  switch (code) {
-    case 'INVALID_INPUT':
-    case 'INVALID_PATH':
-    case 'LIMIT_EXCEEDED':
-      return new InputError(code, message, options);
-    case 'NOT_FOUND':
-      return new NotFoundError(message, options);
-    case 'CONFLICT':
-    case 'ALREADY_EXISTS':
-      return new ConflictError(code, message, options);
-    case 'INTEGRITY':
-      return new IntegrityError(code, message, options);
-    case 'STORE_UNAVAILABLE':
-      return new StoreError(message, { ...options, transient: wire.data?.transient === true });
-    default:
-      return new HoldfastError(code, message, options);
-  }
+  return errorFor(code, message, options);
 }
 
 function agentData(raw: unknown): ErrorData {

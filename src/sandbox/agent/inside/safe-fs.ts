@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { splitRelativePath } from '../../../core/paths.js';
-import { type ErrorCode, HoldfastError, InputError, NotFoundError } from '../../../errors.js';
+import { type ErrorCode, errorFor, HoldfastError, InputError, NotFoundError } from '../../../errors.js';
 import { LongPaths } from '../../../workspace-fs/long-paths.js';
 
 export { fsyncDir, writeFileAtomic } from '../../../workspace-fs/atomic-file.js';
@@ -139,7 +139,7 @@ export function toHoldfastError(error: unknown, op: string): HoldfastError {
   const message = error instanceof Error ? error.message : String(error);
   if (typeof errno === 'string') {
     const code = ERRNO_CODES[errno] ?? 'INTERNAL';
-    return new HoldfastError(code, `[agent] ${op}: ${message}`, {
+    return errorFor(code, `[agent] ${op}: ${message}`, {
       data: { errno, syscall: (error as { syscall?: unknown }).syscall ?? null },
     });
   }

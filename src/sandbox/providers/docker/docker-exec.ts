@@ -1,6 +1,6 @@
 import { type Duplex, PassThrough, type Writable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { HoldfastError } from '../../../errors.js';
+import { NotFoundError } from '../../../errors.js';
 import { armKill } from '../../exec-deadline.js';
 import type { ExecExit, ExecOptions, ExecProcess } from '../../sandbox-provider.js';
 import { type EngineClient, engineError } from './engine-client.js';
@@ -114,7 +114,7 @@ export function startDockerExec(request: DockerExecRequest, options: ExecOptions
       Cmd: wrappedArgv(req.cwd, req.argv),
     });
     if (answer.status === 404) {
-      throw new HoldfastError('NOT_FOUND', `[docker] sandbox ${req.sandboxId} is gone`, {
+      throw new NotFoundError(`[docker] sandbox ${req.sandboxId} is gone`, {
         data: { provider: 'docker', id: req.sandboxId },
       });
     }

@@ -1,6 +1,6 @@
 import http from 'node:http';
 import type { Duplex } from 'node:stream';
-import { HoldfastError, InputError } from '../../../errors.js';
+import { type HoldfastError, InputError, NotFoundError, StoreError } from '../../../errors.js';
 
 /** The Engine API version every request names; dockerd 20.10 and later serve it. */
 export const DOCKER_API_VERSION = 'v1.41';
@@ -26,7 +26,7 @@ export function dockerSocketPath(env: NodeJS.ProcessEnv = process.env): string {
   const host = env.DOCKER_HOST;
   if (host === undefined || host === '') return DEFAULT_DOCKER_SOCKET;
   if (host.startsWith('unix://') && host.length > 'unix://'.length) return host.slice('unix://'.length);
-  throw new HoldfastError('STORE_UNAVAILABLE', `[docker] DOCKER_HOST=${host} is not supported: use unix:///path/to/docker.sock`, {
+  throw new StoreError(`[docker] DOCKER_HOST=${host} is not supported: use unix:///path/to/docker.sock`, {
     data: { provider: 'docker' },
   });
 }
@@ -116,8 +116,7 @@ export class EngineClient {
   private unreachable(error: Error): Error {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === 'ENOENT' || code === 'ECONNREFUSED' || code === 'EACCES' || code === 'EPERM' || code === 'ECONNRESET') {
-      return new HoldfastError(
-        'STORE_UNAVAILABLE',
+      return new StoreError(
         `[docker] cannot reach the Docker daemon at ${this.socketPath} (${code}): start dockerd, give this user access to the socket (group docker), or set DOCKER_HOST=unix:///path/to/docker.sock`,
         { data: { provider: 'docker', socket: this.socketPath, errno: code }, cause: error },
       );
@@ -140,6 +139,6 @@ export function engineError(status: number, what: string, body: unknown): Holdfa
   const message = `[docker] ${what} answered ${status}: ${engineMessage(body)}`;
   const data = { provider: 'docker', status };
   if (status === 400) return new InputError('INVALID_INPUT', message, { data });
-  if (status === 404) return new HoldfastError('NOT_FOUND', message, { data });
-  return new HoldfastError('STORE_UNAVAILABLE', message, { data });
+  if (status === 404) return new NotFoundError(message, { data });
+  return new StoreError(message, { data });
 }
