@@ -1,9 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
-import { HoldfastError, IntegrityError, NotFoundError } from '../errors.js';
+import { IntegrityError, NotFoundError } from '../errors.js';
 import { BUNDLE_WORKSPACE } from '../model/workspace-names.js';
 import type { SandboxEndpoints } from '../sandbox/endpoints/sandbox-endpoints.js';
+import { viewOf } from '../sandbox/handle-views.js';
 import type { SandboxHandle } from '../sandbox/sandbox-provider.js';
+import { runSetupCommand } from '../sandbox/setup-command.js';
 import type { RestoreReceipt } from '../snapshot/restore/restore.js';
 import type { Snapshots } from '../snapshot/snapshots.js';
 import { bundleDirIn } from './bundle-record.js';
@@ -34,7 +36,7 @@ export interface BundleInstall {
  * (`chmod -R a-w`: advisory against a sandbox user who owns it or is root, which is every
  * shipped provider; see docs). Resolves `null` when the deployment has no bundle.
  *
- * `sandbox` is the handle rooted at the deployment's workspace root (`rootedHandle`): the
+ * `sandbox` is the handle rooted at the deployment's workspace root (`deploymentHandle`): the
  * bundle path must lie outside that root and the home's reserved directories
  * (`INVALID_INPUT`). `snapshots` is the deployment's tenant's (`NOT_FOUND` when that tenant
  * never captured the bundle); a restore that comes out different is `RESTORE_INCOMPLETE`, a
@@ -60,7 +62,7 @@ export async function installBundle(
   const leftovers = path.posix.join(path.posix.dirname(dir), `.${path.posix.basename(dir)}.install-`);
   const fresh = `${leftovers}${randomBytes(8).toString('hex')}`;
   await shellStep(sandbox, CLEAR_SCRIPT, [dir, leftovers, ...ownedComponents(dir, sandbox.agentHome)], 'clearing the bundle directory');
-  const receipt = await endpoints.restore(snapshots, bundleView(sandbox, fresh), {
+  const receipt = await endpoints.restore(snapshots, viewOf(sandbox, { root: fresh }), {
     workspace: BUNDLE_WORKSPACE,
     checkpoint: checkpoint.id,
     replace: true,
@@ -123,33 +125,14 @@ function isAncestorOrSelf(p: string, of: string): boolean {
   return rel === '' || (rel !== '..' && !rel.startsWith('../') && !path.posix.isAbsolute(rel));
 }
 
-/**
- * The sandbox as the bundle restore sees it: the same handle with its workspace root at the
- * bundle directory. A host path is kept only where in-sandbox paths are host paths (the local
- * provider: `localPath` equals `workspaceRoot`); otherwise the restore goes over exec.
- */
-function bundleView(sandbox: SandboxHandle, dir: string): SandboxHandle {
-  const identity = sandbox.localPath !== undefined && sandbox.localPath === sandbox.workspaceRoot;
-  return {
-    id: sandbox.id,
-    provider: sandbox.provider,
-    workspaceRoot: dir,
-    agentHome: sandbox.agentHome,
-    ...(identity ? { localPath: dir } : {}),
-    exec: (argv, options) => sandbox.exec(argv, options),
-    run: (argv, options) => sandbox.run(argv, options),
-  };
-}
-
-/** Runs one shell step of an install in the sandbox; a non-zero exit is `SETUP_FAILED` with its stderr. */
-async function shellStep(sandbox: SandboxHandle, argv: readonly string[], args: readonly string[], what: string): Promise<void> {
-  const result = await sandbox.run([...argv, ...args], {
+/** Runs one shell step of an install in the sandbox's home; a non-zero exit is `SETUP_FAILED` with its stderr (credentials withheld). */
+function shellStep(sandbox: SandboxHandle, argv: readonly string[], args: readonly string[], what: string): Promise<void> {
+  return runSetupCommand(sandbox, {
+    argv: [...argv, ...args],
     cwd: sandbox.agentHome,
     timeoutMs: INSTALL_STEP_TIMEOUT_MS,
     maxOutputBytes: INSTALL_STEP_OUTPUT_BYTES,
-  });
-  if (result.code === 0) return;
-  throw new HoldfastError('SETUP_FAILED', `${what} in sandbox ${sandbox.id} failed: exit ${result.code ?? result.signal}`, {
-    data: { step: what, exitCode: result.code, signal: result.signal, stderr: result.stderr.toString('utf8').slice(0, 2048) },
+    what,
+    data: { step: what },
   });
 }

@@ -8,14 +8,16 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseStoredSpec } from '../deployments/deployment-spec.js';
 import { HoldfastError, isHoldfastError } from '../errors.js';
-import { type SyncEndpoints, scopeHandle } from '../folders/sync/sync-engine.js';
+import type { SyncEndpoints } from '../folders/sync/sync-engine.js';
 import { keepOnlyHead } from '../folders/sync/sync-namespace.js';
 import type { CheckpointReason, Run, Workspace } from '../metadata/metadata-store.js';
 import type { RepoBinding } from '../model/repo-bindings.js';
 import { REPOS_DIR } from '../model/sandbox-home.js';
 import { REPO_TENANT } from '../model/tenants.js';
 import { isFinalSave, type RunExtension, type RunSandboxContext, type SaveMoment } from '../runs/run-extension.js';
+import { homeView } from '../sandbox/handle-views.js';
 import type { SandboxHandle } from '../sandbox/sandbox-provider.js';
+import { runSetupCommand } from '../sandbox/setup-command.js';
 import type { CheckpointResult } from '../snapshot/checkpoint/checkpoint.js';
 import type { SnapshotDeps } from '../snapshot/snapshot-deps.js';
 import { Snapshots } from '../snapshot/snapshots.js';
@@ -132,7 +134,7 @@ export class RepositoryCheckpoints implements RunExtension {
   async checkpointRepo(context: RunSandboxContext, repo: RepoBinding, reason: CheckpointReason): Promise<CheckpointResult> {
     const workspace = repoWorkspaceName(context.tenant.id, context.run.id, repo.name);
     try {
-      const result = await this.deps.endpoints.checkpoint(this.snapshots, scopeHandle(context.sandbox, `${REPOS_DIR}/${repo.name}`), {
+      const result = await this.deps.endpoints.checkpoint(this.snapshots, homeView(context.sandbox, `${REPOS_DIR}/${repo.name}`), {
         workspace,
         reason,
         excludes: REPO_EXCLUDES,
@@ -183,7 +185,7 @@ export class RepositoryCheckpoints implements RunExtension {
     const ws = await this.snapshots.workspace(workspace, true);
     let checkpointId = ws.headCheckpointId;
     if (checkpointId === null) checkpointId = await this.captureClone(workspace, repo, context.signal);
-    const handle = scopeHandle(context.sandbox, `${REPOS_DIR}/${repo.name}`);
+    const handle = homeView(context.sandbox, `${REPOS_DIR}/${repo.name}`);
     await this.deps.endpoints.restore(this.snapshots, handle, {
       workspace,
       checkpoint: checkpointId,
@@ -216,27 +218,21 @@ export class RepositoryCheckpoints implements RunExtension {
     }
   }
 
-  /** The deployment's setup commands in the checkout; `SETUP_FAILED` with the exit status. */
+  /** The deployment's setup commands in the checkout; `SETUP_FAILED` with the exit status and the stderr tail, credentials withheld. */
   private async runSetup(context: RunSandboxContext, repo: RepoBinding, dir: string): Promise<void> {
     const record = await this.deps.meta.deployments.find(context.tenant.id, context.run.deploymentId);
     if (record === undefined) return;
     const spec = parseStoredSpec(record.spec);
     for (const [i, argv] of spec.setup.entries()) {
-      const result = await context.sandbox.run(argv, {
+      await runSetupCommand(context.sandbox, {
+        argv,
         cwd: dir,
         env: { HOLDFAST_REPO_DIR: dir, HOLDFAST_REPO_NAME: repo.name },
         timeoutMs: SETUP_TIMEOUT_MS,
         maxOutputBytes: SETUP_OUTPUT_BYTES,
+        what: `setup command ${i + 1} in checkout ${repo.name}`,
+        data: { repo: repo.name },
       });
-      if (result.code !== 0) {
-        throw new HoldfastError(
-          'SETUP_FAILED',
-          `setup command ${i + 1} failed in checkout ${repo.name}: exit ${result.code ?? result.signal}`,
-          {
-            data: { repo: repo.name, argv, exitCode: result.code, timedOut: result.timedOut },
-          },
-        );
-      }
     }
   }
 

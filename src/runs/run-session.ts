@@ -3,13 +3,14 @@ import { errorToJson, HoldfastError, isHoldfastError } from '../errors.js';
 import type { Checkpoint, CheckpointReason, MetadataTransaction, Run, Turn } from '../metadata/metadata-store.js';
 import type { TenantScope } from '../model/tenants.js';
 import { runWorkspaceName } from '../model/workspace-names.js';
+import { viewOf } from '../sandbox/handle-views.js';
 import type { SandboxHandle } from '../sandbox/sandbox-provider.js';
 import type { CheckpointResult } from '../snapshot/checkpoint/checkpoint.js';
 import { ExtensionSteps } from './extension-steps.js';
 import { acquireLease, type HeldLease, recoveryRequired } from './lease.js';
 import type { RunSandboxContext, SaveMoment } from './run-extension.js';
 import type { RunHost } from './run-host.js';
-import { deploymentHandle, prepareSandbox, removeStrays, StepRecorder, stopSandbox, withCommandEnv } from './sandbox/sandbox-steps.js';
+import { deploymentHandle, prepareSandbox, removeStrays, StepRecorder, stopSandbox } from './sandbox/sandbox-steps.js';
 
 /** A run with a live sandbox of its deployment. */
 export interface ReadySandbox {
@@ -323,7 +324,7 @@ export class RunSession {
 
   /** `handle` with the extensions' environment of its last attach in every command. */
   private withEnv(handle: SandboxHandle): SandboxHandle {
-    return withCommandEnv(handle, () => this.host.sandboxEnv(handle));
+    return viewOf(handle, { env: () => this.host.sandboxEnv(handle) });
   }
 
   /** What an extension is told about `sandbox`; its signal fires on a lost lease or `signal`. */

@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import path from 'node:path';
 import type { BlobStore } from '../../blob-store/blob-store.js';
 import type { Sha256Hex } from '../../core/hash.js';
 import { type HoldfastError, NotFoundError } from '../../errors.js';
@@ -9,6 +8,7 @@ import { syncWorkspaceName } from '../../model/workspace-names.js';
 import type { ContentWorkers } from '../../objects/content-workers.js';
 import { ObjectReader } from '../../objects/object-reader.js';
 import type { SandboxEndpoints } from '../../sandbox/endpoints/sandbox-endpoints.js';
+import { homeView } from '../../sandbox/handle-views.js';
 import type { SandboxHandle } from '../../sandbox/sandbox-provider.js';
 import { Snapshots } from '../../snapshot/snapshots.js';
 import { checkpointLimits, type FlatTree, flattenTree } from '../../snapshot/tree-walk.js';
@@ -103,7 +103,7 @@ export class FolderSyncEngine {
    */
   async outgoing(target: SyncTarget): Promise<OutgoingReport> {
     const key = stateKey(target);
-    const result = await this.deps.endpoints.checkpoint(this.snapshots, scopeHandle(target.sandbox, target.ref.scope), {
+    const result = await this.deps.endpoints.checkpoint(this.snapshots, homeView(target.sandbox, target.ref.scope), {
       workspace: syncWorkspaceName(target.ref.tenantId, target.runId, target.ref.scope),
       reason: 'manual',
       excludes: { cacheExcludes: false },
@@ -193,7 +193,7 @@ export class FolderSyncEngine {
       source: () => new ListedSource(`${target.ref.scope} folder ${target.ref.ownerId}`, entries, rootMtimeMs),
     });
     await keepOnlyHead(this.deps.meta, made.checkpoint);
-    await this.deps.endpoints.restore(this.snapshots, scopeHandle(target.sandbox, target.ref.scope), {
+    await this.deps.endpoints.restore(this.snapshots, homeView(target.sandbox, target.ref.scope), {
       workspace,
       checkpoint: made.checkpoint.id,
       replace: true,
@@ -251,26 +251,6 @@ export class FolderSyncEngine {
 /** The state row of a target. */
 export function stateKey(target: SyncTarget): FolderSyncKey {
   return { provider: target.sandbox.provider, sandboxId: target.sandbox.id, scope: target.ref.scope };
-}
-
-/**
- * A view of `handle` whose workspace is its home's `scope` directory, for the workspace
- * endpoints. A provider whose in-sandbox paths are host paths (`localPath` equal to
- * `workspaceRoot`, the local provider) keeps a host path for it; any other keeps none, so the
- * directory is reached over exec.
- */
-export function scopeHandle(handle: SandboxHandle, scope: string): SandboxHandle {
-  const root = path.posix.join(handle.agentHome, scope);
-  const local = handle.localPath !== undefined && handle.localPath === handle.workspaceRoot ? root : undefined;
-  return {
-    id: handle.id,
-    provider: handle.provider,
-    workspaceRoot: root,
-    agentHome: handle.agentHome,
-    ...(local === undefined ? {} : { localPath: local }),
-    exec: (argv, options) => handle.exec(argv, options),
-    run: (argv, options) => handle.run(argv, options),
-  };
 }
 
 function operation(change: OutgoingChange, operationId: string): StoredOperation {

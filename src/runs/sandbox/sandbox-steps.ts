@@ -1,18 +1,13 @@
-import path from 'node:path';
 import { bundleDirIn } from '../../deployments/bundle-record.js';
 import { BUNDLE_DIR_ENV, installBundle } from '../../deployments/deployment-bundle.js';
 import type { DeploymentSpec } from '../../deployments/deployment-spec.js';
 import type { Deployment } from '../../deployments/deployments.js';
 import { errorToJson, HoldfastError, InputError, IntegrityError } from '../../errors.js';
 import type { Checkpoint, Run } from '../../metadata/metadata-store.js';
-import { withholdSecrets } from '../../rules/withhold-secrets.js';
+import { insideWorkspace, viewOf } from '../../sandbox/handle-views.js';
 import type { SandboxHandle } from '../../sandbox/sandbox-provider.js';
+import { runSetupCommand } from '../../sandbox/setup-command.js';
 import type { RunHost } from '../run-host.js';
-
-/** Bytes of a failed command's stderr kept in its error. */
-const STDERR_TAIL_BYTES = 4096;
-/** Output a setup or validation command may print before it is stopped. */
-const SETUP_OUTPUT_BYTES = 8 * 1024 * 1024;
 
 /**
  * Times the steps of one recovery, upgrade or creation and records each as a run event
@@ -58,14 +53,14 @@ export class StepRecorder {
 }
 
 /**
- * The sandbox as a deployment sees it: the same handle with `workspaceRoot` (and the host path)
- * moved to the deployment's workspace root, which must lie inside the provider's.
+ * The sandbox as a deployment sees it: rooted at the deployment's workspace root (which must lie
+ * inside the provider's: `INVALID_INPUT` otherwise) and, for a deployment with a bundle, with
+ * `HOLDFAST_BUNDLE_DIR` in every command (the path is the spec's, so a handle found again after
+ * a restart names the same directory).
  */
-export function rootedHandle(handle: SandboxHandle, spec: DeploymentSpec): SandboxHandle {
-  const root = spec.workspaceRoot;
-  if (root === null || root === handle.workspaceRoot) return handle;
-  const rel = path.posix.relative(handle.workspaceRoot, root);
-  if (rel.startsWith('..') || path.posix.isAbsolute(rel)) {
+export function deploymentHandle(handle: SandboxHandle, spec: DeploymentSpec): SandboxHandle {
+  const root = spec.workspaceRoot ?? handle.workspaceRoot;
+  if (!insideWorkspace(handle, root)) {
     throw new InputError(
       'INVALID_INPUT',
       `workspaceRoot ${root} is outside the ${handle.provider} sandbox workspace ${handle.workspaceRoot}`,
@@ -74,79 +69,10 @@ export function rootedHandle(handle: SandboxHandle, spec: DeploymentSpec): Sandb
       },
     );
   }
-  return {
-    id: handle.id,
-    provider: handle.provider,
-    workspaceRoot: root,
-    agentHome: handle.agentHome,
-    ...(handle.localPath === undefined ? {} : { localPath: path.join(handle.localPath, ...rel.split('/')) }),
-    exec: (argv, options) => handle.exec(argv, options),
-    run: (argv, options) => handle.run(argv, options),
-  };
-}
-
-/**
- * The sandbox as a deployment sees it: rooted at its workspace root ({@link rootedHandle}) and,
- * for a deployment with a bundle, with `HOLDFAST_BUNDLE_DIR` in every command (the path is
- * the spec's, so a handle found again after a restart names the same directory).
- */
-export function deploymentHandle(handle: SandboxHandle, spec: DeploymentSpec): SandboxHandle {
-  const rooted = rootedHandle(handle, spec);
+  const rooted = viewOf(handle, { root });
   if (spec.bundle === null || spec.bundle === undefined) return rooted;
   const env = { [BUNDLE_DIR_ENV]: bundleDirIn(spec.bundlePath ?? null, rooted) };
-  return withCommandEnv(rooted, () => env);
-}
-
-/**
- * The same sandbox whose every command (`exec` and `run`) also gets the variables `env()`
- * answers at the time of the call, under its own `options.env` (which wins, as it wins over
- * the sandbox's create-time environment in every provider).
- */
-export function withCommandEnv(handle: SandboxHandle, env: () => Readonly<Record<string, string>>): SandboxHandle {
-  const merged = <O extends { env?: Record<string, string> }>(options: O | undefined): O => {
-    const extra = env();
-    return { ...options, env: { ...extra, ...options?.env } } as O;
-  };
-  return {
-    id: handle.id,
-    provider: handle.provider,
-    workspaceRoot: handle.workspaceRoot,
-    agentHome: handle.agentHome,
-    ...(handle.localPath === undefined ? {} : { localPath: handle.localPath }),
-    exec: (argv, options) => handle.exec(argv, merged(options)),
-    run: (argv, options) => handle.run(argv, merged(options)),
-  };
-}
-
-/** Runs `argv` in the sandbox's workspace; a non-zero exit is `SETUP_FAILED` with the exit and stderr tail. */
-export async function runChecked(
-  host: RunHost,
-  sandbox: SandboxHandle,
-  argv: readonly string[],
-  env: Record<string, string>,
-  what: string,
-): Promise<void> {
-  const result = await sandbox.run(argv, {
-    cwd: sandbox.workspaceRoot,
-    env,
-    timeoutMs: host.settings.setupTimeoutMs,
-    maxOutputBytes: SETUP_OUTPUT_BYTES,
-  });
-  if (result.code === 0) return;
-  throw new HoldfastError(
-    'SETUP_FAILED',
-    `${what} ${JSON.stringify(argv)} failed in sandbox ${sandbox.id}: exit ${result.code ?? result.signal}${result.timedOut ? ' (timed out)' : ''}`,
-    {
-      data: {
-        argv,
-        exitCode: result.code,
-        signal: result.signal,
-        timedOut: result.timedOut,
-        // Kept with the run's events and logged: a credential the command printed is withheld.
-        stderr: withholdSecrets(result.stderr.subarray(Math.max(0, result.stderr.length - STDERR_TAIL_BYTES)).toString('utf8')).value,
-      },
-    },
-  );
+  return viewOf(rooted, { env: () => env });
 }
 
 /** Input of {@link prepareSandbox}. */
@@ -194,7 +120,11 @@ export async function prepareSandbox(input: PrepareInput): Promise<SandboxHandle
   try {
     const sandbox = deploymentHandle(created, spec);
     if (sandbox.workspaceRoot !== created.workspaceRoot) {
-      await runChecked(host, created, ['mkdir', '-p', sandbox.workspaceRoot], {}, 'creating the workspace root');
+      await runSetupCommand(created, {
+        argv: ['mkdir', '-p', sandbox.workspaceRoot],
+        timeoutMs: host.settings.setupTimeoutMs,
+        what: 'creating the workspace root',
+      });
     }
     const { checkpoint } = input;
     if (checkpoint !== undefined) {
@@ -227,11 +157,13 @@ export async function prepareSandbox(input: PrepareInput): Promise<SandboxHandle
       );
     }
     await recorder.step('setup', async () => {
-      for (const [i, argv] of spec.setup.entries()) await runChecked(host, sandbox, argv, {}, `setup command ${i + 1}`);
+      for (const [i, argv] of spec.setup.entries()) {
+        await runSetupCommand(sandbox, { argv, timeoutMs: host.settings.setupTimeoutMs, what: `setup command ${i + 1}` });
+      }
     });
     await recorder.step('validate', async () => {
       const check = spec.validate ?? ['sh', '-c', 'test -d "$1" && test -w "$1"', 'validate', sandbox.workspaceRoot];
-      await runChecked(host, sandbox, check, {}, 'validation');
+      await runSetupCommand(sandbox, { argv: check, timeoutMs: host.settings.setupTimeoutMs, what: 'validation' });
     });
     return sandbox;
   } catch (error) {
