@@ -21,8 +21,11 @@ import { ContentWorkers } from './objects/content-workers.js';
 import { Checkpoints } from './runs/checkpoints.js';
 import { type ShutdownReport, shutdownRuns } from './runs/drain.js';
 import type { RunExtension } from './runs/run-extension.js';
-import { RunHost, type RunLogEvent, type RunSettings } from './runs/run-host.js';
+import { RunHost } from './runs/run-host.js';
+import { RunEvents, type RunLogEvent } from './runs/run-log-event.js';
+import { type RunSettings, resolveRunSettings } from './runs/run-settings.js';
 import { Runs } from './runs/runs.js';
+import { SandboxLifecycle } from './runs/sandbox/sandbox-lifecycle.js';
 import { StraySweeper, type StraySweepReport } from './runs/sandbox/stray-sweep.js';
 import type { SandboxEndpoints } from './sandbox/endpoints/sandbox-endpoints.js';
 import type { SandboxProvider } from './sandbox/sandbox-provider.js';
@@ -193,21 +196,26 @@ export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<H
   const workers = new ContentWorkers();
   const deps = { blobs, meta, workers, cacheDir: options.cacheDir ?? defaultCacheDir() };
   const folders = new Folders({ meta, blobs, workers }, options.folders);
-  let folderSync: FolderSync | undefined;
-  let repositories: RepositoryCheckpoints | undefined;
+  const settings = resolveRunSettings(options.runSettings);
+  const events = new RunEvents();
+  if (options.onRunEvent !== undefined) events.subscribe(options.onRunEvent);
+  const sandboxes = new SandboxLifecycle({
+    meta,
+    events,
+    settings,
+    ...(options.providers === undefined ? {} : { providers: options.providers }),
+  });
+  const folderSync = new FolderSync({ ...deps, folders, endpoints: sandboxes.endpoints });
+  // After the folder sync, which makes the home directories (`repos/` among them).
+  const repositories = new RepositoryCheckpoints({ ...deps, endpoints: sandboxes.endpoints });
   const host = new RunHost({
     meta,
     deps,
-    ...(options.providers === undefined ? {} : { providers: options.providers }),
-    ...(options.runSettings === undefined ? {} : { settings: options.runSettings }),
+    settings,
+    events,
+    sandboxes,
+    extensions: [folderSync, repositories, ...(options.runExtensions ?? [])],
     ...(options.owner === undefined ? {} : { owner: options.owner }),
-    ...(options.onRunEvent === undefined ? {} : { onEvent: options.onRunEvent }),
-    extensions: (runHost) => {
-      folderSync = new FolderSync({ ...deps, folders, endpoints: runHost.endpoints });
-      // After the folder sync, which makes the home directories (`repos/` among them).
-      repositories = new RepositoryCheckpoints({ ...deps, endpoints: runHost.endpoints });
-      return [folderSync, repositories, ...(options.runExtensions ?? [])];
-    },
   });
   const strays = new StraySweeper(host);
   const garbage = new GcSweeper(deps, {
@@ -245,13 +253,13 @@ export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<H
     runs: own.runs,
     checkpoints: own.checkpoints,
     sandboxes: {
-      checkpoint: (input) => host.endpoints.checkpointSandbox(own.snapshots, input),
-      restore: (input) => host.endpoints.restoreSandbox(own.snapshots, input),
+      checkpoint: (input) => sandboxes.endpoints.checkpointSandbox(own.snapshots, input),
+      restore: (input) => sandboxes.endpoints.restoreSandbox(own.snapshots, input),
     },
-    provider: (name) => host.provider(name),
+    provider: (name) => sandboxes.provider(name),
     folders,
-    folderSync: folderSync as FolderSync,
-    repositories: repositories as RepositoryCheckpoints,
+    folderSync,
+    repositories,
     tokens: new Tokens(meta, async (name) => (await forTenant(name)).tenant),
     users: new Users(meta, async (name) => (await forTenant(name)).tenant),
     forTenant,
@@ -264,7 +272,7 @@ export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<H
     startStraySweeps: () => strays.start(),
     sweepGarbage: () => garbage.runOnce(),
     startGcSweeps: () => garbage.start(),
-    onRunEvent: (listener) => host.subscribe(listener),
+    onRunEvent: (listener) => events.subscribe(listener),
     activeTurns: () => host.activeTurns().length,
     async selfCheck() {
       const started = performance.now();

@@ -35,7 +35,8 @@ export type { RebuildOptions, RebuildReport } from './objects/index-rebuild.js';
 export { Checkpoints } from './runs/checkpoints.js';
 export type { ShutdownReport } from './runs/drain.js';
 export { isFinalSave, type RunExtension, type RunSandboxContext, type SaveMoment } from './runs/run-extension.js';
-export { DEFAULT_RUN_SETTINGS, type RunLogEvent, type RunSettings, STRAY_SWEEP_INTERVAL_MS } from './runs/run-host.js';
+export type { RunLogEvent } from './runs/run-log-event.js';
+export { DEFAULT_RUN_SETTINGS, type RunSettings, STRAY_SWEEP_INTERVAL_MS } from './runs/run-settings.js';
 export {
   type CreateRunInput,
   MAX_TURN_OUTPUT_BYTES,

@@ -39,6 +39,7 @@ const SUB_FACES: readonly string[] = [
   'blob-store/drivers/s3.ts',
   'folders/sync/sync-engine.ts',
   'folders/sync/sync-namespace.ts',
+  'runs/sandbox/sandbox-lifecycle.ts',
   'runs/sandbox/stray-sweep.ts',
   'sandbox/agent/host/agent-pool.ts',
   'sandbox/endpoints/sandbox-endpoints.ts',

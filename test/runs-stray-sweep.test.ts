@@ -3,7 +3,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Holdfast, openHoldfast, type Run, type RunLogEvent, type RunSettings, type TurnContext } from '../src/index.js';
-import { COPY_LABEL, RUN_LABEL } from '../src/runs/sandbox/sandbox-steps.js';
+import { COPY_LABEL, RUN_LABEL } from '../src/runs/sandbox/sandbox-lifecycle.js';
 import { BwrapSandboxProvider } from '../src/sandbox/providers/bwrap.js';
 import { createApp } from '../src/server/app.js';
 import { silentLogger } from '../src/server/logger.js';

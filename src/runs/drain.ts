@@ -53,7 +53,8 @@ export async function shutdownRuns(host: RunHost, options: { deadlineMs?: number
     }
     for (const runId of saving) report.incomplete.push({ runId, what: 'checkpoint', error: 'TIMEOUT' });
   }
-  for (const item of report.incomplete) host.log({ event: 'shutdown_incomplete', level: 'warn', msg: 'shutdown incomplete', ...item });
+  for (const item of report.incomplete)
+    host.events.log({ event: 'shutdown_incomplete', level: 'warn', msg: 'shutdown incomplete', ...item });
   return { ...report, durationMs: Math.round(performance.now() - started) };
 }
 

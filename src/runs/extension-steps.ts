@@ -1,6 +1,6 @@
 import type { RunSandboxContext, SaveMoment } from './run-extension.js';
 import type { RunHost } from './run-host.js';
-import { StepRecorder } from './sandbox/sandbox-steps.js';
+import type { StepRecorder } from './sandbox/sandbox-lifecycle.js';
 
 /**
  * Calls every extension of the host in order, each call a recorded step of the run (`kind` the
@@ -60,7 +60,7 @@ export class ExtensionSteps {
   }
 
   private recorder(context: RunSandboxContext, name: string): StepRecorder {
-    return new StepRecorder(this.host, context.run.id, name);
+    return this.host.sandboxes.recorder(context.run.id, name);
   }
 
   private logFailed(
@@ -70,7 +70,7 @@ export class ExtensionSteps {
     moment: SaveMoment | null,
     error: unknown,
   ): void {
-    this.host.log({
+    this.host.events.log({
       event: 'extension_failed',
       level: 'warn',
       msg: `run extension ${extension} ${call}${moment === null ? '' : ` (${moment})`} failed`,

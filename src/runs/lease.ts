@@ -72,7 +72,7 @@ function startHeartbeat(host: RunHost, run: Run, unlock: () => void): HeldLease 
       .then((alive) => {
         if (alive || lost.signal.aborted) return;
         clearInterval(timer);
-        host.log({ event: 'lease_lost', level: 'warn', msg: 'lease lost', runId: run.id, epoch });
+        host.events.log({ event: 'lease_lost', level: 'warn', msg: 'lease lost', runId: run.id, epoch });
         lost.abort(
           new ConflictError('STALE_LEASE', `run ${run.id}: lease epoch ${epoch} was taken over; this turn can write nothing`, {
             data: { runId: run.id, epoch },
@@ -94,7 +94,7 @@ function startHeartbeat(host: RunHost, run: Run, unlock: () => void): HeldLease 
         try {
           if (!lost.signal.aborted) await host.meta.runs.release(run.id, epoch);
         } catch (error) {
-          host.log({
+          host.events.log({
             event: 'lease_release_failed',
             level: 'warn',
             msg: 'lease release failed; it expires on its own',

@@ -107,3 +107,25 @@ export type RunLogEvent =
       readonly moment: SaveMoment | null;
       readonly error: unknown;
     };
+
+/** Where the runs layer reports {@link RunLogEvent}s: one per process, handed to every part that reports. */
+export class RunEvents {
+  private readonly listeners = new Set<(event: RunLogEvent) => void>();
+
+  /** Adds a listener for every event; returns its removal. */
+  subscribe(listener: (event: RunLogEvent) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** Reports an event to the listeners (never throws). */
+  log(event: RunLogEvent): void {
+    for (const listener of this.listeners) {
+      try {
+        listener(event);
+      } catch {
+        // A failing listener must not fail a turn.
+      }
+    }
+  }
+}

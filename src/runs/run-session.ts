@@ -10,7 +10,7 @@ import { ExtensionSteps } from './extension-steps.js';
 import { acquireLease, type HeldLease, recoveryRequired } from './lease.js';
 import type { RunSandboxContext, SaveMoment } from './run-extension.js';
 import type { RunHost } from './run-host.js';
-import { deploymentHandle, prepareSandbox, removeStrays, StepRecorder, stopSandbox } from './sandbox/sandbox-steps.js';
+import { deploymentHandle, type StepRecorder } from './sandbox/sandbox-lifecycle.js';
 
 /** A run with a live sandbox of its deployment. */
 export interface ReadySandbox {
@@ -119,7 +119,7 @@ export class RunSession {
       return await this.upgrade(target);
     } catch (error) {
       if (isHoldfastError(error, 'STALE_LEASE')) throw error;
-      this.host.log({
+      this.host.events.log({
         event: 'upgrade_failed',
         level: 'warn',
         msg: 'upgrade failed; the run stays on its deployment',
@@ -149,7 +149,7 @@ export class RunSession {
     const run = this.current;
     if (!this.takeoverPending) return run;
     this.takeoverPending = false;
-    const recorder = new StepRecorder(host, run.id, 'lease');
+    const recorder = host.sandboxes.recorder(run.id, 'lease');
     await recorder.record('takeover', 'ok', 0, { from: run.lease.takenFrom, epoch: this.epoch });
     for (const turn of await host.meta.turns.list(run.id, 10)) {
       if (turn.status !== 'running' || turn.epoch >= this.epoch) continue;
@@ -162,7 +162,7 @@ export class RunSession {
       try {
         await recorder.step(
           'stop_previous_sandbox',
-          () => stopSandbox(host, provider, id),
+          () => host.sandboxes.stop(provider, id),
           () => ({ sandbox: id }),
         );
       } catch (error) {
@@ -202,9 +202,9 @@ export class RunSession {
    */
   async attach(signal?: AbortSignal): Promise<ReadySandbox> {
     const ready = this.requireReady();
-    const start = this.host.sandboxStart(ready.sandbox);
+    const start = this.host.sandboxes.start(ready.sandbox);
     const env = await this.extensions.attach(this.context(ready.sandbox, signal), start);
-    this.host.sandboxAttached(ready.sandbox, env);
+    this.host.sandboxes.attached(ready.sandbox, env);
     return ready;
   }
 
@@ -234,7 +234,7 @@ export class RunSession {
     options: { readonly sandbox?: SandboxHandle; readonly signal?: AbortSignal } = {},
   ): Promise<{ readonly error: unknown } | undefined> {
     const target = options.sandbox ?? this.requireReady().sandbox;
-    if (!this.extensions.any || this.host.sandboxStart(target) === 'cold') return Promise.resolve(undefined);
+    if (!this.extensions.any || this.host.sandboxes.start(target) === 'cold') return Promise.resolve(undefined);
     return this.extensions.save(this.context(target, options.signal), moment);
   }
 
@@ -253,7 +253,7 @@ export class RunSession {
   async upgrade(target: Deployment): Promise<ReadySandbox> {
     const { host } = this;
     const old = this.requireReady();
-    const recorder = new StepRecorder(host, this.current.id, 'upgrade');
+    const recorder = host.sandboxes.recorder(this.current.id, 'upgrade');
     const saved = await recorder.step(
       'save',
       () => this.save('upgrade', 'upgrade'),
@@ -264,7 +264,7 @@ export class RunSession {
     await recorder
       .step(
         'destroy_old_sandbox',
-        () => stopSandbox(host, old.sandbox.provider, old.sandbox.id),
+        () => host.sandboxes.stop(old.sandbox.provider, old.sandbox.id),
         () => ({ sandbox: old.sandbox.id }),
       )
       .catch(() => undefined);
@@ -280,7 +280,7 @@ export class RunSession {
     const { sandbox } = this.requireReady();
     const runId = this.current.id;
     const { epoch } = this;
-    return this.host.endpoints.checkpoint(this.host.snapshotsFor(this.tenant.name), sandbox, {
+    return this.host.sandboxes.endpoints.checkpoint(this.host.snapshotsFor(this.tenant.name), sandbox, {
       workspace: runWorkspaceName(runId),
       reason,
       ...(options.signal === undefined ? {} : { signal: options.signal }),
@@ -302,7 +302,7 @@ export class RunSession {
     const runId = this.current.id;
     const seq = await host.meta.runs.nextTurn(runId, this.epoch);
     const turn = await host.meta.turns.start({ runId, seq, epoch: this.epoch, owner: host.owner });
-    host.log({ event: 'turn_started', level: 'info', msg: 'turn started', runId, turn: turn.id, seq, epoch: this.epoch });
+    host.events.log({ event: 'turn_started', level: 'info', msg: 'turn started', runId, turn: turn.id, seq, epoch: this.epoch });
     return turn;
   }
 
@@ -318,13 +318,13 @@ export class RunSession {
   private async liveSandbox(deployment: Deployment): Promise<SandboxHandle | undefined> {
     const ref = this.current.sandbox;
     if (ref === null) return undefined;
-    const handle = await this.host.provider(ref.provider).get(ref.id);
+    const handle = await this.host.sandboxes.provider(ref.provider).get(ref.id);
     return handle === undefined ? undefined : this.withEnv(deploymentHandle(handle, deployment.spec));
   }
 
   /** `handle` with the extensions' environment of its last attach in every command. */
   private withEnv(handle: SandboxHandle): SandboxHandle {
-    return viewOf(handle, { env: () => this.host.sandboxEnv(handle) });
+    return viewOf(handle, { env: () => this.host.sandboxes.envOf(handle) });
   }
 
   /** What an extension is told about `sandbox`; its signal fires on a lost lease or `signal`. */
@@ -359,9 +359,9 @@ export class RunSession {
     const run = this.current;
     const workspace = await host.meta.workspaces.get(run.workspaceId);
     const head = workspace.headCheckpointId === null ? undefined : await host.meta.checkpoints.get(workspace.headCheckpointId);
-    const recorder = new StepRecorder(host, run.id, run.sandbox === null && head === undefined ? 'create' : 'recovery');
+    const recorder = host.sandboxes.recorder(run.id, run.sandbox === null && head === undefined ? 'create' : 'recovery');
     if (run.sandbox !== null) await recorder.record('detect_missing', 'ok', missingFor, { sandbox: run.sandbox.id });
-    await removeStrays(host, run, candidates, recorder);
+    await host.sandboxes.removeStrays(run, candidates, recorder);
     const unique = candidates.filter((d, i) => candidates.findIndex((o) => o.id === d.id) === i);
     let lastError: unknown;
     for (const deployment of unique) {
@@ -377,13 +377,12 @@ export class RunSession {
     throw lastError;
   }
 
-  /** A ready sandbox of `deployment` for the run holding `checkpoint` (see {@link prepareSandbox}). */
+  /** A ready sandbox of `deployment` for the run holding `checkpoint` (see {@link SandboxLifecycle.prepare}). */
   private prepareFor(recorder: StepRecorder, deployment: Deployment, checkpoint: Checkpoint | undefined): Promise<SandboxHandle> {
     const runId = this.current.id;
-    return prepareSandbox({
-      host: this.host,
+    return this.host.sandboxes.prepare({
       recorder,
-      tenantName: this.tenant.name,
+      snapshots: this.host.snapshotsFor(this.tenant.name),
       runId,
       workspaceName: runWorkspaceName(runId),
       deploymentId: deployment.id,
@@ -401,10 +400,10 @@ export class RunSession {
         host.meta.runs.setSandbox(this.current.id, this.epoch, { provider: sandbox.provider, id: sandbox.id }, deployment.id),
       );
     } catch (error) {
-      await stopSandbox(host, sandbox.provider, sandbox.id).catch(() => undefined);
+      await host.sandboxes.stop(sandbox.provider, sandbox.id).catch(() => undefined);
       throw error;
     }
-    host.sandboxCreated(sandbox);
+    host.sandboxes.created(sandbox);
     host.touch(this.current.id, this.tenant);
     this.ready = { run: this.current, sandbox: this.withEnv(sandbox), deployment };
   }

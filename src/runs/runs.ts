@@ -17,7 +17,7 @@ import { type CreatedToken, issueRunToken } from '../tenants/tokens.js';
 import { ExtensionSteps } from './extension-steps.js';
 import type { RunHost } from './run-host.js';
 import { RunSession } from './run-session.js';
-import { deploymentHandle, prepareSandbox, StepRecorder, stopSandbox } from './sandbox/sandbox-steps.js';
+import { deploymentHandle, type StepRecorder } from './sandbox/sandbox-lifecycle.js';
 import { executeTurn, type TurnBody, type TurnOptions, type TurnOutcome } from './turn.js';
 
 export type { TurnBody, TurnContext, TurnOptions, TurnOutcome } from './turn.js';
@@ -68,7 +68,7 @@ export class Runs {
     private readonly host: RunHost,
     readonly tenant: TenantScope,
   ) {
-    this.deployments = new Deployments(host.meta, tenant, (name) => host.provider(name));
+    this.deployments = new Deployments(host.meta, tenant, (name) => host.sandboxes.provider(name));
   }
 
   /**
@@ -252,14 +252,14 @@ export class Runs {
   async resolveLease(id: string, options: { discardUnsaved?: boolean } = {}): Promise<Run> {
     const run = await this.get(id);
     if (run.lease.state !== 'release_recovery_required') return this.host.meta.runs.resolveRecovery(run.id);
-    const recorder = new StepRecorder(this.host, run.id, 'lease');
+    const recorder = this.host.sandboxes.recorder(run.id, 'lease');
     if (run.sandbox !== null) {
       const { provider, id: sandboxId } = run.sandbox;
-      const handle = await recorder.step('check_provider', () => this.host.provider(provider).get(sandboxId));
+      const handle = await recorder.step('check_provider', () => this.host.sandboxes.provider(provider).get(sandboxId));
       if (handle !== undefined && run.lease.error?.reason === 'work_folder_save_required' && options.discardUnsaved !== true) {
         await this.saveUnsaved(run, handle, recorder);
       }
-      if (handle !== undefined) await recorder.step('destroy_sandbox', () => stopSandbox(this.host, provider, sandboxId));
+      if (handle !== undefined) await recorder.step('destroy_sandbox', () => this.host.sandboxes.stop(provider, sandboxId));
     }
     return recorder.step('resolve', () => this.host.meta.runs.resolveRecovery(run.id));
   }
@@ -291,10 +291,9 @@ export class Runs {
     const snapshots = this.host.snapshotsFor(this.tenant.name);
     const { checkpoint } = await snapshots.restorePoint(runWorkspaceName(run.id), options.checkpointId);
     const deployment = await this.deployments.get(run.deploymentId);
-    const sandbox = await prepareSandbox({
-      host: this.host,
-      recorder: new StepRecorder(this.host, run.id, 'restore'),
-      tenantName: this.tenant.name,
+    const sandbox = await this.host.sandboxes.prepare({
+      recorder: this.host.sandboxes.recorder(run.id, 'restore'),
+      snapshots: this.host.snapshotsFor(this.tenant.name),
       runId: run.id,
       workspaceName: runWorkspaceName(run.id),
       deploymentId: deployment.id,

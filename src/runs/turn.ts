@@ -73,7 +73,7 @@ async function runTurn<T>(
     try {
       await session.save('periodic', 'periodic', { signal: abort.signal });
     } catch (error) {
-      host.log({ event: 'periodic_checkpoint_failed', level: 'warn', msg: 'periodic checkpoint failed', runId: run.id, error });
+      host.events.log({ event: 'periodic_checkpoint_failed', level: 'warn', msg: 'periodic checkpoint failed', runId: run.id, error });
       if (isHoldfastError(error, 'STALE_LEASE')) abort.abort(error);
     }
   });
@@ -107,7 +107,7 @@ async function runTurn<T>(
     });
     if (failed) throw bodyError;
     if (unsaved !== undefined) throw unsaved.error;
-    host.log({
+    host.events.log({
       event: 'turn_completed',
       level: 'info',
       msg: 'turn completed',
@@ -120,7 +120,7 @@ async function runTurn<T>(
   } catch (caught) {
     const error = session.lost.aborted && !isHoldfastError(caught, 'STALE_LEASE') ? session.lost.reason : caught;
     await host.meta.turns.finish(turn.id, { status: 'failed', error: errorToJson(error) }).catch(() => undefined);
-    host.log({ event: 'turn_failed', level: 'warn', msg: 'turn failed', runId: run.id, turn: turn.id, error });
+    host.events.log({ event: 'turn_failed', level: 'warn', msg: 'turn failed', runId: run.id, turn: turn.id, error });
     throw error;
   }
 }

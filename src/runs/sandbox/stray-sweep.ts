@@ -1,9 +1,10 @@
 import { Deployments } from '../../deployments/deployments.js';
 import { isHoldfastError } from '../../errors.js';
 import type { Run } from '../../metadata/metadata-store.js';
+import type { SandboxProvider } from '../../sandbox/sandbox-provider.js';
 import type { RunHost } from '../run-host.js';
 import { RunSession } from '../run-session.js';
-import { COPY_LABEL, RUN_LABEL, StepRecorder, stopSandbox } from './sandbox-steps.js';
+import { COPY_LABEL, RUN_LABEL } from './sandbox-lifecycle.js';
 
 /**
  * Runs one sweep handles at most; the rest wait for the next sweep, so a sweep after a mass
@@ -86,7 +87,7 @@ export async function sweepStrays(host: RunHost): Promise<StraySweepReport> {
     await sweepRun(host, run, sandboxes, report);
   }
   const durationMs = Math.round(performance.now() - started);
-  host.log({
+  host.events.log({
     event: 'stray_sweep_finished',
     level: report.failed.length === 0 ? 'info' : 'warn',
     msg: 'stray sweep finished',
@@ -107,12 +108,18 @@ async function listLabelled(host: RunHost, failed: StraySweepReport['failed']): 
   }
   const byRun = new Map<string, StraySandbox[]>();
   for (const name of [...names].sort()) {
-    let infos: Awaited<ReturnType<ReturnType<RunHost['provider']>['list']>>;
+    let infos: Awaited<ReturnType<SandboxProvider['list']>>;
     try {
-      infos = await host.provider(name).list();
+      infos = await host.sandboxes.provider(name).list();
     } catch (error) {
       failed.push({ provider: name, error: errorCode(error) });
-      host.log({ event: 'stray_sweep_list_failed', level: 'warn', msg: 'stray sweep could not list a provider', provider: name, error });
+      host.events.log({
+        event: 'stray_sweep_list_failed',
+        level: 'warn',
+        msg: 'stray sweep could not list a provider',
+        provider: name,
+        error,
+      });
       continue;
     }
     for (const info of infos) {
@@ -150,13 +157,13 @@ async function sweepRun(
     const current = await session.completeTakeover();
     // The committed sandbox, and after a takeover the one the takeover procedure already stopped.
     const kept = [session.claimed.sandbox, current.sandbox];
-    const recorder = new StepRecorder(host, run.id, 'sweep');
+    const recorder = host.sandboxes.recorder(run.id, 'sweep');
     for (const stray of sandboxes) {
       if (kept.some((k) => isSandbox(k, stray))) continue;
       try {
         await recorder.step(
           'remove_stray',
-          () => stopSandbox(host, stray.provider, stray.sandbox),
+          () => host.sandboxes.stop(stray.provider, stray.sandbox),
           () => ({ sandbox: stray.sandbox, provider: stray.provider }),
         );
         report.removed.push(stray);
@@ -214,7 +221,7 @@ export class StraySweeper {
   async runOnce(): Promise<StraySweepReport> {
     await this.inFlight?.catch(() => undefined);
     const sweep = sweepStrays(this.host).catch((error: unknown) => {
-      this.host.log({ event: 'stray_sweep_failed', level: 'warn', msg: 'stray sweep failed', error });
+      this.host.events.log({ event: 'stray_sweep_failed', level: 'warn', msg: 'stray sweep failed', error });
       throw error;
     });
     this.inFlight = sweep;
