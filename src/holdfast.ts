@@ -273,7 +273,7 @@ export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<H
     sweepGarbage: () => garbage.runOnce(),
     startGcSweeps: () => garbage.start(),
     onRunEvent: (listener) => events.subscribe(listener),
-    activeTurns: () => host.activeTurns().length,
+    activeTurns: () => host.inFlight.activeTurns().length,
     async selfCheck() {
       const started = performance.now();
       const probe = randomBytes(PROBE_BYTES);

@@ -1,6 +1,7 @@
 import { forEachLimit } from '../core/concurrency.js';
 import { isHoldfastError } from '../errors.js';
-import type { RunHost, TouchedRun } from './run-host.js';
+import type { TouchedRun } from './in-flight.js';
+import type { RunHost } from './run-host.js';
 import { RunSession } from './run-session.js';
 
 /** What a graceful shutdown did, by run id. */
@@ -23,12 +24,12 @@ export async function shutdownRuns(host: RunHost, options: { deadlineMs?: number
   const started = performance.now();
   const deadlineMs = options.deadlineMs ?? host.settings.shutdownDeadlineMs;
   const concurrency = Math.max(1, options.concurrency ?? host.settings.shutdownConcurrency);
-  host.startDrain();
+  host.inFlight.startDrain();
   const expired = new AbortController();
   const timer = setTimeout(() => expired.abort(), deadlineMs);
   const report: ShutdownReport = { checkpointed: [], skipped: [], incomplete: [], durationMs: 0 };
-  const turns = host.activeTurns();
-  const idle = host.idleRuns();
+  const turns = host.inFlight.activeTurns();
+  const idle = host.inFlight.idleRuns();
   const saving = new Set<string>(idle.map((r) => r.runId));
 
   const saveOne = async ({ runId, tenant }: TouchedRun): Promise<void> => {
@@ -47,7 +48,7 @@ export async function shutdownRuns(host: RunHost, options: { deadlineMs?: number
   await Promise.race([finished, new Promise((resolve) => expired.signal.addEventListener('abort', resolve, { once: true }))]);
   clearTimeout(timer);
   if (expired.signal.aborted) {
-    for (const turn of host.activeTurns()) {
+    for (const turn of host.inFlight.activeTurns()) {
       turn.abort.abort();
       report.incomplete.push({ runId: turn.runId, what: 'turn', error: 'TIMEOUT' });
     }

@@ -112,7 +112,7 @@ export class RunSession {
     const started = performance.now();
     const sandbox = await this.liveSandbox(current);
     if (sandbox === undefined) return this.rebuild([target, current], performance.now() - started);
-    this.host.touch(this.current.id, this.tenant);
+    this.host.inFlight.touch(this.current.id, this.tenant);
     this.ready = { run: this.current, sandbox, deployment: current };
     if (target.id === current.id) return this.ready;
     try {
@@ -404,7 +404,7 @@ export class RunSession {
       throw error;
     }
     host.sandboxes.created(sandbox);
-    host.touch(this.current.id, this.tenant);
+    host.inFlight.touch(this.current.id, this.tenant);
     this.ready = { run: this.current, sandbox: this.withEnv(sandbox), deployment };
   }
 }

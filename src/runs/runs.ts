@@ -308,7 +308,7 @@ export class Runs {
   private async withSession<T>(run: Run, waitMs: number | undefined, fn: (session: RunSession) => Promise<T>): Promise<T> {
     const runId = run.id;
     if (run.endedAt !== null) throw ended(runId);
-    if (this.host.isDraining) {
+    if (this.host.inFlight.isDraining) {
       throw new HoldfastError('CANCELLED', 'this server is shutting down and takes no new turns; retry on another one', {
         data: { runId },
       });

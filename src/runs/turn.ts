@@ -55,7 +55,7 @@ export async function executeTurn<T>(
   session.lost.addEventListener('abort', () => stop(session.lost), { once: true });
   options.signal?.addEventListener('abort', () => stop(options.signal as AbortSignal), { once: true });
   const done = runTurn(host, session, body, options, abort);
-  host.trackTurn(session.run.id, abort, done);
+  host.inFlight.trackTurn(session.run.id, abort, done);
   return done;
 }
 

@@ -66,7 +66,7 @@ export async function sweepStrays(host: RunHost): Promise<StraySweepReport> {
   const labelled = await listLabelled(host, report.failed);
   let handled = 0;
   for (const [runId, sandboxes] of labelled) {
-    if (host.isDraining || handled >= MAX_RUNS_PER_SWEEP) break;
+    if (host.inFlight.isDraining || handled >= MAX_RUNS_PER_SWEEP) break;
     const run = await host.meta.runs.get(runId).catch((error: unknown) => {
       if (isHoldfastError(error, 'NOT_FOUND')) return undefined;
       throw error;

@@ -8,9 +8,9 @@ import { WRITE_BATCH_MAX_BYTES, WRITE_BATCH_MAX_OPS, type WriteOp } from '../wir
 import type { OpHandler } from './agent-server.js';
 import { type AgentState, faultPoint } from './agent-state.js';
 import type { BatchJournal, StagedFile } from './batch-journal.js';
+import { parseWriteOp } from './parse-write-op.js';
 import { type NoFollowResolver, withResolver } from './safe-fs.js';
 import { openStaging } from './staging-registry.js';
-import { parseWriteOp } from './write-ops.js';
 
 const { O_RDWR, O_CREAT, O_EXCL, O_NOFOLLOW } = fs.constants;
 const VERIFY_BLOCK_BYTES = 4 * 1024 * 1024;
