@@ -63,7 +63,14 @@ describe.each(CASES)('run lifecycle through the library: $name', ({ backend, san
   it('periodic checkpoints run while a turn runs, never two at once, and the turn ends with its own checkpoint', async () => {
     const hf = await server('periodic', { checkpointIntervalMs: 200 });
     const run = await newRun(hf);
-    const outcome = await hf.runs.turn(run.id, exec('for i in 1 2 3 4 5 6 7 8; do echo $i > f$i; sleep 0.2; done'));
+    const outcome = await hf.runs.turn(run.id, async (ctx) => {
+      await exec('for i in 1 2 3 4 5 6 7 8; do echo $i > f$i; sleep 0.2; done')(ctx);
+      // However loaded the machine, the turn lasts until two periodic checkpoints have finished (bounded).
+      const until = Date.now() + 30_000;
+      const finished = async () =>
+        (await hf.checkpoints.list(run.id)).filter((c) => c.reason === 'periodic' && c.status !== 'pending').length;
+      while ((await finished()) < 2 && Date.now() < until) await sleep(50);
+    });
     expect(outcome.periodic.started).toBeGreaterThanOrEqual(2);
     const checkpoints = (await hf.checkpoints.list(run.id)).reverse();
     const periodic = checkpoints.filter((c) => c.reason === 'periodic');

@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CollectionRef } from '../src/folders/folders.js';
 import { type Holdfast, openHoldfast, type RunSettings, type TurnContext } from '../src/index.js';
@@ -126,6 +127,12 @@ describe.each(CASES)('work folders in a run: $name', ({ backend, sandboxes }) =>
         await inTurn(ctx, `echo ${i} > "$HOLDFAST_TASK_DIR/f${i}"; sleep 0.25`);
         midTurn.push(await hf.folderSync.status(hf.tenant, { scope: 'task', ownerId: task }));
       }
+      // However loaded the machine, the turn lasts until two periodic saves have ended (bounded).
+      const until = Date.now() + 30_000;
+      const periodicEnded = async () =>
+        (await hf.runs.events(run.id)).filter((e) => e.kind === 'folders' && e.step === 'save_periodic').length;
+      while ((await periodicEnded()) < 2 && Date.now() < until) await sleep(50);
+      midTurn.push(await hf.folderSync.status(hf.tenant, { scope: 'task', ownerId: task }));
     });
     expect(outcome.periodic.started).toBeGreaterThanOrEqual(2);
     const saves = (await hf.runs.events(run.id)).filter((e) => e.kind === 'folders' && e.step === 'save_periodic');
