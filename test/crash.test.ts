@@ -89,6 +89,22 @@ describe('kill -9 at random points never leaves the last ready checkpoint unrest
     const expected = new Map<string, Map<string, EntryFacts>>();
     const heads = new Set<string>();
     let completed = 0;
+    // Aim the kills between start-up and half again a whole run, both measured on this machine as
+    // it is now (a loaded CI box is slower) and the run re-measured after every one that
+    // finishes: fixed delays let every run finish on a fast machine, or none on a slow one.
+    const checkpointArgs = ['--store', store, 'checkpoint', workspace, '-w', 'crash'];
+    const timed = async (args: string[]): Promise<number> => {
+      const started = performance.now();
+      expect((await runAndKill(args, env, 120_000)).code).toBe(0);
+      return performance.now() - started;
+    };
+    const startupMs = await timed(['--version']);
+    const first = describeTree(workspace);
+    let fullRunMs = await timed(checkpointArgs);
+    const calibrated = await headOf();
+    expect(calibrated).toBeDefined();
+    expected.set(calibrated as string, first);
+    heads.add(calibrated as string);
     for (let i = 0; i < CHECKPOINT_KILLS; i += 1) {
       // Change a few files, so each run has new objects to pack and upload.
       for (let k = 0; k < 3; k += 1)
@@ -96,10 +112,12 @@ describe('kill -9 at random points never leaves the last ready checkpoint unrest
       if (i % 5 === 0) writeFile(workspace, `data/big-${i}.bin`, seededBytes(6 * 1024 * 1024, `big-${i}`));
       const state = describeTree(workspace);
       const before = await assertHeadRestores(expected);
-      const outcome = await runAndKill(['--store', store, 'checkpoint', workspace, '-w', 'crash'], env, 80 + random() * 900);
+      const started = performance.now();
+      const outcome = await runAndKill(checkpointArgs, env, startupMs + random() * 1.5 * Math.max(fullRunMs - startupMs, 10));
       if (!outcome.killed) {
         expect(outcome.code).toBe(0);
         completed += 1;
+        fullRunMs = performance.now() - started;
       }
       // Whatever the kill interrupted, the head is either the old one or this run's new one.
       const hf = await open();
