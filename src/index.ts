@@ -19,6 +19,7 @@ export {
   DEFAULT_FOLDER_LIMITS,
   type FolderEntry,
   type FolderLimits,
+  type FolderRef,
   Folders,
   type ListPage,
   type OpenedFile,

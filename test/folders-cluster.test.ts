@@ -4,7 +4,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BlobStore } from '../src/blob-store/blob-store.js';
 import { createS3BlobStore } from '../src/blob-store/drivers/s3.js';
-import type { CollectionRef } from '../src/folders/folders.js';
+import type { FolderRef } from '../src/folders/folders.js';
 import { type Holdfast, openHoldfast } from '../src/index.js';
 import { createTestDatabase, type TestDatabase } from './support/postgres.js';
 import { startS3Target } from './support/s3-server.js';
@@ -59,7 +59,7 @@ describe('work folders: two Holdfast instances on one PostgreSQL + S3', () => {
 
   it('races `parent` as a file against `parent/child`: exactly one wins, the other is CONFLICT, the collection is consistent', async () => {
     for (let round = 0; round < 10; round += 1) {
-      const ref: CollectionRef = { tenantId, scope: 'task', ownerId: `race-${round}` };
+      const ref: FolderRef = { tenantId, scope: 'task', ownerId: `race-${round}` };
       const [file, child] = await Promise.all([
         settle(a.folders.write(ref, 'parent', once('a file'), { operationId: `file-${round}` })),
         settle(b.folders.write(ref, 'parent/child', once('a child'), { operationId: `child-${round}` })),
@@ -80,7 +80,7 @@ describe('work folders: two Holdfast instances on one PostgreSQL + S3', () => {
   });
 
   it('loses no acknowledged write when both instances write one collection, and replays stay no-ops', async () => {
-    const ref: CollectionRef = { tenantId, scope: 'project', ownerId: 'shared' };
+    const ref: FolderRef = { tenantId, scope: 'project', ownerId: 'shared' };
     const writes = Array.from({ length: 40 }, (_, i) =>
       (i % 2 === 0 ? a : b).folders.write(ref, `f/${i}`, once(`content ${i}`), { operationId: `op-${i}` }),
     );

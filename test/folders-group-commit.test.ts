@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { StoreError } from '../src/errors.js';
 import { GROUP_FILE_MAX_BYTES, GROUP_MAX_WRITES } from '../src/folders/content-ingest.js';
-import { type CollectionRef, Folders } from '../src/folders/folders.js';
+import { type FolderRef, Folders } from '../src/folders/folders.js';
 import { verifyStore } from '../src/snapshot/inspect/verify.js';
 import { BACKENDS, type OpenedBackends } from './support/backends.js';
 import { FaultInjectingBlobStore } from './support/fault-injecting-blob-store.js';
@@ -33,7 +33,7 @@ describe.each(BACKENDS)('group commit of small folder writes on $name', (backend
   let b: OpenedBackends;
   let blobs: FaultInjectingBlobStore;
   let folders: Folders;
-  let ref: CollectionRef;
+  let ref: FolderRef;
 
   beforeEach(async () => {
     b = await backend.open();

@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type CollectionRef, Folders, MAX_STORED_BATCH_OPERATIONS, type StoredContent } from '../src/folders/folders.js';
+import { type FolderRef, Folders, MAX_STORED_BATCH_OPERATIONS, type StoredContent } from '../src/folders/folders.js';
 import { BACKENDS, type OpenedBackends } from './support/backends.js';
 import { codeOf as errorCode } from './support/error-code.js';
 
@@ -21,7 +21,7 @@ describe.each(BACKENDS)('stored-content folder writes on $name', (backend) => {
   let folders: Folders;
   let tenantId: string;
   let n = 0;
-  const ref = (): CollectionRef => ({ tenantId, scope: 'project', ownerId: `stored${++n}` });
+  const ref = (): FolderRef => ({ tenantId, scope: 'project', ownerId: `stored${++n}` });
 
   /** Streams `bytes` into a scratch collection and gives back how the store holds them. */
   const upload = async (bytes: Uint8Array): Promise<StoredContent> => {

@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type CollectionRef, Folders } from '../src/folders/folders.js';
+import { type FolderRef, Folders } from '../src/folders/folders.js';
 import { collectGarbage } from '../src/snapshot/gc/gc.js';
 import { BACKENDS, type OpenedBackends } from './support/backends.js';
 
@@ -47,7 +47,7 @@ describe.each(BACKENDS)('work folders on $name', (backend) => {
   let folders: Folders;
   let tenantId: string;
   let n = 0;
-  const ref = (): CollectionRef => ({ tenantId, scope: 'project', ownerId: `p${++n}` });
+  const ref = (): FolderRef => ({ tenantId, scope: 'project', ownerId: `p${++n}` });
 
   beforeAll(async () => {
     b = await backend.open();

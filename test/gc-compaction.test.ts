@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { type CollectionRef, Folders } from '../src/folders/folders.js';
+import { type FolderRef, Folders } from '../src/folders/folders.js';
 import { packKey } from '../src/objects/pack-format.js';
 import { TARGET_PACK_BYTES } from '../src/objects/pack-writer.js';
 import { collectGarbage, type GcOptions, type GcPackEntry } from '../src/snapshot/gc/gc.js';
@@ -44,7 +44,7 @@ const ids = (entries: readonly GcPackEntry[]): string[] => entries.map((e) => e.
 describe.each(BACKENDS)('compaction of small packs on $name', (backend) => {
   let b: OpenedBackends;
   let folders: Folders;
-  let ref: CollectionRef;
+  let ref: FolderRef;
 
   beforeEach(async () => {
     b = await backend.open();

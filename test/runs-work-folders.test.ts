@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { CollectionRef } from '../src/folders/folders.js';
+import type { FolderRef } from '../src/folders/folders.js';
 import { type Holdfast, openHoldfast, type RunSettings, type TurnContext } from '../src/index.js';
 import type { SandboxProvider } from '../src/sandbox/sandbox-provider.js';
 import { BACKENDS, type BackendCase, type OpenedBackends } from './support/backends.js';
@@ -24,7 +24,7 @@ const CASES: ReadonlyArray<{ name: string; backend: BackendCase; sandboxes: RunP
   { name: `${(BACKENDS[0] as BackendCase).name} on docker`, backend: BACKENDS[0] as BackendCase, sandboxes: DOCKER },
 ];
 
-async function readFolder(hf: Holdfast, ref: CollectionRef, file: string): Promise<Buffer> {
+async function readFolder(hf: Holdfast, ref: FolderRef, file: string): Promise<Buffer> {
   const opened = await hf.folders.open(ref, file);
   const chunks: Uint8Array[] = [];
   for await (const chunk of opened.body) chunks.push(chunk);
@@ -59,7 +59,7 @@ describe.each(CASES)('work folders in a run: $name', ({ backend, sandboxes }) =>
     const image = sandboxes.image();
     return hf.deployments.create({ provider: sandboxes.name, ...(image === null ? {} : { image }) });
   };
-  const ref = (hf: Holdfast, scope: CollectionRef['scope'], ownerId: string): CollectionRef => ({ tenantId: hf.tenant.id, scope, ownerId });
+  const ref = (hf: Holdfast, scope: FolderRef['scope'], ownerId: string): FolderRef => ({ tenantId: hf.tenant.id, scope, ownerId });
 
   beforeAll(async () => {
     opened = await backend.open();

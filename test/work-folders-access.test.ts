@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { CollectionRef } from '../src/folders/folders.js';
+import type { FolderRef } from '../src/folders/folders.js';
 import { FOLDER_SCOPES, type FolderScope } from '../src/model/folder-scopes.js';
 import type { FolderAction } from '../src/tenants/folder-access.js';
 import { BACKENDS } from './support/backends.js';
@@ -51,7 +51,7 @@ describe.each(BACKENDS)('work folders: the authorization matrix over HTTP ($name
     if (found === undefined) throw new Error(`no caller ${name}`);
     return found;
   };
-  const refOf = (scope: FolderScope): CollectionRef => ({ tenantId: svc.tenantId, scope, ownerId: OWNERS[scope] });
+  const refOf = (scope: FolderScope): FolderRef => ({ tenantId: svc.tenantId, scope, ownerId: OWNERS[scope] });
 
   beforeAll(async () => {
     svc = await openFolderService(backendCase);

@@ -6,10 +6,10 @@ import { type IngestedContent, ingestContent } from './content-ingest.js';
 import { parentPaths, validateFolderPath, validateName } from './folder-paths.js';
 import {
   type Applied,
-  type CollectionRef,
   checkRef,
   type FolderEntry,
   type FolderLimits,
+  type FolderRef,
   type FoldersDeps,
   type MkdirOptions,
   type OperationOptions,
@@ -49,7 +49,7 @@ export class FolderOperations {
   ) {}
 
   async write(
-    ref: CollectionRef,
+    ref: FolderRef,
     path: string,
     body: AsyncIterable<Uint8Array>,
     options: WriteOptions,
@@ -91,7 +91,7 @@ export class FolderOperations {
     }
   }
 
-  async mkdir(ref: CollectionRef, path: string, options: MkdirOptions): Promise<{ entry: FolderEntry | null } & Applied> {
+  async mkdir(ref: FolderRef, path: string, options: MkdirOptions): Promise<{ entry: FolderEntry | null } & Applied> {
     checkRef(ref);
     validateFolderPath(path, this.limits.maxPathBytes);
     validateName(options.operationId, 'operationId');
@@ -118,7 +118,7 @@ export class FolderOperations {
       : { entry: await this.replayedEntry(ref, result.resultId), applied: false };
   }
 
-  async remove(ref: CollectionRef, path: string, options: OperationOptions): Promise<{ removed: number } & Applied> {
+  async remove(ref: FolderRef, path: string, options: OperationOptions): Promise<{ removed: number } & Applied> {
     checkRef(ref);
     validateFolderPath(path, this.limits.maxPathBytes);
     validateName(options.operationId, 'operationId');
@@ -130,7 +130,7 @@ export class FolderOperations {
     return { removed: result.applied ? (result.answer as number) : 0, applied: result.applied };
   }
 
-  async restore(ref: CollectionRef, fileId: string, options: OperationOptions): Promise<{ restored: number } & Applied> {
+  async restore(ref: FolderRef, fileId: string, options: OperationOptions): Promise<{ restored: number } & Applied> {
     checkRef(ref);
     validateName(fileId, 'fileId');
     validateName(options.operationId, 'operationId');
@@ -157,7 +157,7 @@ export class FolderOperations {
     return { restored: result.applied ? (result.answer as number) : 0, applied: result.applied };
   }
 
-  async purge(ref: CollectionRef, fileId: string, options: OperationOptions): Promise<{ purged: number } & Applied> {
+  async purge(ref: FolderRef, fileId: string, options: OperationOptions): Promise<{ purged: number } & Applied> {
     checkRef(ref);
     validateName(fileId, 'fileId');
     validateName(options.operationId, 'operationId');
@@ -169,7 +169,7 @@ export class FolderOperations {
     return { purged: result.applied ? (result.answer as number) : 0, applied: result.applied };
   }
 
-  async purgeCollection(ref: CollectionRef): Promise<{ purged: number }> {
+  async purgeCollection(ref: FolderRef): Promise<{ purged: number }> {
     checkRef(ref);
     const collection = await this.deps.meta.folders.findCollection(ref.tenantId, ref.scope, ref.ownerId);
     if (collection === undefined) return { purged: 0 };
@@ -188,7 +188,7 @@ export class FolderOperations {
    * lookup and the lock is created afresh on the retry.
    */
   private async mutate<T>(
-    ref: CollectionRef,
+    ref: FolderRef,
     operationId: string,
     fingerprint: readonly unknown[],
     apply: (tx: MetadataTransaction, collection: FolderCollection, at: number) => Promise<Outcome<T>>,
@@ -207,7 +207,7 @@ export class FolderOperations {
    * then make its checks before its first write, so a refused operation changed nothing.
    * Anything else rolls the whole transaction back and rejects.
    */
-  async mutateMany<T>(ref: CollectionRef, items: ReadonlyArray<MutationItem<T>>, isolate: boolean): Promise<Array<MutationResult<T>>> {
+  async mutateMany<T>(ref: FolderRef, items: ReadonlyArray<MutationItem<T>>, isolate: boolean): Promise<Array<MutationResult<T>>> {
     const prints = items.map((item) => sha256Hex(JSON.stringify(item.fingerprint)));
     for (let attempt = 0; ; attempt += 1) {
       const collection = await this.deps.meta.folders.ensureCollection(ref.tenantId, ref.scope, ref.ownerId);
@@ -297,7 +297,7 @@ export class FolderOperations {
   }
 
   /** The row an earlier, replayed operation produced, as it is now (`null` if purged since). */
-  private async replayedEntry(ref: CollectionRef, resultId: string | null): Promise<FolderEntry | null> {
+  private async replayedEntry(ref: FolderRef, resultId: string | null): Promise<FolderEntry | null> {
     if (resultId === null) return null;
     const collection = await this.deps.meta.folders.findCollection(ref.tenantId, ref.scope, ref.ownerId);
     const row = collection === undefined ? undefined : await this.deps.meta.folders.getFile(collection.id, resultId);

@@ -35,8 +35,12 @@ export {
   type StoredWriteOptions,
 } from './stored-operations.js';
 
-/** Names one collection. `tenantId` is the tenant's id (`Tenant.id`), not its name. */
-export interface CollectionRef {
+/**
+ * Names one work folder: a tenant's folder tree of one scope and owner (stored as a
+ * "collection" row in `metadata/tables/folders-repo.ts`). `tenantId` is the tenant's id
+ * (`Tenant.id`), not its name.
+ */
+export interface FolderRef {
   readonly tenantId: string;
   readonly scope: FolderScope;
   /** The owner (task, agent, user or project id): 1..256 characters, no control characters. */
@@ -221,7 +225,7 @@ export class Folders {
    * Live rows (or the trash) of a collection, a page at a time, by a stable keyset cursor.
    * A collection never written lists empty (and is not created by listing).
    */
-  async list(ref: CollectionRef, options: ListOptions = {}): Promise<ListPage> {
+  async list(ref: FolderRef, options: ListOptions = {}): Promise<ListPage> {
     checkRef(ref);
     const limit = options.limit ?? this.limits.defaultPageSize;
     if (!Number.isSafeInteger(limit) || limit < 1 || limit > this.limits.maxPageSize) {
@@ -249,7 +253,7 @@ export class Folders {
    * `maxPageSize` rows at a time (so a collection changing meanwhile may show a row as it was
    * when its page was read). A collection never written is empty.
    */
-  async listContent(ref: CollectionRef): Promise<StoredEntry[]> {
+  async listContent(ref: FolderRef): Promise<StoredEntry[]> {
     checkRef(ref);
     const collection = await this.deps.meta.folders.findCollection(ref.tenantId, ref.scope, ref.ownerId);
     if (collection === undefined) return [];
@@ -273,7 +277,7 @@ export class Folders {
    * row is there; `INVALID_INPUT` for a directory or a bad range; `INVALID_PATH` for a bad
    * path; `LIMIT_EXCEEDED` for a preview (`maxBytes`) of a larger file.
    */
-  async open(ref: CollectionRef, path: string, options: OpenOptions = {}): Promise<OpenedFile> {
+  async open(ref: FolderRef, path: string, options: OpenOptions = {}): Promise<OpenedFile> {
     checkRef(ref);
     validateFolderPath(path, this.limits.maxPathBytes);
     const collection = await this.deps.meta.folders.findCollection(ref.tenantId, ref.scope, ref.ownerId);
@@ -305,7 +309,7 @@ export class Folders {
    * first byte of `body` is read.
    */
   write(
-    ref: CollectionRef,
+    ref: FolderRef,
     path: string,
     body: AsyncIterable<Uint8Array>,
     options: WriteOptions,
@@ -324,7 +328,7 @@ export class Folders {
    * operation id are one operation).
    */
   async writeStored(
-    ref: CollectionRef,
+    ref: FolderRef,
     path: string,
     content: StoredContent,
     options: StoredWriteOptions,
@@ -347,7 +351,7 @@ export class Folders {
    * store failure rolls the whole batch back and rejects. Bad arguments are refused before
    * anything runs.
    */
-  applyStored(ref: CollectionRef, operations: readonly StoredOperation[]): Promise<StoredOutcome[]> {
+  applyStored(ref: FolderRef, operations: readonly StoredOperation[]): Promise<StoredOutcome[]> {
     checkRef(ref);
     return applyStoredOperations(this.ops, this.limits, ref, operations);
   }
@@ -357,7 +361,7 @@ export class Folders {
    * (still `applied: true`); a file there is `CONFLICT` unless `replaceKind`; a parent that is
    * a file is `CONFLICT`. Idempotent by `operationId` (fingerprint: path, replaceKind).
    */
-  mkdir(ref: CollectionRef, path: string, options: MkdirOptions): Promise<{ entry: FolderEntry | null } & Applied> {
+  mkdir(ref: FolderRef, path: string, options: MkdirOptions): Promise<{ entry: FolderEntry | null } & Applied> {
     return this.ops.mkdir(ref, path, options);
   }
 
@@ -366,7 +370,7 @@ export class Folders {
    * unit). `NOT_FOUND` when nothing live is at `path`. Resolves with how many rows went.
    * Idempotent by `operationId` (fingerprint: path).
    */
-  remove(ref: CollectionRef, path: string, options: OperationOptions): Promise<{ removed: number } & Applied> {
+  remove(ref: FolderRef, path: string, options: OperationOptions): Promise<{ removed: number } & Applied> {
     return this.ops.remove(ref, path, options);
   }
 
@@ -376,7 +380,7 @@ export class Folders {
    * changed if any of those paths is live again or a parent is a file; `NOT_FOUND` when the
    * row is not in this collection's trash. Idempotent by `operationId` (fingerprint: fileId).
    */
-  restore(ref: CollectionRef, fileId: string, options: OperationOptions): Promise<{ restored: number } & Applied> {
+  restore(ref: FolderRef, fileId: string, options: OperationOptions): Promise<{ restored: number } & Applied> {
     return this.ops.restore(ref, fileId, options);
   }
 
@@ -385,7 +389,7 @@ export class Folders {
    * good; its objects become garbage for GC (after the grace). `NOT_FOUND` when the row is
    * not in this collection's trash. Idempotent by `operationId` (fingerprint: fileId).
    */
-  purge(ref: CollectionRef, fileId: string, options: OperationOptions): Promise<{ purged: number } & Applied> {
+  purge(ref: FolderRef, fileId: string, options: OperationOptions): Promise<{ purged: number } & Applied> {
     return this.ops.purge(ref, fileId, options);
   }
 
@@ -393,13 +397,13 @@ export class Folders {
    * Removes the whole collection (live rows, trash, receipts) for good; its objects become
    * garbage for GC. Idempotent: a missing collection resolves `{purged: 0}`.
    */
-  purgeCollection(ref: CollectionRef): Promise<{ purged: number }> {
+  purgeCollection(ref: FolderRef): Promise<{ purged: number }> {
     return this.ops.purgeCollection(ref);
   }
 }
 
 /** Checks the scope, owner and tenant of a collection reference (`INVALID_INPUT`). */
-export function checkRef(ref: CollectionRef): void {
+export function checkRef(ref: FolderRef): void {
   if (!(FOLDER_SCOPES as readonly string[]).includes(ref.scope)) {
     throw new InputError('INVALID_INPUT', `scope must be one of ${FOLDER_SCOPES.join(', ')}`, { data: { field: 'scope' } });
   }
@@ -455,3 +459,6 @@ function clipRange(range: { offset: number; length: number }, size: number): { o
   }
   return { offset, length: Math.min(length, size - offset) };
 }
+
+/** @deprecated Use {@link FolderRef}; the old name is kept for one release. */
+export type CollectionRef = FolderRef;

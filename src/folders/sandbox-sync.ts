@@ -6,7 +6,7 @@ import { HOME_DIRS } from '../model/sandbox-home.js';
 import type { TenantScope } from '../model/tenants.js';
 import { isFinalSave, type RunExtension, type RunSandboxContext, type SaveMoment } from '../runs/run-extension.js';
 import { issueRunToken } from '../tenants/tokens.js';
-import type { CollectionRef } from './folders.js';
+import type { FolderRef } from './folders.js';
 import { FolderSyncEngine, type FolderSyncEngineDeps, type SyncTarget } from './sync/sync-engine.js';
 
 /** Environment variable naming each home directory. */
@@ -166,7 +166,7 @@ export class FolderSync implements RunExtension {
    * not bind that collection; `CONFLICT` (reason `ended`) once the run has ended. A run whose sandbox
    * never synced that scope needs none: its next attach hydrates it (`queued: false`).
    */
-  async requestRefresh(tenant: TenantScope, runId: string, ref: Omit<CollectionRef, 'tenantId'>): Promise<{ queued: boolean }> {
+  async requestRefresh(tenant: TenantScope, runId: string, ref: Omit<FolderRef, 'tenantId'>): Promise<{ queued: boolean }> {
     const { scope } = ref;
     const run = await this.deps.meta.runs.find(tenant.id, runId);
     if (run === undefined || run.bindings?.[scope] !== ref.ownerId) {
@@ -183,7 +183,7 @@ export class FolderSync implements RunExtension {
   }
 
   /** Per sandbox that synced collection `ref`, its save and refresh state, oldest first. */
-  async status(tenant: TenantScope, ref: Omit<CollectionRef, 'tenantId'>): Promise<SyncStatus[]> {
+  async status(tenant: TenantScope, ref: Omit<FolderRef, 'tenantId'>): Promise<SyncStatus[]> {
     const collection = await this.deps.meta.folders.findCollection(tenant.id, ref.scope, ref.ownerId);
     if (collection === undefined) return [];
     const out: SyncStatus[] = [];
@@ -226,7 +226,7 @@ export class FolderSync implements RunExtension {
   /** The sync target of a bound scope, its state row created on first use. */
   private async ready(context: RunSandboxContext, scope: FolderScope): Promise<SyncTarget> {
     const ownerId = context.run.bindings?.[scope] as string;
-    const ref: CollectionRef = { tenantId: context.tenant.id, scope, ownerId };
+    const ref: FolderRef = { tenantId: context.tenant.id, scope, ownerId };
     const key = stateKeyOf(context, scope);
     const state = await this.deps.meta.folderSync.find(key);
     if (state === undefined) {

@@ -11,7 +11,7 @@ import {
   writeFingerprint,
 } from './folder-operations.js';
 import { parentPaths, validateFolderPath, validateName } from './folder-paths.js';
-import type { CollectionRef, FolderLimits, MkdirOptions, OperationOptions, WriteOptions } from './folders.js';
+import type { FolderLimits, FolderRef, MkdirOptions, OperationOptions, WriteOptions } from './folders.js';
 
 /** Operations one {@link Folders.applyStored} call applies at most (one transaction, one collection lock). */
 export const MAX_STORED_BATCH_OPERATIONS = 256;
@@ -57,7 +57,7 @@ export type StoredOutcome =
 export async function applyStoredOperations(
   ops: FolderOperations,
   limits: FolderLimits,
-  ref: CollectionRef,
+  ref: FolderRef,
   batch: readonly StoredOperation[],
 ): Promise<StoredOutcome[]> {
   if (batch.length > MAX_STORED_BATCH_OPERATIONS) {

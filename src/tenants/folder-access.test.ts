@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { FolderScope } from '../model/folder-scopes.js';
 import { parseRunBindings } from '../model/run-bindings.js';
-import { type CollectionTarget, canAccessFolder, type FolderAccessLookups, type FolderAction, type Principal } from './folder-access.js';
+import { canAccessFolder, type FolderAccessLookups, type FolderAction, type FolderTarget, type Principal } from './folder-access.js';
 
 const TENANT = 'ten-acme';
 const OTHER_TENANT = 'ten-globex';
@@ -84,7 +84,7 @@ describe('canAccessFolder: every principal kind × scope × owner × action', ()
   it.each(CASES)('$who $action $scope ($which owner)', async ({ who, scope, which, action }) => {
     const principal: Principal = PRINCIPALS[who];
     const ownerId = who === 'runOfRevokedUser' && scope === 'user' && which === 'bound' ? 'rex' : OWNERS[scope][which];
-    const collection: CollectionTarget = { tenantId: TENANT, scope, ownerId };
+    const collection: FolderTarget = { tenantId: TENANT, scope, ownerId };
     expect(await canAccessFolder(principal, collection, action, lookups)).toBe(expected(who, scope, which, action));
   });
 

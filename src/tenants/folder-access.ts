@@ -54,8 +54,8 @@ export interface RunPrincipal extends PrincipalBase {
 /** Who is calling: resolved from a bearer token (`Tokens.principal`). */
 export type Principal = ServicePrincipal | UserPrincipal | RunPrincipal;
 
-/** The collection being asked about; `CollectionRef` of `folders/folders.ts` is one. */
-export interface CollectionTarget {
+/** The collection being asked about; `FolderRef` of `folders/folders.ts` is one. */
+export interface FolderTarget {
   readonly tenantId: string;
   readonly scope: FolderScope;
   readonly ownerId: string;
@@ -111,7 +111,7 @@ export function folderAccessLookups(meta: MetadataStore): FolderAccessLookups {
  */
 export async function canAccessFolder(
   principal: Principal,
-  collection: CollectionTarget,
+  collection: FolderTarget,
   action: FolderAction,
   lookups: FolderAccessLookups,
 ): Promise<boolean> {
@@ -126,14 +126,14 @@ export async function canAccessFolder(
   }
 }
 
-async function userMay(principal: UserPrincipal, collection: CollectionTarget, action: FolderAction, lookups: FolderAccessLookups) {
+async function userMay(principal: UserPrincipal, collection: FolderTarget, action: FolderAction, lookups: FolderAccessLookups) {
   if (action === 'purge-collection') return false;
   if (collection.scope === 'user' && collection.ownerId !== principal.userId) return false;
   if (collection.scope !== 'user' && action === 'write' && principal.role !== 'member') return false;
   return lookups.isUserActive(principal.tenantId, principal.userId);
 }
 
-async function runMay(principal: RunPrincipal, collection: CollectionTarget, action: FolderAction, lookups: FolderAccessLookups) {
+async function runMay(principal: RunPrincipal, collection: FolderTarget, action: FolderAction, lookups: FolderAccessLookups) {
   if (action === 'purge-collection') return false;
   if (principal.bindings[collection.scope] !== collection.ownerId) return false;
   if (!(await lookups.isRunActive(principal.tenantId, principal.runId))) return false;

@@ -1,6 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
 import path from 'node:path';
-import { type CollectionRef, Folders } from '../../src/folders/folders.js';
+import { type FolderRef, Folders } from '../../src/folders/folders.js';
 import { FolderSync } from '../../src/folders/sandbox-sync.js';
 import type { SyncEndpoints, SyncFolders } from '../../src/folders/sync/sync-engine.js';
 import type { Run, StoredRunBindings } from '../../src/metadata/metadata-store.js';
@@ -38,7 +38,7 @@ export interface SyncFixture {
   run(bindings: StoredRunBindings): Promise<Run>;
   /** A fresh sandbox and the context an extension gets for `run` in it. */
   context(run: Run, sandbox?: SandboxHandle): Promise<RunSandboxContext>;
-  ref(scope: FolderScope, ownerId: string): CollectionRef;
+  ref(scope: FolderScope, ownerId: string): FolderRef;
   close(): Promise<void>;
 }
 
@@ -120,7 +120,7 @@ export async function* body(bytes: Uint8Array | string): AsyncGenerator<Uint8Arr
 }
 
 /** Every receipt of a collection: how many operations it ever applied. */
-export async function receiptCount(b: OpenedBackends, ref: CollectionRef): Promise<number> {
+export async function receiptCount(b: OpenedBackends, ref: FolderRef): Promise<number> {
   const collection = await b.meta.folders.findCollection(ref.tenantId, ref.scope, ref.ownerId);
   if (collection === undefined) return 0;
   const row = await b.meta.db
@@ -132,7 +132,7 @@ export async function receiptCount(b: OpenedBackends, ref: CollectionRef): Promi
 }
 
 /** The receipt of a write of `content` at `path` (the streamed write's fingerprint), if one was applied. */
-export async function writeReceipt(b: OpenedBackends, ref: CollectionRef, filePath: string, content: string, executable = false) {
+export async function writeReceipt(b: OpenedBackends, ref: FolderRef, filePath: string, content: string, executable = false) {
   const collection = await b.meta.folders.findCollection(ref.tenantId, ref.scope, ref.ownerId);
   const print = sha(JSON.stringify(['write', filePath, sha(content), executable, null, true, false]));
   return b.meta.db

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import type { Command } from 'commander';
 import { InputError, NotFoundError } from '../../errors.js';
-import type { CollectionRef, FolderEntry } from '../../folders/folders.js';
+import type { FolderEntry, FolderRef } from '../../folders/folders.js';
 import type { Holdfast } from '../../index.js';
 import { FOLDER_SCOPES, type FolderScope } from '../../model/folder-scopes.js';
 import { isoTime, renderTable } from '../output.js';
@@ -32,7 +32,7 @@ interface MutationFlags extends CollectionFlags {
  * every collection (as `holdfast run show` sees every run): no folder policy applies here.
  * A tenant that does not exist is `NOT_FOUND`, never created by a folder command.
  */
-async function collectionOf(hf: Holdfast, flags: CollectionFlags): Promise<CollectionRef> {
+async function collectionOf(hf: Holdfast, flags: CollectionFlags): Promise<FolderRef> {
   const tenant = await hf.meta.tenants.findByName(flags.tenant);
   if (tenant === undefined) {
     throw new NotFoundError(`tenant ${flags.tenant} not found: holdfast token create --tenant ${flags.tenant} creates it`, {

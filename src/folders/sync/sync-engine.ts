@@ -12,7 +12,7 @@ import { homeView } from '../../sandbox/handle-views.js';
 import type { SandboxHandle } from '../../sandbox/sandbox-provider.js';
 import { Snapshots } from '../../snapshot/snapshots.js';
 import { checkpointLimits, type FlatTree, flattenTree } from '../../snapshot/tree-walk.js';
-import type { CollectionRef, Folders, StoredEntry } from '../folders.js';
+import type { FolderRef, Folders, StoredEntry } from '../folders.js';
 import { MAX_STORED_BATCH_OPERATIONS, type StoredOperation } from '../stored-operations.js';
 import { type ListedEntry, ListedSource } from './listed-source.js';
 import { keepOnlyHead } from './sync-namespace.js';
@@ -36,7 +36,7 @@ export interface FolderSyncEngineDeps {
 
 /** One collection directory of one sandbox, with the state row the sync keeps for it. */
 export interface SyncTarget {
-  readonly ref: CollectionRef;
+  readonly ref: FolderRef;
   readonly runId: string;
   readonly sandbox: SandboxHandle;
   readonly signal?: AbortSignal;

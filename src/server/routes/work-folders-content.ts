@@ -5,7 +5,7 @@
  */
 import type { Context } from 'hono';
 import { HoldfastError } from '../../errors.js';
-import type { CollectionRef, FolderEntry, Folders } from '../../folders/folders.js';
+import type { FolderEntry, FolderRef, Folders } from '../../folders/folders.js';
 import type { AppEnv } from '../app-env.js';
 
 /**
@@ -105,7 +105,7 @@ async function discard(body: AsyncIterable<Uint8Array>): Promise<void> {
  * chunk is an error status; a later corrupt chunk (`INTEGRITY`) cuts the stream short, and
  * the client sees fewer bytes than `Content-Length` promised.
  */
-export async function downloadResponse(c: Context<AppEnv>, folders: Folders, ref: CollectionRef, path: string): Promise<Response> {
+export async function downloadResponse(c: Context<AppEnv>, folders: Folders, ref: FolderRef, path: string): Promise<Response> {
   const rangeHeader = c.req.header('range');
   const wanted = parseRange(rangeHeader);
   if (wanted === undefined) {

@@ -14,10 +14,10 @@
 import type { Context } from 'hono';
 import { z } from 'zod';
 import { NotFoundError } from '../../errors.js';
-import type { CollectionRef, Folders } from '../../folders/folders.js';
+import type { FolderRef, Folders } from '../../folders/folders.js';
 import type { FolderSync } from '../../folders/sandbox-sync.js';
 import { FOLDER_SCOPES, type FolderScope } from '../../model/folder-scopes.js';
-import { type CollectionTarget, canAccessFolder, type FolderAccessLookups, type FolderAction } from '../../tenants/folder-access.js';
+import { canAccessFolder, type FolderAccessLookups, type FolderAction, type FolderTarget } from '../../tenants/folder-access.js';
 import type { AppEnv } from '../app-env.js';
 import type { HeaderDoc } from '../openapi.js';
 import { answerAs, type RouteDef, readJson, readQuery } from '../route.js';
@@ -39,7 +39,7 @@ import {
   WORK_FOLDERS_BASE,
 } from './work-folders-schemas.js';
 
-/** Longest owner id a collection can have (`CollectionRef.ownerId`); anything else names no collection. */
+/** Longest owner id a collection can have (`FolderRef.ownerId`); anything else names no collection. */
 const MAX_OWNER_ID_CHARS = 256;
 // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what this rejects
 const CONTROL_CHARACTER = /[\u0000-\u001f\u007f]/;
@@ -62,15 +62,15 @@ function denied(): NotFoundError {
  * denial (`NOT_FOUND`). A scope outside {@link FOLDER_SCOPES}, an owner id no collection can
  * have, and another tenant's name are denials too: they name no collection this caller has.
  */
-async function collectionFor(c: Context<AppEnv>, action: FolderAction, lookups: FolderAccessLookups): Promise<CollectionRef> {
+async function collectionFor(c: Context<AppEnv>, action: FolderAction, lookups: FolderAccessLookups): Promise<FolderRef> {
   const principal = c.get('principal');
   const scope = c.req.param('scope') ?? '';
   const ownerId = c.req.param('ownerId') ?? '';
   if (c.req.param('companyId') !== principal.tenantName) throw denied();
   if (!(FOLDER_SCOPES as readonly string[]).includes(scope)) throw denied();
   if (ownerId.length === 0 || ownerId.length > MAX_OWNER_ID_CHARS || CONTROL_CHARACTER.test(ownerId)) throw denied();
-  const ref: CollectionRef = { tenantId: principal.tenantId, scope: scope as FolderScope, ownerId };
-  const target: CollectionTarget = ref;
+  const ref: FolderRef = { tenantId: principal.tenantId, scope: scope as FolderScope, ownerId };
+  const target: FolderTarget = ref;
   if (!(await canAccessFolder(principal, target, action, lookups))) throw denied();
   return ref;
 }
