@@ -9,9 +9,13 @@
  * Holdfast's own hashing, never typed in.
  */
 export const ID64 = (column: string) => `length(${column}) = 64`;
+/** An object is file data or a tree. */
 export const KIND = `kind IN ('data', 'tree')`;
+/** How an object is stored in its pack. */
 export const CODEC = `codec IN ('none', 'zstd')`;
+/** A checkpoint's states. */
 export const STATUS = `status IN ('pending', 'ready', 'failed')`;
+/** Why a checkpoint was taken. */
 export const REASON = `reason IN ('turn', 'periodic', 'final', 'manual', 'upgrade', 'shutdown')`;
 /** A checkpoint is finished exactly when it left `pending`; ready has a tree, failed has an error. */
 export const CHECKPOINT_STATE_CHECKS = [
