@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { resolveWithin, splitRelativePath, symlinkStaysInside, symlinkTargetProblem } from './paths.js';
+import { posixWithin, resolveWithin, splitRelativePath, symlinkStaysInside, symlinkTargetProblem } from './paths.js';
 
 describe('workspace paths', () => {
   it('accept relative POSIX paths and resolve them inside the root', () => {
@@ -50,5 +50,16 @@ describe('workspace paths', () => {
     expect(symlinkTargetProblem('../../x')).toBeUndefined();
     expect(symlinkTargetProblem('up/..')).toBeDefined();
     expect(symlinkTargetProblem('/x')).toBeDefined();
+  });
+});
+
+describe('posixWithin', () => {
+  it('is true for the directory itself and what lies below it, false for what climbs out or starts elsewhere', () => {
+    expect(posixWithin('/w', '/w')).toBe(true);
+    expect(posixWithin('/w/a/b', '/w')).toBe(true);
+    expect(posixWithin('/w/..cache', '/w')).toBe(true);
+    expect(posixWithin('/w/../etc', '/w')).toBe(false);
+    expect(posixWithin('/wx', '/w')).toBe(false);
+    expect(posixWithin('/', '/w')).toBe(false);
   });
 });

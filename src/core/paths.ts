@@ -113,3 +113,14 @@ export function symlinkStaysInside(linkRel: string, target: string): boolean {
   const depth = linkRel.split('/').length - 1;
   return climbs(target) <= depth;
 }
+
+/** Whether the POSIX path `inner` is `outer` or lies below it (lexically: `..`-named entries like `..cache` are inside). */
+export function posixWithin(inner: string, outer: string): boolean {
+  const rel = path.posix.relative(outer, inner);
+  return rel === '' || (!posixEscapes(rel) && !path.posix.isAbsolute(rel));
+}
+
+/** Whether a `path.posix.relative` result leads upwards. */
+export function posixEscapes(rel: string): boolean {
+  return rel === '..' || rel.startsWith('../');
+}

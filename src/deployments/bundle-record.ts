@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { posixEscapes, posixWithin } from '../core/paths.js';
 import { InputError } from '../errors.js';
 import { FOLDER_SCOPES } from '../model/folder-scopes.js';
 
@@ -84,11 +85,11 @@ export function bundleDirIn(bundlePath: string | null, sandbox: { workspaceRoot:
   if (overlaps(dir, workspaceRoot)) {
     throw invalid(`bundle directory ${dir} overlaps the sandbox workspace ${workspaceRoot}: the bundle must lie outside it`, 'bundlePath');
   }
-  if (within(agentHome, dir)) {
+  if (posixWithin(agentHome, dir)) {
     throw invalid(`bundle directory ${dir} would replace the sandbox home ${agentHome}`, 'bundlePath');
   }
   const inHome = path.posix.relative(agentHome, dir);
-  if (!escapes(inHome) && RESERVED_HOME_SEGMENTS.has(inHome.split('/')[0] as string)) {
+  if (!posixEscapes(inHome) && RESERVED_HOME_SEGMENTS.has(inHome.split('/')[0] as string)) {
     throw invalid(`bundle directory ${dir} is inside a directory Holdfast writes in the home`, 'bundlePath');
   }
   return dir;
@@ -96,18 +97,7 @@ export function bundleDirIn(bundlePath: string | null, sandbox: { workspaceRoot:
 
 /** Whether `a` and `b` are the same directory or one contains the other. */
 function overlaps(a: string, b: string): boolean {
-  return within(a, b) || within(b, a);
-}
-
-/** Whether `inner` is `outer` or lies below it. */
-function within(inner: string, outer: string): boolean {
-  const rel = path.posix.relative(outer, inner);
-  return rel === '' || (!escapes(rel) && !path.posix.isAbsolute(rel));
-}
-
-/** Whether a `path.posix.relative` result leads upwards. */
-function escapes(rel: string): boolean {
-  return rel === '..' || rel.startsWith('../');
+  return posixWithin(a, b) || posixWithin(b, a);
 }
 
 function isCount(value: unknown): value is number {

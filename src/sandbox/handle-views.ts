@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { posixWithin } from '../core/paths.js';
 import type { SandboxHandle } from './sandbox-provider.js';
 
 /** What a view of a sandbox changes: where its workspace root is, and what every command also gets. */
@@ -39,8 +40,7 @@ export function viewOf(handle: SandboxHandle, view: HandleView): SandboxHandle {
 
 /** Whether `root` is the handle's workspace root or lies inside it. */
 export function insideWorkspace(handle: SandboxHandle, root: string): boolean {
-  const rel = path.posix.relative(handle.workspaceRoot, root);
-  return !rel.startsWith('..') && !path.posix.isAbsolute(rel);
+  return posixWithin(root, handle.workspaceRoot);
 }
 
 function hostPathOf(handle: SandboxHandle, root: string): string | undefined {
