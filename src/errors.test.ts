@@ -6,11 +6,15 @@ import {
   ConflictError,
   ERROR_CODES,
   ERROR_FAMILIES,
+  type ErrorCode,
   errorFor,
   HoldfastError,
+  InputError,
+  IntegrityError,
   isHoldfastError,
   NotFoundError,
   StoreError,
+  StoreFullError,
 } from './errors.js';
 
 describe('HoldfastError', () => {
@@ -44,10 +48,29 @@ describe('HoldfastError', () => {
 
 describe('error families', () => {
   it('errorFor builds every code through its family, and the rest as a plain HoldfastError', () => {
+    const families: Partial<Record<ErrorCode, new (...args: never[]) => HoldfastError>> = {
+      INVALID_INPUT: InputError,
+      INVALID_PATH: InputError,
+      LIMIT_EXCEEDED: InputError,
+      SECRET_EXCLUDED: InputError,
+      CONFLICT: ConflictError,
+      ALREADY_EXISTS: ConflictError,
+      STALE_LEASE: ConflictError,
+      WORKSPACE_CHANGED: ConflictError,
+      REPOSITORY_BUSY: ConflictError,
+      INTEGRITY: IntegrityError,
+      RESTORE_INCOMPLETE: IntegrityError,
+      NOT_FOUND: NotFoundError,
+      STORE_UNAVAILABLE: StoreError,
+      STORE_FULL: StoreFullError,
+    };
     for (const code of ERROR_CODES) {
       const error = errorFor(code, 'm', { data: { k: 1 } });
+      const family = families[code];
       expect(error.code).toBe(code);
-      expect(error.name).toBe(ERROR_FAMILIES[code] ?? 'HoldfastError');
+      if (family === undefined) expect(Object.getPrototypeOf(error)).toBe(HoldfastError.prototype);
+      else expect(error).toBeInstanceOf(family);
+      expect(ERROR_FAMILIES[code]).toBe(error.name);
       expect(error.data).toMatchObject({ k: 1 });
     }
     expect(errorFor('STORE_UNAVAILABLE', 'm', { data: { transient: true } })).toMatchObject({ transient: true });
@@ -62,7 +85,7 @@ describe('error families', () => {
         if (entry.isDirectory()) walk(p);
         else if (/\.ts$/.test(entry.name) && !/\.(test|contract)\.ts$/.test(entry.name)) {
           for (const m of fs.readFileSync(p, 'utf8').matchAll(/new (\w+Error)\(\s*'([A-Z_]+)'/g)) {
-            const family = ERROR_FAMILIES[m[2] as keyof typeof ERROR_FAMILIES];
+            const family = ERROR_FAMILIES[m[2] as ErrorCode];
             if (family !== undefined && family !== m[1]) bypass.push(`${path.relative(src, p)}: ${m[1]}('${m[2]}')`);
           }
         }

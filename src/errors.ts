@@ -158,32 +158,30 @@ export class StoreFullError extends HoldfastError {
   }
 }
 
-/**
- * The family class each code is thrown through; a code not listed has no family and is thrown
- * as a plain {@link HoldfastError}. `instanceof` a family is therefore a contract: every
- * `NOT_FOUND` is a `NotFoundError`, every `CONFLICT` a `ConflictError`, and so on.
- */
-export const ERROR_FAMILIES: Readonly<Partial<Record<ErrorCode, string>>> = Object.freeze({
-  ...Object.fromEntries(INPUT_CODES.map((c) => [c, 'InputError'])),
-  ...Object.fromEntries(CONFLICT_CODES.map((c) => [c, 'ConflictError'])),
-  ...Object.fromEntries(INTEGRITY_CODES.map((c) => [c, 'IntegrityError'])),
-  NOT_FOUND: 'NotFoundError',
-  STORE_UNAVAILABLE: 'StoreError',
-  STORE_FULL: 'StoreFullError',
-});
-
 /** An error of `code` built through its family (for codes that arrive as data: over a wire, from a record). */
 export function errorFor(code: ErrorCode, message: string, options: HoldfastErrorOptions = {}): HoldfastError {
-  if ((INPUT_CODES as readonly ErrorCode[]).includes(code)) return new InputError(code as (typeof INPUT_CODES)[number], message, options);
-  if ((CONFLICT_CODES as readonly ErrorCode[]).includes(code))
-    return new ConflictError(code as (typeof CONFLICT_CODES)[number], message, options);
-  if ((INTEGRITY_CODES as readonly ErrorCode[]).includes(code))
-    return new IntegrityError(code as (typeof INTEGRITY_CODES)[number], message, options);
+  if (isOneOf(INPUT_CODES, code)) return new InputError(code, message, options);
+  if (isOneOf(CONFLICT_CODES, code)) return new ConflictError(code, message, options);
+  if (isOneOf(INTEGRITY_CODES, code)) return new IntegrityError(code, message, options);
   if (code === 'NOT_FOUND') return new NotFoundError(message, options);
   if (code === 'STORE_FULL') return new StoreFullError(message, options);
   if (code === 'STORE_UNAVAILABLE') return new StoreError(message, { ...options, transient: options.data?.transient === true });
   return new HoldfastError(code, message, options);
 }
+
+function isOneOf<C extends ErrorCode>(codes: readonly C[], code: ErrorCode): code is C {
+  return (codes as readonly ErrorCode[]).includes(code);
+}
+
+/**
+ * The class each code is thrown through (`HoldfastError` for a code without a family), as
+ * {@link errorFor} builds it. `instanceof` a family is therefore a contract: every
+ * `NOT_FOUND` is a `NotFoundError`, every `CONFLICT` a `ConflictError`, and so on; a test over
+ * `src/` checks that every literal throw agrees.
+ */
+export const ERROR_FAMILIES: Readonly<Record<ErrorCode, string>> = Object.freeze(
+  Object.fromEntries(ERROR_CODES.map((code) => [code, errorFor(code, '').name])) as Record<ErrorCode, string>,
+);
 
 /** Type guard; with `code`, also checks the code. */
 export function isHoldfastError(error: unknown, code?: ErrorCode): error is HoldfastError {
