@@ -206,7 +206,6 @@ export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<H
     ...(options.providers === undefined ? {} : { providers: options.providers }),
   });
   const folderSync = new FolderSync({ ...deps, folders, endpoints: sandboxes.endpoints });
-  // After the folder sync, which makes the home directories (`repos/` among them).
   const repositories = new RepositoryCheckpoints({ ...deps, endpoints: sandboxes.endpoints });
   const host = new RunHost({
     meta,
@@ -214,6 +213,7 @@ export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<H
     settings,
     events,
     sandboxes,
+    // Repositories after the folder sync, which makes the home directories (`repos/` among them).
     extensions: [folderSync, repositories, ...(options.runExtensions ?? [])],
     ...(options.owner === undefined ? {} : { owner: options.owner }),
   });
