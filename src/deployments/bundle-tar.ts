@@ -1,10 +1,11 @@
-import { once } from 'node:events';
 import fs from 'node:fs';
 import path from 'node:path';
-import { Parser, type ReadEntry } from 'tar';
+import type { ReadEntry } from 'tar';
 import { MAX_NAME_BYTES } from '../core/paths.js';
 import { HoldfastError, InputError, isHoldfastError } from '../errors.js';
+import { INFLATE_RATIO_SLACK_BYTES, inflateUpload, MAX_INFLATE_RATIO } from './bundle-inflate.js';
 import { BUNDLE_MTIME_MS, finishDir, MAX_BUNDLE_ENTRIES, refuse } from './bundle-staging.js';
+import { MAX_TAR_TRAILING_ZERO_BYTES, TarReader } from './bundle-tar-reader.js';
 
 /** Bounds of one tar upload, each checked while it streams. */
 export interface BundleTarLimits {
@@ -14,6 +15,11 @@ export interface BundleTarLimits {
   readonly maxBytes: number;
   /** Bytes of one entry's path (names are at most 255 bytes each besides). */
   readonly maxPathBytes: number;
+  /**
+   * Bytes the upload may inflate to in all, archive structure and padding included (every
+   * byte read counts, whatever entry it belongs to); default {@link maxInflatedBytes}.
+   */
+  readonly maxInflatedBytes?: number;
 }
 
 /** Default {@link BundleTarLimits}. */
@@ -24,7 +30,7 @@ export const DEFAULT_BUNDLE_TAR_LIMITS: BundleTarLimits = Object.freeze({
 });
 
 const FILE_TYPES: ReadonlySet<string> = new Set(['File', 'OldFile', 'ContiguousFile']);
-/** Metadata entries the parser may hand on: they describe other entries and are never written. */
+/** Metadata entries (the reader applies them itself; one handed on is skipped): they describe other entries and are never written. */
 const META_TYPES: ReadonlySet<string> = new Set([
   'GlobalExtendedHeader',
   'ExtendedHeader',
@@ -39,57 +45,61 @@ const MODE_BITS = 0o777;
 type Kind = 'dir' | 'file' | 'symlink';
 
 /**
- * Extracts a tar stream (plain, gzip or zstd: the parser recognises them) into `dest`, a
+ * Bytes of archive structure an entry may add to what it extracts to: its header, a pax or GNU
+ * long-name header and the padding of both bodies. With {@link BundleTarLimits.maxBytes} and
+ * `maxEntries` it gives the default {@link BundleTarLimits.maxInflatedBytes}.
+ */
+export const TAR_OVERHEAD_BYTES_PER_ENTRY = 8 * 1024;
+
+/**
+ * The bytes a tar upload with `limits` may inflate to in all: what its files may extract to,
+ * plus {@link TAR_OVERHEAD_BYTES_PER_ENTRY} per entry and the end-of-archive padding
+ * (`limits.maxInflatedBytes` when it names one). 512 MiB + 80 MiB + 1 MiB by default.
+ */
+export function maxInflatedBytes(limits: BundleTarLimits): number {
+  return limits.maxInflatedBytes ?? limits.maxBytes + limits.maxEntries * TAR_OVERHEAD_BYTES_PER_ENTRY + MAX_TAR_TRAILING_ZERO_BYTES;
+}
+
+/**
+ * Extracts a tar stream (plain, gzip or zstd, recognised by their magic numbers) into `dest`, a
  * directory that must not exist yet and is created fresh, strictly: an absolute path, a `..`
  * segment, an empty segment, a control character, a symlink or hard link leading outside the
  * archive, a device, FIFO or any other special entry, an entry that would go through or replace
- * an earlier symlink or file, or a malformed archive is `INVALID_INPUT`; more entries, bytes or
- * path bytes than `limits` allow is `LIMIT_EXCEEDED`. `data` names the entry (`path`, `reason`,
- * `rule`). Nothing is ever written outside `dest`: every file is created with `O_EXCL |
- * O_NOFOLLOW` below directories this call made. The stream is read as it arrives (never held
- * whole) and abandoned at the first refusal. Modes keep permission bits only; mtimes are the
- * bundle's fixed one.
+ * an earlier symlink or file, a malformed archive, or anything but zero padding after the
+ * end-of-archive (`data.reason` `trailing-data`) is `INVALID_INPUT`; more entries, bytes or
+ * path bytes than `limits` allow, or an upload inflating past {@link maxInflatedBytes} or past
+ * {@link MAX_INFLATE_RATIO} times its compressed size (plus {@link INFLATE_RATIO_SLACK_BYTES}),
+ * is `LIMIT_EXCEEDED`. `data` names the entry (`path`, `reason`, `rule`). Nothing is ever
+ * written outside `dest`: every file is created with `O_EXCL | O_NOFOLLOW` below directories
+ * this call made. The stream is read as it arrives (never held whole), each byte once; reading
+ * stops at the end-of-archive's padding and is abandoned at the first refusal or when `signal`
+ * aborts (then it rejects with the signal's reason), the decompressor destroyed and the source
+ * iterator returned. The event loop gets a turn between chunks. Modes keep permission bits
+ * only; mtimes are the bundle's fixed one. `dest` is left as far as it got on failure: the
+ * caller's staging directory removes it.
  */
 export async function extractBundleTar(
   chunks: AsyncIterable<Uint8Array>,
   dest: string,
   limits: BundleTarLimits = DEFAULT_BUNDLE_TAR_LIMITS,
+  signal?: AbortSignal,
 ): Promise<{ entries: number; bytes: number }> {
+  signal?.throwIfAborted();
   fs.mkdirSync(dest, { mode: 0o700 });
   const state = new TarState(dest, limits);
-  let failure: unknown;
-  const parser = new Parser({
-    strict: true,
-    onReadEntry: (entry: ReadEntry) => {
-      try {
-        if (failure === undefined) state.add(entry);
-        else entry.resume();
-      } catch (error) {
-        failure ??= error;
-        entry.resume();
-        parser.abort(error as Error);
-      }
-    },
-  });
-  const finished = new Promise<void>((resolve, reject) => {
-    parser.on('end', resolve);
-    parser.on('close', resolve);
-    parser.on('error', (error: unknown) => reject(error));
-  });
-  finished.catch(() => undefined);
+  const reader = new TarReader((entry) => state.add(entry));
+  const bounds = { maxInflatedBytes: maxInflatedBytes(limits), maxRatio: MAX_INFLATE_RATIO, ratioSlackBytes: INFLATE_RATIO_SLACK_BYTES };
   try {
-    for await (const chunk of chunks) {
-      if (failure !== undefined) break;
-      if (!parser.write(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)))
-        await Promise.race([once(parser, 'drain'), finished]);
+    for await (const chunk of inflateUpload(chunks, bounds, signal)) {
+      reader.push(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength));
     }
-    if (failure === undefined) parser.end();
-    await finished;
+    reader.end();
   } catch (error) {
-    failure ??= error;
+    if (signal?.aborted) throw signal.reason;
+    throw asInputError(error);
+  } finally {
+    state.closeOpen();
   }
-  state.closeOpen();
-  if (failure !== undefined) throw asInputError(failure);
   if (state.entries === 0)
     throw new InputError('INVALID_INPUT', 'the upload holds no tar entries: send a tar archive of the bundle directory', { data: {} });
   state.finish();

@@ -64,9 +64,12 @@ export class Bundles {
 
   /**
    * Captures a bundle from a tar stream (an HTTP upload): extracted strictly into a fresh temp
-   * directory (see {@link extractBundleTar}: absolute paths, `..`, escaping links, devices and
-   * anything past `limits` are refused with `INVALID_INPUT` / `LIMIT_EXCEEDED` and nothing is
-   * captured), then captured as {@link Bundles.capture} does.
+   * directory (see {@link extractBundleTar}: absolute paths, `..`, escaping links, devices, data
+   * after the end-of-archive and anything past `limits` or the inflation bounds are refused with
+   * `INVALID_INPUT` / `LIMIT_EXCEEDED` and nothing is captured), then captured as
+   * {@link Bundles.capture} does. An aborted `signal` (the client went away) stops the reading,
+   * the extraction and the capture at once and removes the temp directory; the call rejects
+   * with the signal's reason.
    */
   async captureTar(
     chunks: AsyncIterable<Uint8Array>,
@@ -74,7 +77,7 @@ export class Bundles {
   ): Promise<BundleRecord> {
     return withStagingDir(async (staging) => {
       const dir = `${staging}/bundle`;
-      await extractBundleTar(chunks, dir, options.limits ?? DEFAULT_BUNDLE_TAR_LIMITS);
+      await extractBundleTar(chunks, dir, options.limits ?? DEFAULT_BUNDLE_TAR_LIMITS, options.signal);
       return this.captureStaged(dir, 'the uploaded bundle', options.signal);
     });
   }
