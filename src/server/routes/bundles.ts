@@ -15,7 +15,8 @@ const TAR_MEDIA_TYPE = /^application\/x-tar\s*(?:;|$)/i;
 
 /**
  * Deployment bundles: `POST /v1/bundles` takes a tar archive of the bundle directory as the
- * raw body (streamed into a fresh temp directory, strictly: see `extractBundleTar`) and answers
+ * raw body (streamed into a fresh temp directory, strictly: see `extractBundleTar`; the
+ * request's abort signal, which fires when the client goes away, stops the work) and answers
  * the bundle record that `POST /v1/deployments` takes as `bundle`. The same content is the same
  * record, so a retried upload needs no idempotency key: these routes keep no receipts.
  */
@@ -33,8 +34,14 @@ export function bundleRoutes(hf: Holdfast): RouteDef[] {
         responseStatus: 201,
         errors: ['INVALID_PATH', 'SECRET_EXCLUDED', 'STORE_FULL'],
         responses: {
-          400: { description: 'The archive is malformed or holds an entry a bundle may not have (nothing captured)' },
-          413: { description: 'The body is larger than the upload limit, or the archive expands past its limits (nothing captured)' },
+          400: {
+            description:
+              'The archive is malformed, has data after its end-of-archive, or holds an entry a bundle may not have (nothing captured)',
+          },
+          413: {
+            description:
+              'The body is larger than the upload limit, or the archive expands past its limits or its inflation bounds (nothing captured)',
+          },
           415: { description: 'The body is not declared as application/x-tar' },
           422: { description: 'A file of the bundle holds a credential (nothing captured)' },
         },
