@@ -1,4 +1,6 @@
+import zlib from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { compress as zstdCompress } from 'zstd-napi';
 import { BUNDLE_WORKSPACE } from '../src/index.js';
 import { BACKENDS, type BackendCase } from './support/backends.js';
 import { codeOf } from './support/error-code.js';
@@ -8,7 +10,7 @@ import { openTestService, type TestService } from './support/service.js';
 /** One raw ustar entry, written by hand so that archives no tar tool would make (`../x`, `/etc/x`) can be sent. */
 interface RawEntry {
   readonly path: string;
-  readonly type?: '0' | '2' | '3' | '5';
+  readonly type?: '0' | '2' | '3' | '5' | 'x' | 'L';
   readonly body?: string;
   readonly linkpath?: string;
   readonly mode?: number;
@@ -169,4 +171,108 @@ describe('bundle uploads over HTTP (local-disk + sqlite, bwrap)', () => {
       ),
     ).toBe('LIMIT_EXCEEDED');
   });
+
+  const once = (...chunks: Buffer[]) =>
+    (async function* () {
+      yield* chunks;
+    })();
+  const refusal = async (promise: Promise<unknown>) => {
+    const error = (await promise.then(
+      () => undefined,
+      (e: unknown) => e,
+    )) as { code?: string; data?: Record<string, unknown> } | undefined;
+    return { code: error?.code, data: error?.data };
+  };
+
+  it('gzip and zstd archives are the same bundle as the plain one; data after the end-of-archive is refused in each', async () => {
+    const plain = tarOf(good);
+    const first = await upload(plain);
+    expect(first.status).toBe(201);
+    expect((await upload(zlib.gzipSync(plain))).body).toEqual(first.body);
+    expect((await upload(zstdCompress(plain, { compressionLevel: 3 }))).body).toEqual(first.body);
+    const trailing = Buffer.concat([plain, Buffer.from('appended after the archive')]);
+    for (const body of [trailing, zlib.gzipSync(trailing), zstdCompress(trailing, { compressionLevel: 3 })]) {
+      const answer = await upload(body);
+      expect(answer).toMatchObject({
+        status: 400,
+        body: { error: { code: 'INVALID_INPUT', data: { reason: 'trailing-data', offset: plain.length } } },
+      });
+    }
+  });
+
+  it('long names through pax and GNU headers extract; a truncated archive and an oversized metadata entry are refused', async () => {
+    const long = `${'d'.repeat(120)}/${'f'.repeat(120)}`;
+    const paxBody = (key: string, value: string) => {
+      const line = ` ${key}=${value}\n`;
+      let n = line.length + 3;
+      while (`${n}${line}`.length !== n) n += 1;
+      return `${n}${line}`;
+    };
+    const pax = tarOf([
+      { path: 'PaxHeader', type: 'x', body: paxBody('path', long) },
+      { path: 'short', body: 'via pax' },
+      { path: '././@LongLink', type: 'L', body: `${long}2\0` },
+      { path: 'short2', body: 'via gnu' },
+    ]);
+    const record = await service.hf.bundles.captureTar(once(pax));
+    expect(record).toMatchObject({ files: 2, bytes: 14 });
+    const cut = tarOf([{ path: 'a', body: 'x'.repeat(2000) }]).subarray(0, 1200);
+    expect(await refusal(service.hf.bundles.captureTar(once(cut)))).toMatchObject({ code: 'INVALID_INPUT', data: { reason: 'truncated' } });
+    const bigMeta = tarOf([{ path: 'PaxHeader', type: 'x', body: 'x'.repeat(1024 * 1024 + 1) }]);
+    expect(await refusal(service.hf.bundles.captureTar(once(bigMeta)))).toMatchObject({
+      code: 'LIMIT_EXCEEDED',
+      data: { reason: 'too-large' },
+    });
+  });
+
+  it('every byte read counts against maxInflatedBytes, padding and metadata included (library limits)', async () => {
+    const limits = { maxEntries: 10, maxBytes: 1024 * 1024, maxPathBytes: 100, maxInflatedBytes: 64 * 1024 };
+    // Files far below maxBytes, but ten pax headers of 8 KiB each in front of them.
+    const padded = tarOf([
+      ...Array.from({ length: 10 }, () => ({ path: 'PaxHeader', type: 'x' as const, body: 'y'.repeat(8 * 1024) })),
+      { path: 'a', body: 'small' },
+    ]);
+    expect(await refusal(service.hf.bundles.captureTar(once(padded), { limits }))).toMatchObject({
+      code: 'LIMIT_EXCEEDED',
+      data: { reason: 'inflated-limit' },
+    });
+    expect(await refusal(service.hf.bundles.captureTar(once(zlib.gzipSync(padded)), { limits }))).toMatchObject({
+      code: 'LIMIT_EXCEEDED',
+      data: { reason: 'inflated-limit' },
+    });
+  });
+
+  it('an aborted signal stops a library capture with its reason: nothing more is read, whatever the source has ready', async () => {
+    const controller = new AbortController();
+    const reason = new Error('caller went away');
+    // A gzip stream of one 64 MiB file, every chunk ready at once: an abort is the only thing that can stop the reading.
+    const block = Buffer.alloc(1024 * 1024, 'z');
+    const members = [zlib.gzipSync(tarHeaderOfSize('big', 64 * block.length)), ...Array.from({ length: 64 }, () => zlib.gzipSync(block))];
+    let pulled = 0;
+    const source = (async function* () {
+      for (const member of members) {
+        pulled += 1;
+        if (pulled === 8) controller.abort(reason);
+        yield member;
+      }
+    })();
+    await expect(service.hf.bundles.captureTar(source, { signal: controller.signal })).rejects.toBe(reason);
+    expect(pulled).toBeLessThanOrEqual(9);
+    // A source that never delivers more: the abort is not stuck behind it.
+    const stuck = new AbortController();
+    const waiting = service.hf.bundles.captureTar(
+      (async function* () {
+        yield zlib.gzipSync(tarHeaderOfSize('big', 1024));
+        await new Promise(() => undefined);
+      })(),
+      { signal: stuck.signal },
+    );
+    setTimeout(() => stuck.abort(reason), 50);
+    await expect(waiting).rejects.toBe(reason);
+  });
 });
+
+/** The header block of a regular file `name` declaring `size` bytes (its body is sent separately). */
+function tarHeaderOfSize(name: string, size: number): Buffer {
+  return header({ path: name }, size);
+}

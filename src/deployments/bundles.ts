@@ -84,7 +84,7 @@ export class Bundles {
 
   /** One checkpoint of the bundle workspace from a staged copy; refused inside the commit when anything was left out. */
   private async captureStaged(dir: string, label: string, signal: AbortSignal | undefined): Promise<BundleRecord> {
-    const release = await this.captures.acquire(this.snapshots.tenantName, CAPTURE_WAIT_MS);
+    const release = await abortableTurn(this.captures.acquire(this.snapshots.tenantName, CAPTURE_WAIT_MS), signal);
     try {
       for (let attempt = 1; ; attempt += 1) {
         const workspace = await this.snapshots.workspace(BUNDLE_WORKSPACE, true);
@@ -165,6 +165,38 @@ function refuseExclusions(ready: Checkpoint, dir: string): void {
   throw new InputError(code, `${dir} has an entry a bundle cannot keep: ${first.path} (${first.reason}: ${first.rule}); remove it`, {
     data,
   });
+}
+
+/**
+ * The turn `acquiring` resolves with, or the abort reason as soon as `signal` aborts while it
+ * waits (a client that went away does not queue behind another capture); a turn granted after
+ * the abort is handed straight back.
+ */
+async function abortableTurn(acquiring: Promise<() => void>, signal: AbortSignal | undefined): Promise<() => void> {
+  if (signal === undefined) return acquiring;
+  if (signal.aborted) {
+    acquiring.then(
+      (release) => release(),
+      () => undefined,
+    );
+    throw signal.reason;
+  }
+  let onAbort: (() => void) | undefined;
+  const aborted = new Promise<never>((_, reject) => {
+    onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+  try {
+    return await Promise.race([acquiring, aborted]);
+  } catch (error) {
+    acquiring.then(
+      (release) => release(),
+      () => undefined,
+    );
+    throw error;
+  } finally {
+    if (onAbort !== undefined) signal.removeEventListener('abort', onAbort);
+  }
 }
 
 function isSecretReason(reason: string): boolean {
