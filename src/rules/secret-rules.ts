@@ -15,6 +15,15 @@ import { CONTEXT_RULE_SPECS } from './secret-context-rules.js';
 
 export { looksLikePlaceholder } from './secret-values.js';
 
+import {
+  hasTokenChecksum,
+  LEGACY_TOKEN_PREFIX,
+  LEGACY_TOKEN_RANDOM_CHARS,
+  TOKEN_CHECKSUM_CHARS,
+  TOKEN_PREFIX,
+  TOKEN_RANDOM_CHARS,
+} from './token-format.js';
+
 /** One content rule. */
 export interface SecretRule {
   /** Stable rule name reported in findings (`github-token`). */
@@ -180,6 +189,30 @@ const SPECS: readonly RuleSpec[] = [
     leads: ['sk'],
     pattern: /sk-(?:(?:proj|svcacct|admin)-([A-Za-z0-9_-]{40})|([A-Za-z0-9]{48})(?![A-Za-z0-9_-]))/y,
     spanBytes: 52,
+  },
+  {
+    // Holdfast's own tokens (format: `token-format.ts`): the CRC32 suffix tells a token from a
+    // look-alike, so neither a word boundary nor a placeholder test is needed around it.
+    id: 'holdfast-token',
+    anchor: UNDERSCORE,
+    leads: ['holdfast'],
+    pattern: new RegExp(`holdfast_([0-9A-Za-z]{${TOKEN_RANDOM_CHARS}})([0-9A-Za-z]{${TOKEN_CHECKSUM_CHARS}})`, 'y'),
+    spanBytes: TOKEN_PREFIX.length + TOKEN_RANDOM_CHARS + TOKEN_CHECKSUM_CHARS,
+    wordStart: false,
+    placeholders: false,
+    check: (match) => hasTokenChecksum(match[1] ?? '', match[2] ?? ''),
+  },
+  {
+    // Holdfast tokens minted before the `holdfast_` prefix: `hf_` + exactly 43 base64url
+    // characters (Hugging Face's are 34 letters, so neither rule takes the other's token).
+    // Without a checksum, mixed case tells 32 random bytes from a long snake_case identifier.
+    id: 'holdfast-legacy-token',
+    anchor: UNDERSCORE,
+    leads: ['hf'],
+    pattern: new RegExp(`hf_([A-Za-z0-9_-]{${LEGACY_TOKEN_RANDOM_CHARS}})(?![A-Za-z0-9_-])`, 'y'),
+    spanBytes: LEGACY_TOKEN_PREFIX.length + LEGACY_TOKEN_RANDOM_CHARS + 1,
+    placeholders: false,
+    check: (match) => /[A-Z]/.test(match[1] ?? '') && /[a-z]/.test(match[1] ?? ''),
   },
   {
     id: 'huggingface-token',

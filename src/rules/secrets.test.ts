@@ -1,5 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { ALNUM, credentialSamples, DIGITS, LOWER, rng, UPPER } from '../../test/support/secret-samples.js';
+import {
+  ALNUM,
+  credentialSamples,
+  DIGITS,
+  holdfastTokenLookAlikes,
+  holdfastTokenSamples,
+  LOWER,
+  rng,
+  UPPER,
+} from '../../test/support/secret-samples.js';
 import { MAX_SECRET_SPAN_BYTES, SECRET_RULES } from './secret-rules.js';
 import { createSecretScanner, findSecret, SECRET_RULE_IDS, SECRET_SCAN_OVERLAP_BYTES, type SecretFinding } from './secrets.js';
 
@@ -57,6 +66,7 @@ const POSITIVES: readonly (readonly [string, string])[] = [
   ['openai-api-key', `s${'k'}-${random(ALNUM, 20)}T3BlbkFJ${random(ALNUM, 20)}`],
   ['anthropic-api-key', `s${'k-ant'}-api03-${random(`${ALNUM}_-`, 93)}AA`],
   ['huggingface-token', `h${'f'}_${random(UPPER + LOWER, 34)}`],
+  ...holdfastTokenSamples(),
   ...credentialSamples(),
 ];
 
@@ -87,6 +97,7 @@ const NEAR_MISSES: readonly (readonly [string, string])[] = [
   ['css class', `.task-${random(LOWER, 48)} { color: red }`],
   ['huggingface token with digits', `h${'f'}_${random(DIGITS, 34)}`],
   ['python identifier', `hf_hub_download(repo_id="${random(LOWER, 20)}")`],
+  ...holdfastTokenLookAlikes(),
 ];
 
 function embed(secret: string, before = 'config:\n  value: "', after = '"\n  next: 1\n'): { bytes: Buffer; offset: number } {
@@ -158,9 +169,14 @@ describe('findSecret', () => {
 
 describe('createSecretScanner', () => {
   it('finds a secret split between two chunks at every possible cut', () => {
-    const samples = ['pem-private-key', 'aws-secret-access-key', 'github-token', 'slack-token'].map((id) =>
-      POSITIVES.find(([rule]) => rule === id),
-    );
+    const samples = [
+      'pem-private-key',
+      'aws-secret-access-key',
+      'github-token',
+      'slack-token',
+      'holdfast-token',
+      'holdfast-legacy-token',
+    ].map((id) => POSITIVES.find(([rule]) => rule === id));
     // Both prefix lengths matter: the scanner merges small pushes and scans large ones in place.
     for (const [[rule, secret], prefix] of samples.flatMap((s) => (s === undefined ? [] : [[s, 700] as const, [s, 3000] as const]))) {
       const { bytes, offset } = embed(secret, `${'x'.repeat(prefix)}=`);

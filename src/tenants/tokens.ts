@@ -3,8 +3,8 @@
  * access policy every route and library caller consults.
  */
 /**
- * API tokens: random, high-entropy strings shown once; only their SHA-256 is stored, so a
- * leaked metadata database does not leak usable tokens. The CLI and the HTTP API both create
+ * API tokens: random, high-entropy strings shown once (their format: `rules/token-format.ts`);
+ * only their SHA-256 is stored, so a leaked metadata database does not leak usable tokens. The CLI and the HTTP API both create
  * and check tokens here. A token acts as a service (today's tokens, optionally admin), as a
  * user of its tenant, or as a run (see `folder-access.ts` for what each may reach).
  */
@@ -15,18 +15,32 @@ import type { MetadataRepositories, MetadataStore, TokenGrant, TokenRecord } fro
 import { FOLDER_SCOPES } from '../model/folder-scopes.js';
 import type { RunBindings } from '../model/run-bindings.js';
 import type { TenantScope } from '../model/tenants.js';
+import { BASE62_ALPHABET, TOKEN_PREFIX, TOKEN_RANDOM_CHARS, tokenChecksum } from '../rules/token-format.js';
 import type { Principal } from './folder-access.js';
 
+export { LEGACY_TOKEN_PREFIX, TOKEN_PREFIX } from '../rules/token-format.js';
 export type { Principal } from './folder-access.js';
 
-/** Prefix that makes Holdfast tokens recognisable to secret scanners and to people. */
-export const TOKEN_PREFIX = 'hf_';
-/** 256 bits of entropy: unguessable, so a fast unsalted hash is enough to store it. */
-export const TOKEN_RANDOM_BYTES = 32;
+/** Largest multiple of 62 a random byte can be: bytes at or above it are drawn again, so every base62 digit is equally likely. */
+const BASE62_BYTE_LIMIT = 62 * 4;
+/** Random bytes drawn per round while filling the random part (about 3% are drawn again). */
+const TOKEN_DRAW_BYTES = 64;
 
-/** A new token: `hf_` + 32 random bytes in base64url (46 characters). */
+/**
+ * A new token in the format of `rules/token-format.ts`: `holdfast_` + 43 random base62
+ * characters (over 256 bits: unguessable, so a fast unsalted hash is enough to store it) +
+ * the 6-character base62 CRC32 of the random part, 58 characters in all. Tokens minted
+ * before it (`hf_` + 43 base64url) keep working: only hashes are compared.
+ */
 export function generateToken(): string {
-  return TOKEN_PREFIX + randomBytes(TOKEN_RANDOM_BYTES).toString('base64url');
+  let random = '';
+  while (random.length < TOKEN_RANDOM_CHARS) {
+    for (const byte of randomBytes(TOKEN_DRAW_BYTES)) {
+      if (byte >= BASE62_BYTE_LIMIT || random.length === TOKEN_RANDOM_CHARS) continue;
+      random += BASE62_ALPHABET[byte % 62];
+    }
+  }
+  return TOKEN_PREFIX + random + tokenChecksum(random);
 }
 
 /** The stored form of a token: lowercase hex SHA-256 of its UTF-8 bytes. */

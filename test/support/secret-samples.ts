@@ -3,6 +3,7 @@
  * not credentials. Nothing token-shaped is written literally here: prefixes are assembled
  * from pieces, so neither GitHub push protection nor Holdfast's own rules flag this file.
  */
+import { TOKEN_RANDOM_CHARS, tokenChecksum } from '../../src/rules/token-format.js';
 
 /** Deterministic xorshift32 stream, so failures reproduce. */
 export function rng(seed: number): () => number {
@@ -63,6 +64,51 @@ export function serviceAccountJwt(): string {
     sub: 'system:serviceaccount:build:builder',
   });
   return `${header}.${claims}.${random(B64URL, 342)}`;
+}
+
+/** Seeded apart from the other samples, so adding Holdfast's tokens moved none of them. */
+const randomHoldfast = generator(20260424);
+
+/**
+ * A Holdfast token in the current format (`holdfast_` + 43 base62 + its CRC32 suffix, see
+ * `src/rules/token-format.ts`), as `generateToken` mints it, but reproducible.
+ */
+export function holdfastToken(): string {
+  const body = randomHoldfast(ALNUM, TOKEN_RANDOM_CHARS);
+  return `hold${'fast'}_${body}${tokenChecksum(body)}`;
+}
+
+/** A Holdfast token of the format before it: `hf_` + 43 base64url characters (32 random bytes). */
+export function legacyHoldfastToken(): string {
+  return `h${'f'}_${randomHoldfast(B64URL, 43)}`;
+}
+
+/** `[rule, text]` for Holdfast's own tokens, both formats, found at the offset of `text`'s first byte. */
+export function holdfastTokenSamples(): ReadonlyArray<readonly [string, string]> {
+  return [
+    ['holdfast-token', holdfastToken()],
+    // Printed with no separator after it: the checksum, not a word boundary, ends the token.
+    ['holdfast-token', `${holdfastToken()}Z9`],
+    ['holdfast-legacy-token', legacyHoldfastToken()],
+    // Base64url may begin with the letters a Hugging Face token is made of; 43 characters still make it Holdfast's.
+    ['holdfast-legacy-token', `h${'f'}_${randomHoldfast(UPPER + LOWER, 34)}-${randomHoldfast(B64URL, 8)}`],
+  ];
+}
+
+/** `[what, text]`: strings close to a Holdfast token that no rule may match. */
+export function holdfastTokenLookAlikes(): ReadonlyArray<readonly [string, string]> {
+  const token = holdfastToken();
+  const body = token.slice(-49, -6);
+  const wrongSum = `${token.slice(0, -1)}${token.endsWith('0') ? '1' : '0'}`;
+  return [
+    ['a Holdfast token with a wrong checksum', wrongSum],
+    ['a Holdfast token cut short', token.slice(0, -1)],
+    ['the Holdfast prefix and a word', `hold${'fast'}_${body}`],
+    ['a legacy token one character short', legacyHoldfastToken().slice(0, -1)],
+    ['a legacy token one character long', `${legacyHoldfastToken()}A`],
+    ['a long snake_case identifier after hf_', `h${'f'}_hub_download_with_retries_and_long_suffix_x`],
+    ['an upper-case constant after hf_', `h${'f'}_HUB_DOWNLOAD_WITH_RETRIES_AND_LONG_SUFFIX_X`],
+  ];
 }
 
 /** `[rule, text]`: each text holds one credential, found by `rule` at the offset of `text`'s first byte. */
