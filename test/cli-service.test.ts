@@ -34,7 +34,7 @@ describe('holdfast serve, token, run and lease (compiled bin)', () => {
     const plain = await holdfast(['token', 'create', '--tenant', 'acme', '--name', 'ci']);
     expect(plain.code).toBe(0);
     const token = plain.stdout.trim();
-    expect(token).toMatch(/^hf_[A-Za-z0-9_-]+$/);
+    expect(token).toMatch(/^holdfast_[0-9A-Za-z]{49}$/);
 
     const meta = await openMetadataStore(config().meta);
     try {
@@ -139,7 +139,7 @@ describe('holdfast serve, token, run and lease (compiled bin)', () => {
     });
     try {
       const { url, stderr } = await listening(child);
-      const token = /admin token: (hf_[A-Za-z0-9_-]+)/.exec(stderr)?.[1];
+      const token = /admin token: (holdfast_[0-9A-Za-z]+)/.exec(stderr)?.[1];
       expect(token).toBeDefined();
 
       expect((await fetch(`${url}/healthz`)).status).toBe(200);

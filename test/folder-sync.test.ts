@@ -13,6 +13,7 @@ import {
   writeIn,
   writeReceipt,
 } from './support/folder-sync.js';
+import { legacyHoldfastToken } from './support/secret-samples.js';
 
 describe.each(SYNC_CASES)('work-folder sync: $name', ({ provider, backend }) => {
   let f: SyncFixture;
@@ -45,7 +46,7 @@ describe.each(SYNC_CASES)('work-folder sync: $name', ({ provider, backend }) => 
       HOLDFAST_PROJECT_DIR: `${home}/project`,
       HOLDFAST_REPOS_DIR: `${home}/repos`,
     });
-    expect(env.HOLDFAST_RUN_TOKEN).toMatch(/^hf_/);
+    expect(env.HOLDFAST_RUN_TOKEN).toMatch(/^holdfast_/);
     expect((await readIn(ctx.sandbox, 'task/a/b/run.sh')).toString()).toBe('#!/bin/sh\necho hi\n');
     expect(sha(await readIn(ctx.sandbox, 'task/a/big.bin'))).toBe(sha(big));
     expect((await readIn(ctx.sandbox, 'task/empty')).length).toBe(0);
@@ -127,6 +128,29 @@ describe.each(SYNC_CASES)('work-folder sync: $name', ({ provider, backend }) => 
       ['.env', sha('FROM_STORE=1\n')],
       ['ok.txt', sha('fine\n')],
     ]);
+  });
+
+  it("a file holding the run's token (or an older hf_ token) is never published to the shared task collection", async () => {
+    const task = f.ref('task', owner('leak'));
+    const sync = f.sync();
+    const ctx = await f.context(await f.run({ task: task.ownerId }));
+    const env = await sync.attach(ctx, 'cold');
+    const runToken = env.HOLDFAST_RUN_TOKEN ?? '';
+    expect(runToken).toMatch(/^holdfast_/);
+    const legacy = legacyHoldfastToken();
+    // What an agent does by accident: keeps its credentials next to its notes in the shared folder.
+    await writeIn(ctx.sandbox, 'task/notes/session.txt', `resume with HOLDFAST_RUN_TOKEN=${runToken}\n`);
+    await writeIn(ctx.sandbox, 'task/old-client.json', `{"token": "${legacy}"}\n`);
+    await writeIn(ctx.sandbox, 'task/ok.txt', 'fine\n');
+    await sync.save(ctx, 'turn_end');
+    // The directory is published; neither file holding a token is.
+    expect((await f.folders.list(task)).files.map((e) => [e.path, e.sha256])).toEqual([
+      ['notes', null],
+      ['ok.txt', sha('fine\n')],
+    ]);
+    // A second save changes nothing: the withheld files stay unknown, not pending.
+    await sync.save(ctx, 'turn_end');
+    expect((await f.folders.list(task)).files.map((e) => e.path)).toEqual(['notes', 'ok.txt']);
   });
 
   it('refuses a sandbox synced for other owners (CONFLICT bindings_changed)', async () => {

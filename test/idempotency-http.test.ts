@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS } from './support/backends.js';
+import { legacyHoldfastToken } from './support/secret-samples.js';
 import { openTestService, type TestService } from './support/service.js';
 
 /** Idempotency receipts over HTTP, attacked by a second principal of the same tenant. */
@@ -26,7 +27,7 @@ describe.each(BACKENDS)('Idempotency-Key receipts per principal: $name', (backen
     const first = await send(svc.adminToken, '/v1/tokens', mint, key);
     expect(first.status).toBe(201);
     const minted = await json(first);
-    expect(minted.token).toMatch(/^hf_/);
+    expect(minted.token).toMatch(/^holdfast_/);
     const before = await tokenCount();
 
     for (let attempt = 0; attempt < 3; attempt += 1) {
@@ -57,7 +58,7 @@ describe.each(BACKENDS)('Idempotency-Key receipts per principal: $name', (backen
     const admin = await send(svc.adminToken, '/v1/tokens', mint, key);
     expect(admin.status).toBe(201);
     expect(admin.headers.get('idempotent-replayed')).toBeNull();
-    expect((await json(admin)).token).toMatch(/^hf_/);
+    expect((await json(admin)).token).toMatch(/^holdfast_/);
     expect(await tokenCount()).toBe(before + 1);
   });
 
@@ -99,6 +100,36 @@ describe.each(BACKENDS)('Idempotency-Key receipts per principal: $name', (backen
     expect((await svc.hf.runs.turns(run.id)).length).toBe(1);
   });
 
+  it("a turn that prints the run's own token (and an older hf_ token) leaves neither in its receipt; the replay says so", async () => {
+    const legacy = legacyHoldfastToken();
+    const deployment = await json(await send(svc.token, '/v1/deployments', { provider: 'bwrap' }, 'run-token-dep'));
+    const created = await send(svc.token, '/v1/runs', { deploymentId: deployment.id, bindings: { task: 'leaky-task' } }, 'run-token-run');
+    const run = await json(created);
+    expect(run.runToken).toMatch(/^holdfast_/);
+    // The token is not in the request (a body holding one would be refused): the sandbox prints its environment.
+    const turn = { argv: ['sh', '-c', `echo "HOLDFAST_RUN_TOKEN=$HOLDFAST_RUN_TOKEN"; printf 'h%s_%s\\n' f "${legacy.slice(3)}" >&2`] };
+    const first = await send(svc.token, `/v1/runs/${run.id}/turns`, turn, 'turn-prints-run-token');
+    expect(first.status).toBe(200);
+    const answer = await json(first);
+    const printed = /HOLDFAST_RUN_TOKEN=(\S+)/.exec(answer.stdout)?.[1] ?? '';
+    expect(printed).toMatch(/^holdfast_[0-9A-Za-z]{49}$/);
+    expect(answer.stderr).toBe(`${legacy}\n`);
+    const replay = await send(svc.token, `/v1/runs/${run.id}/turns`, turn, 'turn-prints-run-token');
+    expect(replay.headers.get('idempotent-replayed')).toBe('true');
+    expect(replay.headers.get('idempotent-redacted')).toBe('true');
+    expect(await json(replay)).toEqual({
+      ...answer,
+      stdout: '[withheld: held a credential (holdfast-token)]',
+      stderr: '[withheld: held a credential (holdfast-legacy-token)]',
+    });
+    const dump = JSON.stringify(await svc.hf.meta.db.selectFrom('idempotency_receipts').selectAll().execute());
+    for (const secret of [printed, run.runToken as string, legacy]) {
+      expect(dump).not.toContain(secret);
+      expect(dump).not.toContain(secret.slice(secret.indexOf('_') + 1));
+    }
+    expect((await svc.hf.runs.turns(run.id)).length).toBe(1);
+  });
+
   it('no receipt holds a token secret in any column', async () => {
     const secrets: string[] = [];
     for (let i = 0; i < 3; i += 1) {
@@ -111,7 +142,7 @@ describe.each(BACKENDS)('Idempotency-Key receipts per principal: $name', (backen
     const dump = JSON.stringify(rows);
     for (const secret of secrets) {
       expect(dump).not.toContain(secret);
-      expect(dump).not.toContain(secret.slice('hf_'.length));
+      expect(dump).not.toContain(secret.slice('holdfast_'.length));
     }
   });
 });

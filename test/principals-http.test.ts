@@ -69,7 +69,7 @@ describe.each(BACKENDS)('users, user tokens, run tokens and their principals: $n
     expect(first.status).toBe(201);
     const run = (await first.json()) as { id: string; bindings: unknown; endedAt: unknown; runToken: string };
     expect(run).toMatchObject({ bindings: BINDINGS, endedAt: null });
-    expect(run.runToken).toMatch(/^hf_[A-Za-z0-9_-]{43}$/);
+    expect(run.runToken).toMatch(/^holdfast_[0-9A-Za-z]{49}$/);
     const replay = await send();
     expect(replay.headers.get('idempotent-redacted')).toBe('true');
     expect(await replay.json()).toMatchObject({ id: run.id, runToken: null });

@@ -6,9 +6,10 @@ import { decompress } from '../src/objects/content-workers.js';
 import { decodeFooter, decodeTrailer, PACK_FOOTER_BYTES, packIdFromKey } from '../src/objects/pack-format.js';
 import { readLargeFile, WHOLE_READ_BYTES } from '../src/snapshot/checkpoint/file-reader.js';
 import { type EndpointContext, LocalWorkspaceSource, type WorkspaceSource } from '../src/snapshot/workspace-source.js';
+import { generateToken } from '../src/tenants/tokens.js';
 import { BACKENDS, type OpenedBackends } from './support/backends.js';
 import { codeOf } from './support/error-code.js';
-import { ALNUM, credentialSamples, generator, serviceAccountJwt } from './support/secret-samples.js';
+import { ALNUM, credentialSamples, generator, legacyHoldfastToken, serviceAccountJwt } from './support/secret-samples.js';
 import { seededBytes, writeFile } from './support/trees.js';
 
 const random = generator(77);
@@ -56,6 +57,13 @@ function racingSource(dir: string, b: OpenedBackends, before: (abs: string) => v
       },
     });
   };
+}
+
+/** Reads a whole async stream; rejects as the stream does. */
+async function collect(stream: AsyncIterable<Uint8Array>): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  for await (const piece of stream) parts.push(Buffer.from(piece));
+  return Buffer.concat(parts);
 }
 
 /** Writes `text` over the file at `offset`, keeping its size (and inode). */
@@ -133,6 +141,35 @@ describe.each(BACKENDS)('secrets through a real checkpoint on $name', (backend) 
     expect(latest?.status).toBe('failed');
     await expectNoneStored(b.blobs, [pem.slice(0, 80), jwt]);
   }, 180_000);
+
+  it("leaves out files holding Holdfast's own tokens, both formats, and stores none of their bytes", async () => {
+    const dir = path.join(b.dir, 'holdfast-tokens');
+    const [token, legacy] = [generateToken(), legacyHoldfastToken()];
+    const files: Record<string, string> = {
+      'notes/session.md': `# Resume\n\nexport HOLDFAST_RUN_TOKEN=${token}\n`,
+      'config/client.json': `{"url": "http://holdfast:7420", "token": "${legacy}"}\n`,
+      // Printed with no separator: the checksum ends the token, not a word boundary.
+      'logs/curl.log': `> Authorization: Bearer ${token}\r\n< HTTP/1.1 200 OK\r\n`,
+    };
+    const kept: Record<string, string> = {
+      'src/hub.py': `from huggingface_hub import h${'f'}_hub_download\n`,
+      'docs/tokens.md': `Tokens look like \`hold${'fast'}_…\`; an older one \`h${'f'}_…\`.\n`,
+    };
+    for (const [rel, text] of Object.entries({ ...files, ...kept })) writeFile(dir, rel, text);
+    const result = await b.snapshots.checkpoint({ dir, workspace: 'holdfast-tokens' });
+    expect(Object.fromEntries(result.excluded.map((e) => [e.path, `${e.reason} ${e.rule}`]))).toEqual({
+      'notes/session.md': 'secret-content holdfast-token',
+      'config/client.json': 'secret-content holdfast-legacy-token',
+      'logs/curl.log': 'secret-content holdfast-token',
+    });
+    for (const rel of Object.keys(kept)) {
+      const parts: Buffer[] = [];
+      for await (const piece of b.snapshots.cat(result.checkpoint.id, rel)) parts.push(Buffer.from(piece));
+      expect(Buffer.concat(parts).toString(), rel).toBe(kept[rel]);
+    }
+    for (const rel of Object.keys(files)) expect(await codeOf(collect(b.snapshots.cat(result.checkpoint.id, rel)))).toBe('NOT_FOUND');
+    expect(await expectNoneStored(b.blobs, [token, legacy, token.slice(9, 40), legacy.slice(3, 40)])).toBeGreaterThan(0);
+  }, 120_000);
 
   it('leaves out credential paths and credential lines, each with its reason, and keeps look-alikes', async () => {
     const dir = path.join(b.dir, 'creds');

@@ -55,7 +55,7 @@ describe('holdfast user, token --user, run create and run end (compiled HOLDFAST
     expect(await principalOf(created.token)).toMatchObject({ kind: 'user', userId: 'ada', role: 'member', tenantName: 'acme' });
     const plain = await holdfast(['token', 'create', '--tenant', 'acme', '--user', 'vic', '--name', 'vic-laptop']);
     expect(plain.code).toBe(0);
-    expect(plain.stdout.trim()).toMatch(/^hf_[A-Za-z0-9_-]{43}$/); // stdout holds the token alone
+    expect(plain.stdout.trim()).toMatch(/^holdfast_[0-9A-Za-z]{49}$/); // stdout holds the token alone
     const adminUser = await holdfast(['--json', 'token', 'create', '--tenant', 'acme', '--user', 'ada', '--admin']);
     expect([adminUser.code, errorCode(adminUser)]).toEqual([2, 'INVALID_INPUT']);
     const nobody = await holdfast(['--json', 'token', 'create', '--tenant', 'acme', '--user', 'nobody']);

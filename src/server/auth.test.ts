@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { Hono } from 'hono';
 import { describe, expect, it } from 'vitest';
 import { HoldfastError } from '../errors.js';
@@ -31,10 +31,9 @@ async function codeOf(res: Response): Promise<string> {
 }
 
 describe('generateToken / hashToken', () => {
-  it('generates distinct hf_ tokens carrying 32 random bytes', () => {
+  it('generates distinct holdfast_ tokens: 43 random base62 characters and a 6-character checksum', () => {
     const a = generateToken();
-    expect(a).toMatch(/^hf_[A-Za-z0-9_-]{43}$/);
-    expect(Buffer.from(a.slice(3), 'base64url')).toHaveLength(32);
+    expect(a).toMatch(/^holdfast_[0-9A-Za-z]{49}$/);
     expect(generateToken()).not.toBe(a);
   });
 
@@ -77,6 +76,15 @@ describe('bearerAuth', () => {
     }
     // Only the well-formed unknown token reached the lookup.
     expect(seen).toHaveLength(1);
+  });
+
+  it('accepts a token of the format before holdfast_ (hf_ + 43 base64url): only its hash is compared', async () => {
+    const legacy = `h${'f'}_${randomBytes(32).toString('base64url')}`;
+    const { hono, seen } = app(new Map([[hashToken(legacy), PRINCIPAL]]));
+    const res = await hono.request('/v1/me', { headers: { Authorization: `Bearer ${legacy}` } });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual(PRINCIPAL);
+    expect(seen).toEqual([hashToken(legacy)]);
   });
 
   it('passes lookup failures through instead of answering 401', async () => {
