@@ -193,8 +193,9 @@ function asBuffer(bytes: Uint8Array): Buffer {
  * their base64 form (kubeconfig `client-key-data`); AWS access key ids and secret keys
  * assigned to their conventional names (`aws_secret_access_key = …`, `"SecretAccessKey": …`);
  * GitHub, GitLab, Slack (tokens and webhooks), npm, PyPI, Hugging Face, Shopify and
- * DigitalOcean tokens; Google API keys, OAuth client secrets and refresh tokens; Stripe live
- * keys, OpenAI and Anthropic API keys, age secret keys; signed JWTs (Kubernetes
+ * DigitalOcean tokens; Holdfast's own tokens (`holdfast_` with a valid checksum, and the
+ * older `hf_` + 43 base64url, see `token-format.ts`); Google API keys, OAuth client secrets
+ * and refresh tokens; Stripe live keys, OpenAI and Anthropic API keys, age secret keys; signed JWTs (Kubernetes
  * service-account tokens); `.npmrc` credentials (`_authToken=`, `_auth=`, `_password=`),
  * Docker `"auth"` values and URLs with an embedded password (`scheme://user:password@host`).
  * Public keys, certificates, environment references (`${NPM_TOKEN}`) and documentation
