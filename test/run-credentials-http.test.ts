@@ -69,6 +69,20 @@ describe("Holdfast's own tokens in deployments and setup output (local-disk + sq
     for (const secret of [svc.adminToken, legacy]) expect(JSON.stringify(listed.body)).not.toContain(secret);
   });
 
+  it("a turn that writes the run's token into the workspace: the checkpoint leaves the file out and serves nothing of it", async () => {
+    const deployment = await svc.api('POST', '/v1/deployments', { provider: 'bwrap' });
+    const run = await svc.api('POST', '/v1/runs', { deploymentId: deployment.body.id, bindings: { task: 'tokens-in-workspace' } });
+    const argv = ['sh', '-c', 'echo "token=$HOLDFAST_RUN_TOKEN" > .holdfast-session && echo fine > ok.txt'];
+    const turn = await svc.api('POST', `/v1/runs/${run.body.id}/turns`, { argv });
+    expect(turn.status).toBe(200);
+    const checkpoint = await svc.api('GET', `/v1/checkpoints/${turn.body.checkpoint.id}`);
+    expect(checkpoint.body.stats.excluded).toContainEqual({ path: '.holdfast-session', reason: 'secret-content', rule: 'holdfast-token' });
+    const served = await svc.api('GET', `/v1/checkpoints/${turn.body.checkpoint.id}/file?path=.holdfast-session`);
+    expect(served.status).toBe(404);
+    expect((await svc.api('GET', `/v1/checkpoints/${turn.body.checkpoint.id}/file?path=ok.txt`)).body).toBe('fine\n');
+    expect(JSON.stringify(checkpoint.body)).not.toContain('holdfast_');
+  });
+
   it('a setup command that prints a Holdfast token fails the turn with its stderr withheld from the answer and the events', async () => {
     // The sandbox assembles the token itself: the deployment holds none.
     const [head, tail] = [svc.adminToken.slice(0, 12), svc.adminToken.slice(12)];

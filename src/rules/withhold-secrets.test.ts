@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { holdfastToken, legacyHoldfastToken } from '../../test/support/secret-samples.js';
 import { withheldMarker, withholdSecrets } from './withhold-secrets.js';
 
 // Assembled at run time, so this file holds no literal token for a scanner to flag.
@@ -23,6 +24,14 @@ describe('withholdSecrets', () => {
     });
     expect(withheld).toEqual(['github-token', 'github-token']);
     expect(JSON.stringify(value)).not.toContain(githubToken);
+  });
+
+  it("withholds Holdfast's own tokens, both formats, wherever a turn or a setup command printed them", () => {
+    const [token, legacy] = [holdfastToken(), legacyHoldfastToken()];
+    const printed = { stdout: `HOLDFAST_RUN_TOKEN=${token}\n`, stderr: `curl: (22) token ${legacy} refused\n`, exit: 1 };
+    const { value, withheld } = withholdSecrets(printed);
+    expect(value).toEqual({ stdout: withheldMarker('holdfast-token'), stderr: withheldMarker('holdfast-legacy-token'), exit: 1 });
+    expect(withheld).toEqual(['holdfast-token', 'holdfast-legacy-token']);
   });
 
   it('leaves a value without credentials as it was', () => {
