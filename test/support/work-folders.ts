@@ -93,7 +93,7 @@ export async function openFolderService(backendCase: BackendCase, limits: Partia
       deploymentId ??= (await hf.deployments.create({ provider: 'bwrap' })).id;
       const workspace = await backend.meta.workspaces.create({
         tenantId: hf.tenant.id,
-        name: `folder-run-${generateToken().slice(3, 15)}`,
+        name: `folder-run-${generateToken().slice(-12)}`,
       });
       const run = await backend.meta.runs.create({
         tenantId: hf.tenant.id,
