@@ -260,15 +260,17 @@ export class FolderSync implements RunExtension {
   }
 
   /**
-   * True unless `scope` is the user scope and its user is no longer an active member: then
+   * True unless `scope` is the user scope and its user (by row id) is revoked: then
    * the directory is marked failed (`FORBIDDEN`) and left as it is in the sandbox.
    */
   private async member(context: RunSandboxContext, scope: FolderScope, target: SyncTarget): Promise<boolean> {
     if (scope !== 'user') return true;
-    if ((await this.deps.meta.users.findActive(context.tenant.id, target.ref.ownerId)) !== undefined) return true;
+    // The owner is the bound user's row id: a revoked id stays revoked, whoever takes the name next.
+    const user = await this.deps.meta.users.find(context.tenant.id, target.ref.ownerId);
+    if (user !== undefined && user.revokedAt === null) return true;
     await this.deps.meta.folderSync.update(stateKeyOf(context, scope), {
       state: 'failed',
-      error: { code: 'FORBIDDEN', message: `user ${target.ref.ownerId} is no longer a member: the user folder is not synced` },
+      error: { code: 'FORBIDDEN', message: `the user ${user?.name ?? target.ref.ownerId} this run is bound to was revoked: the user folder is not synced` },
     });
     return false;
   }

@@ -8,11 +8,12 @@ import { checkedArgv } from '../deployments/deployment-spec.js';
 import { type Deployment, Deployments } from '../deployments/deployments.js';
 import { ConflictError, errorToJson, HoldfastError, InputError, NotFoundError } from '../errors.js';
 import type { Checkpoint, CheckpointReason, Run, RunEvent, Turn } from '../metadata/metadata-store.js';
-import { parseRunBindings, type RunBindingsInput } from '../model/run-bindings.js';
+import { parseRunBindings, type RunBindings, type RunBindingsInput } from '../model/run-bindings.js';
 import type { TenantScope } from '../model/tenants.js';
 import { runWorkspaceName } from '../model/workspace-names.js';
 import type { RunResult, SandboxHandle } from '../sandbox/sandbox-provider.js';
 import type { RestoreReceipt } from '../snapshot/restore/restore.js';
+import type { Principal } from '../tenants/folder-access.js';
 import { type CreatedToken, issueRunToken } from '../tenants/tokens.js';
 import { ExtensionSteps } from './extension-steps.js';
 import type { RunHost } from './run-host.js';
@@ -41,12 +42,23 @@ const DEFAULT_COMMAND_TIMEOUT_MS = 10 * 60_000;
 /**
  * Input of {@link Runs.create}: follow a channel (upgrades) or pin one deployment, and
  * optionally the owners of the collections the run is bound to (see `parseRunBindings`; a
- * `user` binding must name a live user of the tenant).
+ * `user` binding names a live user of the tenant by name, and is stored as that user's
+ * immutable row id).
  */
 export type CreateRunInput = (
   | { readonly channel: string; readonly deploymentId?: never }
   | { readonly deploymentId: string; readonly channel?: never }
 ) & { readonly bindings?: RunBindingsInput | undefined };
+
+/**
+ * Who asks {@link Runs.create} for a run. `caller` is the principal of the request (the HTTP
+ * API passes it); absent, the caller is the operator in this process (the library, the CLI),
+ * whom Holdfast trusts as it trusts its metadata store (DESIGN section 14): the operator holds
+ * the store every collection is in, so it gives a user's consent by running the command.
+ */
+export interface CreateRunOptions {
+  readonly caller?: Principal | undefined;
+}
 
 /**
  * A run just created. `runToken` is the secret of its run token when it has bindings, shown
@@ -74,17 +86,23 @@ export class Runs {
   /**
    * Creates a run and its workspace on a channel's active deployment or on a pinned one; a
    * run with bindings gets a run token in the same transaction as its row.
+   *
+   * A run bound to a user reads and writes that user's private collection, so binding one
+   * needs the user's consent (DESIGN section 14): the operator (no `options.caller`) gives it,
+   * or the request is made with a token of that very user. Any other caller binding a user is
+   * `FORBIDDEN` (`data.field` `bindings.user`) before the user is even looked up, so the answer
+   * says nothing about who exists: another user's token, and every service token, admin tokens
+   * included (an admin manages tokens and tenants, never a user's files). A user token binding
+   * shared collections must be a member's: a viewer's run token would write what the viewer
+   * may only read (`FORBIDDEN`, `data.field` `bindings.<scope>`). The operator naming no live
+   * user: `NOT_FOUND`. Nothing is created and no token minted on any refusal.
    */
-  async create(input: CreateRunInput): Promise<CreatedRun> {
+  async create(input: CreateRunInput, options: CreateRunOptions = {}): Promise<CreatedRun> {
     if (typeof input !== 'object' || input === null || (input.channel === undefined) === (input.deploymentId === undefined)) {
       throw new InputError('INVALID_INPUT', 'a run needs exactly one of channel and deploymentId');
     }
-    const bindings = parseRunBindings(input.bindings);
-    if (bindings?.user !== undefined && (await this.host.meta.users.findActive(this.tenant.id, bindings.user)) === undefined) {
-      throw new NotFoundError(`bindings.user: no live user ${bindings.user} in this tenant (holdfast user add)`, {
-        data: { field: 'bindings.user', user: bindings.user },
-      });
-    }
+    const parsed = parseRunBindings(input.bindings);
+    const bindings = parsed?.user === undefined ? parsed : { ...parsed, user: await this.consentingUser(parsed, options.caller) };
     const deploymentId =
       input.channel === undefined
         ? (await this.deployments.get(input.deploymentId)).id
@@ -103,6 +121,41 @@ export class Runs {
       const runToken = bindings === undefined ? null : (await issueRunToken(tx, this.tenant, run.id)).token;
       return { ...run, runToken };
     });
+  }
+
+  /**
+   * The row id of the user `bindings.user` names, once its binding is consented to (see
+   * {@link create}): a live user of this tenant, and `caller` the operator or that user.
+   */
+  private async consentingUser(bindings: RunBindings, caller: Principal | undefined): Promise<string> {
+    const name = bindings.user as string;
+    if (caller !== undefined && caller.kind !== 'user') throw noConsent('bindings.user', name);
+    if (caller?.kind === 'user' && caller.role !== 'member') {
+      const shared = SHARED_SCOPES.find((scope) => bindings[scope] !== undefined);
+      if (shared !== undefined) throw viewerBinding(shared);
+    }
+    const user = await this.host.meta.users.findActive(this.tenant.id, name);
+    if (caller !== undefined && (user === undefined || user.id !== caller.userId || caller.tenantId !== this.tenant.id)) {
+      throw noConsent('bindings.user', name);
+    }
+    if (user === undefined) {
+      throw new NotFoundError(`bindings.user: no live user ${name} in this tenant (holdfast user add)`, {
+        data: { field: 'bindings.user', user: name },
+      });
+    }
+    return user.id;
+  }
+
+  /**
+   * `run` as people see it: its `bindings.user` (stored as the user's row id) replaced by that
+   * user's name, live or revoked (the HTTP answers and the CLI show names; a user row that no
+   * longer exists leaves the id).
+   */
+  async named<R extends Run>(run: R): Promise<R> {
+    const userId = run.bindings?.user;
+    if (userId === undefined || run.bindings === null) return run;
+    const user = await this.host.meta.users.find(this.tenant.id, userId);
+    return user === undefined ? run : { ...run, bindings: { ...run.bindings, user: user.name } };
   }
 
   /**
@@ -320,6 +373,27 @@ export class Runs {
       await session.release();
     }
   }
+}
+
+/** The collections every member of the tenant shares (a viewer only reads them). */
+const SHARED_SCOPES = ['task', 'agent', 'project'] as const;
+
+/** A user binding the caller may not make: `FORBIDDEN`, naming the field. */
+function noConsent(field: string, user: string): HoldfastError {
+  return new HoldfastError(
+    'FORBIDDEN',
+    `${field}: binding a run to user ${user} needs that user's consent: create the run with a token of that user (holdfast token create --user ${user})`,
+    { data: { field } },
+  );
+}
+
+/** A viewer's token binding a shared collection its run token would write: `FORBIDDEN`. */
+function viewerBinding(scope: (typeof SHARED_SCOPES)[number]): HoldfastError {
+  return new HoldfastError(
+    'FORBIDDEN',
+    `bindings.${scope}: a viewer's run may bind only the viewer's own user folder (its run token would write the ${scope} folder)`,
+    { data: { field: `bindings.${scope}` } },
+  );
 }
 
 function ended(runId: string): HoldfastError {

@@ -6,7 +6,8 @@
 import { Hono, type MiddlewareHandler } from 'hono';
 import { z } from 'zod';
 import type { Holdfast } from '../index.js';
-import { folderAccessLookups, PRINCIPAL_KINDS } from '../tenants/folder-access.js';
+import { NotFoundError } from '../errors.js';
+import { folderAccessLookups, PRINCIPAL_KINDS, type PrincipalKind } from '../tenants/folder-access.js';
 import type { AppEnv } from './app-env.js';
 import { bearerAuth } from './auth.js';
 import { bodyLimit, MAX_REQUEST_BODY_BYTES } from './body-limit.js';
@@ -133,7 +134,7 @@ export function createApp(options: AppOptions): Hono<AppEnv> {
   ];
   const folderRoutes = [
     ...workFolderRoutes({ folders: hf.folders, sync: hf.folderSync, lookups: folderAccessLookups(hf.meta) }),
-    ...inspectorAnyPrincipalRoutes(),
+    ...inspectorAnyPrincipalRoutes(async (tenantId, userId) => (await hf.meta.users.find(tenantId, userId))?.name),
   ];
   const uploads = bundleRoutes(hf);
   // The receipt middleware keeps answers of writes only (`idempotency.ts`).
@@ -153,18 +154,27 @@ export function createApp(options: AppOptions): Hono<AppEnv> {
   app.get('/v1/openapi.json', (c) => c.json(openapi));
   mountInspector(app);
 
+  // Service and user tokens pass here; each route then serves only its own kinds (`servesKind`).
   app.use(
     '/v1/*',
-    bearerAuth((hash) => hf.tokens.principal(hash)),
+    bearerAuth((hash) => hf.tokens.principal(hash), { kinds: V1_PRINCIPAL_KINDS }),
   );
   for (const route of routes) {
     const limit = bodyLimit(route.maxBodyBytes ?? MAX_REQUEST_BODY_BYTES);
-    app.on(route.doc.method.toUpperCase(), route.doc.path, limit, authorizeRoute(route), idempotency(hf.meta, route), route.handler);
+    app.on(
+      route.doc.method.toUpperCase(),
+      route.doc.path,
+      limit,
+      servesKind(route),
+      authorizeRoute(route),
+      idempotency(hf.meta, route),
+      route.handler,
+    );
   }
   // Bundle uploads: no receipt middleware (it reads the body whole); the same content is the same bundle.
   for (const route of uploads) {
     const limit = bodyLimit(route.maxBodyBytes ?? MAX_REQUEST_BODY_BYTES);
-    app.on(route.doc.method.toUpperCase(), route.doc.path, limit, authorizeRoute(route), route.handler);
+    app.on(route.doc.method.toUpperCase(), route.doc.path, limit, servesKind(route), authorizeRoute(route), route.handler);
   }
   // Work folders (and who-am-I): every token kind; each folder route asks the folder policy itself. No receipt
   // middleware (it reads the body whole): their Idempotency-Key is the operation id `Folders` keeps.
@@ -174,6 +184,21 @@ export function createApp(options: AppOptions): Hono<AppEnv> {
     app.on(route.doc.method.toUpperCase(), route.doc.path, limit, anyPrincipal, route.handler);
   }
   return app;
+}
+
+/** The principal kinds some `/v1` route serves (`RouteDef.principals`); run tokens reach none. */
+const V1_PRINCIPAL_KINDS: readonly PrincipalKind[] = ['service', 'user'];
+
+/**
+ * A principal of a kind the route does not serve (`RouteDef.principals`, default service only)
+ * is `NOT_FOUND`, as `bearerAuth` answers it: to such a token the route does not exist.
+ */
+function servesKind(route: RouteDef): MiddlewareHandler<AppEnv> {
+  const kinds = new Set<PrincipalKind>(route.principals ?? ['service']);
+  return async (c, next) => {
+    if (!kinds.has(c.get('principal').kind)) throw new NotFoundError(`no route ${c.req.method} ${c.req.path} for this token`, { data: {} });
+    await next();
+  };
 }
 
 /** The route's own authorization, before its idempotency receipt is consulted. */

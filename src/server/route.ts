@@ -3,6 +3,7 @@ import type { z } from 'zod';
 import { HoldfastError, InputError } from '../errors.js';
 import type { Holdfast, TenantServices } from '../index.js';
 import type { AppEnv } from './app-env.js';
+import type { PrincipalKind } from '../tenants/folder-access.js';
 import type { Principal } from './auth.js';
 import type { IdempotentRoute } from './idempotency.js';
 import type { RouteDoc } from './openapi.js';
@@ -35,6 +36,11 @@ export interface RouteDef extends IdempotentRoute {
    * before anything else of the route, a replayed answer included. Default: every principal.
    */
   readonly authorize?: (principal: Principal) => void;
+  /**
+   * The principal kinds this `/v1` route serves; default only `service`. A token of another
+   * kind is `NOT_FOUND` (404), before `authorize`: to it the route does not exist.
+   */
+  readonly principals?: readonly PrincipalKind[];
   /**
    * Largest request body this route reads, bounded while it streams; default
    * MAX_REQUEST_BODY_BYTES (`body-limit.ts`). Upload routes declare a larger one here.

@@ -14,6 +14,7 @@ const ACTIVE_RUNS = new Set([`${TENANT}/run-live`, `${TENANT}/run-rex`, `${OTHER
 const lookups: FolderAccessLookups = {
   isUserActive: async (tenantId, userId) => ACTIVE_USERS.has(`${tenantId}/${userId}`),
   isRunActive: async (tenantId, runId) => ACTIVE_RUNS.has(`${tenantId}/${runId}`),
+  liveUserId: async (tenantId, name) => (ACTIVE_USERS.has(`${tenantId}/${name}`) ? name : undefined),
 };
 
 const base = { tenantId: TENANT, tenantName: 'acme' };
@@ -21,9 +22,9 @@ const BOUND = { task: 'task-1', agent: 'agent-1', user: 'ada', project: 'proj-1'
 
 /** Every principal kind of the matrix, by a name the table uses. */
 const PRINCIPALS = {
-  member: { kind: 'user', tokenId: 't-ada', ...base, userId: 'ada', role: 'member' },
-  viewer: { kind: 'user', tokenId: 't-vic', ...base, userId: 'vic', role: 'viewer' },
-  revokedUser: { kind: 'user', tokenId: 't-rex', ...base, userId: 'rex', role: 'member' },
+  member: { kind: 'user', tokenId: 't-ada', ...base, userId: 'ada', userName: 'ada', role: 'member' },
+  viewer: { kind: 'user', tokenId: 't-vic', ...base, userId: 'vic', userName: 'vic', role: 'viewer' },
+  revokedUser: { kind: 'user', tokenId: 't-rex', ...base, userId: 'rex', userName: 'rex', role: 'member' },
   service: { kind: 'service', tokenId: 't-svc', ...base, admin: false },
   admin: { kind: 'service', tokenId: 't-adm', ...base, admin: true },
   boundRun: { kind: 'run', tokenId: 't-run', ...base, runId: 'run-live', bindings: BOUND },
@@ -31,7 +32,7 @@ const PRINCIPALS = {
   endedRun: { kind: 'run', tokenId: 't-run2', ...base, runId: 'run-ended', bindings: BOUND },
   runOfRevokedUser: { kind: 'run', tokenId: 't-run3', ...base, runId: 'run-rex', bindings: { ...BOUND, user: 'rex' } },
   otherTenantService: { kind: 'service', tokenId: 't-o1', tenantId: OTHER_TENANT, tenantName: 'globex', admin: true },
-  otherTenantUser: { kind: 'user', tokenId: 't-o2', tenantId: OTHER_TENANT, tenantName: 'globex', userId: 'ada', role: 'member' },
+  otherTenantUser: { kind: 'user', tokenId: 't-o2', tenantId: OTHER_TENANT, tenantName: 'globex', userId: 'ada', userName: 'ada', role: 'member' },
   otherTenantRun: { kind: 'run', tokenId: 't-o3', tenantId: OTHER_TENANT, tenantName: 'globex', runId: 'run-live', bindings: BOUND },
 } satisfies Record<string, Principal>;
 type Who = keyof typeof PRINCIPALS;
@@ -105,6 +106,7 @@ describe('canAccessFolder: every principal kind × scope × owner × action', ()
     const live: FolderAccessLookups = {
       isUserActive: async (_t, u) => users.has(u),
       isRunActive: async (_t, r) => runs.has(r),
+      liveUserId: async (_t, name) => (users.has(name) ? name : undefined),
     };
     const ada = PRINCIPALS.member;
     const run = PRINCIPALS.boundRun;

@@ -39,8 +39,13 @@ export type UserRole = (typeof USER_ROLES)[number];
 /** A person's token; only ever resolved while the user is not revoked. */
 export interface UserPrincipal extends PrincipalBase {
   readonly kind: 'user';
-  /** The user's name in its tenant, which is also the owner id of its user collection. */
+  /**
+   * The user's immutable row id, the owner id of its user collection (a reused name is
+   * another user with another id, so it reaches nothing of this one).
+   */
   readonly userId: string;
+  /** The user's name in its tenant: what people type and see; never an owner id. */
+  readonly userName: string;
   readonly role: UserRole;
 }
 
@@ -73,21 +78,30 @@ export type FolderAction = 'read' | 'write' | 'purge-collection';
  * takes effect on the next request even if the principal was resolved earlier.
  */
 export interface FolderAccessLookups {
-  /** Whether tenant `tenantId` has a user named `userId` that is not revoked. */
+  /** Whether tenant `tenantId` has a user of row id `userId` that is not revoked. */
   isUserActive(tenantId: string, userId: string): Promise<boolean>;
+  /**
+   * The row id of tenant `tenantId`'s live user named `name`, or `undefined`: how a route that
+   * takes a user's name (`…/work-folders/user/<name>`) finds the collection it means.
+   */
+  liveUserId(tenantId: string, name: string): Promise<string | undefined>;
   /** Whether run `runId` of tenant `tenantId` exists and is active (not ended, not deleted). */
   isRunActive(tenantId: string, runId: string): Promise<boolean>;
 }
 
 /**
- * The lookups over the metadata store: a user is active while a live (not revoked) row of
- * that name exists in the tenant; a run is active while it exists in the tenant and has not
+ * The lookups over the metadata store: a user is active while its row (by id) exists in the
+ * tenant and is not revoked, which a revoked id never is again; a run is active while it exists in the tenant and has not
  * ended. One indexed query each, on every decision.
  */
 export function folderAccessLookups(meta: MetadataStore): FolderAccessLookups {
   return {
     async isUserActive(tenantId, userId) {
-      return (await meta.users.findActive(tenantId, userId)) !== undefined;
+      const user = await meta.users.find(tenantId, userId);
+      return user !== undefined && user.revokedAt === null;
+    },
+    async liveUserId(tenantId, name) {
+      return (await meta.users.findActive(tenantId, name))?.id;
     },
     async isRunActive(tenantId, runId) {
       const run = await meta.runs.find(tenantId, runId);
@@ -101,9 +115,10 @@ export function folderAccessLookups(meta: MetadataStore): FolderAccessLookups {
  * - Another tenant's collection: never, whoever asks (admin tokens included).
  * - `task`, `agent`, `project` collections: `read` by the tenant's active users (member and
  *   viewer) and service tokens; `write` by active members and service tokens.
- * - A `user` collection: `read` and `write` only by that user (while not revoked) and by an
- *   active run bound to that user (while the user is not revoked); never by another user, a
- *   service token or an admin token.
+ * - A `user` collection (its owner id is the user's row id, never a name): `read` and `write`
+ *   only by that user (while not revoked) and by an active run bound to that user's id (while
+ *   the user is not revoked); never by another user (a later user of the same name included),
+ *   a service token or an admin token.
  * - A run token: `read` and `write` only on the collections it is bound to (so it writes the
  *   agent collection of its own agent only), only while the run is active.
  * - `purge-collection`: service tokens only, and not on a user collection: a token that may

@@ -141,7 +141,7 @@ export class Tokens {
 
 function principalOf(grant: TokenGrant): Principal {
   const base = { tokenId: grant.id, tenantId: grant.tenantId, tenantName: grant.tenantName };
-  if (grant.user !== null) return { kind: 'user', ...base, userId: grant.user.name, role: grant.user.role };
+  if (grant.user !== null) return { kind: 'user', ...base, userId: grant.user.id, userName: grant.user.name, role: grant.user.role };
   if (grant.runId !== null) return { kind: 'run', ...base, runId: grant.runId, bindings: storedBindings(grant.run?.bindings ?? null) };
   return { kind: 'service', ...base, admin: grant.admin };
 }

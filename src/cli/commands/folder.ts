@@ -39,7 +39,15 @@ async function collectionOf(hf: Holdfast, flags: CollectionFlags): Promise<Folde
       data: { tenant: flags.tenant },
     });
   }
-  return { tenantId: tenant.id, scope: flags.scope, ownerId: flags.owner };
+  if (flags.scope !== 'user') return { tenantId: tenant.id, scope: flags.scope, ownerId: flags.owner };
+  // A user collection is keyed by the user's immutable id: --owner is the name of the live user.
+  const user = await hf.meta.users.findActive(tenant.id, flags.owner);
+  if (user === undefined) {
+    throw new NotFoundError(`no live user ${flags.owner} in tenant ${flags.tenant}: holdfast user ls shows them`, {
+      data: { tenant: flags.tenant, user: flags.owner },
+    });
+  }
+  return { tenantId: tenant.id, scope: 'user', ownerId: user.id };
 }
 
 /**
@@ -65,7 +73,7 @@ function describeEntry(e: FolderEntry, withId: boolean): string[] {
 function onCollection(command: Command): Command {
   return command
     .requiredOption('--scope <scope>', `collection scope: ${FOLDER_SCOPES.join(', ')}`, oneOf('--scope', FOLDER_SCOPES))
-    .requiredOption('--owner <id>', 'owner id of the collection (the task, agent, user or project)')
+    .requiredOption('--owner <id>', 'owner id of the collection (the task, agent or project; for --scope user the live user\'s name)')
     .option('-t, --tenant <name>', 'tenant of the collection', DEFAULT_FOLDER_TENANT);
 }
 

@@ -96,7 +96,10 @@ export function registerRun(program: Command): void {
     .option('--deployment <id>', 'pin this deployment id')
     .option('--task <owner>', 'bind the task collection of this owner')
     .option('--agent <owner>', 'bind the agent collection of this owner (the run may write it)')
-    .option('--user <name>', "bind this live user's collection")
+    .option(
+      '--user <name>',
+      "bind this live user's private collection (stored by the user's id: a later user of the name is not bound). Binding a user needs that user's consent: over HTTP only a token of that user may; this command is the operator, who holds the store, giving it",
+    )
     .option('--project <owner>', 'bind the project collection of this owner')
     .option(
       '--repo <url|json>',
@@ -123,7 +126,7 @@ export function registerRun(program: Command): void {
           flags.channel === undefined ? { deploymentId: flags.deployment ?? '', bindings } : { channel: flags.channel, bindings },
         );
         if (created.runToken !== null) output.note(`run ${created.id}: its run token is shown only once, store it now`);
-        output.result({ ...created, tenant: tenant.name }, () =>
+        output.result({ ...(await runs.named(created)), tenant: tenant.name }, () =>
           created.runToken === null ? created.id : `${created.id}\n${created.runToken}`,
         );
       });
@@ -150,7 +153,7 @@ export function registerRun(program: Command): void {
     .action(async (runId: string, flags: { tenant?: string }, command: Command) => {
       await withHoldfast(command, async (hf, { output }) => {
         const { run: located, services } = await locateRun(hf, runId, flags.tenant);
-        const current = await services.runs.get(located.id);
+        const current = await services.runs.named(await services.runs.get(located.id));
         const turns = await services.runs.turns(located.id, SHOWN_TURNS);
         const events = await services.runs.events(located.id, SHOWN_EVENTS);
         const repositories = await hf.repositories.status(current);

@@ -20,12 +20,12 @@ export interface TokenRecord {
 
 /**
  * A live token found by its hash, with what its principal needs: the tenant's name, and for
- * a user token the user's name and role, for a run token the run's bindings (JSON object of
+ * a user token the user's id, name and role, for a run token the run's bindings (JSON object of
  * owner ids by scope, `null` when unbound).
  */
 export interface TokenGrant extends TokenRecord {
   readonly tenantName: string;
-  readonly user: { readonly name: string; readonly role: UserRoleColumn } | null;
+  readonly user: { readonly id: string; readonly name: string; readonly role: UserRoleColumn } | null;
   readonly run: { readonly bindings: Readonly<Record<string, unknown>> | null } | null;
 }
 
@@ -109,7 +109,9 @@ export function createTokensRepo({ db, now }: RepoContext): TokensRepo {
         .executeTakeFirst();
       if (row === undefined) return undefined;
       const user =
-        row.user_id === null || row.user_name === null || row.user_role === null ? null : { name: row.user_name, role: row.user_role };
+        row.user_id === null || row.user_name === null || row.user_role === null
+          ? null
+          : { id: row.user_id, name: row.user_name, role: row.user_role };
       if ((row.user_id !== null && user === null) || (row.run_id !== null && row.joined_run_id === null)) return undefined;
       const run =
         row.run_id === null

@@ -5,10 +5,14 @@ import { newId, type RepoContext, requireText, withinTransaction } from './repo-
 
 /** A user of a tenant as stored. */
 export interface UserRecord {
-  /** Row id; tokens of the user point here, so a re-added name never revives old tokens. */
+  /**
+   * Row id, immutable and never reused: tokens of the user, the owner of the user's collection
+   * and a run's `bindings.user` all point here, so a re-added name never revives old tokens,
+   * old runs or old files.
+   */
   readonly id: string;
   readonly tenantId: string;
-  /** Unique among the tenant's live users; the owner id of the user's collection. */
+  /** Unique among the tenant's live users; what people type and see (never an owner id). */
   readonly name: string;
   readonly role: UserRoleColumn;
   readonly createdAt: number;
@@ -27,6 +31,8 @@ export interface UsersRepo {
   create(input: { tenantId: string; name: string; role: UserRoleColumn }): Promise<UserRecord>;
   /** The tenant's live (not revoked) user named `name`, or `undefined`. */
   findActive(tenantId: string, name: string): Promise<UserRecord | undefined>;
+  /** The tenant's user with row id `id`, live or revoked, or `undefined` (also for another tenant's user). */
+  find(tenantId: string, id: string): Promise<UserRecord | undefined>;
   /** Users, live and revoked, of one tenant (of every tenant with `null`), by tenant, name and creation. */
   list(tenantId: string | null): Promise<UserRecord[]>;
   /**
@@ -65,6 +71,10 @@ export function createUsersRepo({ db, now }: RepoContext): UsersRepo {
         .where('name', '=', name)
         .where('revoked_at', 'is', null)
         .executeTakeFirst();
+      return row === undefined ? undefined : toUser(row);
+    },
+    async find(tenantId, id) {
+      const row = await db.selectFrom('users').selectAll().where('tenant_id', '=', tenantId).where('id', '=', id).executeTakeFirst();
       return row === undefined ? undefined : toUser(row);
     },
     async list(tenantId) {

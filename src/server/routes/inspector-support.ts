@@ -32,10 +32,14 @@ export const WhoAmI = z.object({
   kind: z.enum(['service', 'user', 'run']),
   tenant: z.string().describe('The tenant name (the `:companyId` of the work-folder routes)'),
   admin: z.boolean().optional().describe('service tokens: may manage tenants and tokens'),
-  user: z.string().optional().describe('user tokens: the user name (the owner id of their user collection)'),
+  user: z.string().optional().describe('user tokens: the user name (the `:ownerId` of their user collection in the work-folder routes)'),
+  userId: z.string().optional().describe("user tokens: the user's immutable id (a later user of the same name has another)"),
   role: z.enum(['member', 'viewer']).optional(),
   runId: z.string().optional().describe('run tokens: the run'),
-  bindings: z.record(z.string(), z.string()).optional().describe('run tokens: the owners the run is bound to'),
+  bindings: z
+    .record(z.string(), z.string())
+    .optional()
+    .describe("run tokens: the owners the run is bound to (the user's name for `user`, as the work-folder routes take it)"),
 });
 
 /** The diff route, served to service tokens like the rest of `/v1`. */
@@ -74,8 +78,11 @@ export function inspectorV1Routes(hf: Holdfast): RouteDef[] {
   ];
 }
 
-/** `GET /api/whoami`, mounted for every token kind (service, user, run). */
-export function inspectorAnyPrincipalRoutes(): RouteDef[] {
+/**
+ * `GET /api/whoami`, mounted for every token kind (service, user, run). `userName` finds the
+ * name of a tenant's user (live or revoked) by its row id, which is what bindings hold.
+ */
+export function inspectorAnyPrincipalRoutes(userName: (tenantId: string, userId: string) => Promise<string | undefined>): RouteDef[] {
   return [
     {
       doc: {
@@ -86,18 +93,20 @@ export function inspectorAnyPrincipalRoutes(): RouteDef[] {
         tags: ['auth'],
         response: WhoAmI,
       },
-      handler(c) {
+      async handler(c) {
         const principal = c.get('principal');
         const base = { kind: principal.kind, tenant: principal.tenantName };
         switch (principal.kind) {
           case 'service':
             return c.json(answerAs(WhoAmI, { ...base, admin: principal.admin }));
           case 'user':
-            return c.json(answerAs(WhoAmI, { ...base, user: principal.userId, role: principal.role }));
+            return c.json(answerAs(WhoAmI, { ...base, user: principal.userName, userId: principal.userId, role: principal.role }));
           case 'run': {
             // The collections it reaches; its repositories are not collections.
             const { repos: _repos, ...owners } = principal.bindings;
-            return c.json(answerAs(WhoAmI, { ...base, runId: principal.runId, bindings: owners }));
+            const name = owners.user === undefined ? undefined : await userName(principal.tenantId, owners.user);
+            const shown = name === undefined ? owners : { ...owners, user: name };
+            return c.json(answerAs(WhoAmI, { ...base, runId: principal.runId, bindings: shown }));
           }
         }
       },

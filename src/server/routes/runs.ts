@@ -54,12 +54,19 @@ export function runRoutes(hf: Holdfast): RouteDef[] {
         body: RunBody,
         response: CreatedRun,
         responseStatus: 201,
+        errors: ['FORBIDDEN'],
+        responses: {
+          403: { description: "bindings.user without that user's consent: only a token of that user may bind it (data.field names the binding)" },
+        },
       },
       // The run token's secret exists once: a replay answers the run with `runToken: null`.
       credentialFields: ['runToken'],
+      // A user token may create a run: binding a user's folder needs a token of that user (`Runs.create`).
+      principals: ['service', 'user'],
       async handler(c) {
         const { runs } = await tenantServices(hf, c);
-        return c.json(answerAs(CreatedRun, await runs.create(await readJson(c, RunBody))), 201);
+        const created = await runs.create(await readJson(c, RunBody), { caller: c.get('principal') });
+        return c.json(answerAs(CreatedRun, await runs.named(created)), 201);
       },
     },
     {
@@ -74,7 +81,7 @@ export function runRoutes(hf: Holdfast): RouteDef[] {
       },
       async handler(c) {
         const { runs } = await tenantServices(hf, c);
-        return c.json(answerAs(Run, await runs.end(c.req.param('id') ?? '')));
+        return c.json(answerAs(Run, await runs.named(await runs.end(c.req.param('id') ?? ''))));
       },
     },
     {
@@ -88,8 +95,10 @@ export function runRoutes(hf: Holdfast): RouteDef[] {
         response: RunPage,
       },
       async handler(c) {
-        const page = await runsPage(hf.meta, await tenantServices(hf, c), readQuery(c, PageQuery));
-        return c.json(answerAs(RunPage, { runs: page.items, nextCursor: page.nextCursor }));
+        const services = await tenantServices(hf, c);
+        const page = await runsPage(hf.meta, services, readQuery(c, PageQuery));
+        const named = await Promise.all(page.items.map((run) => services.runs.named(run)));
+        return c.json(answerAs(RunPage, { runs: named, nextCursor: page.nextCursor }));
       },
     },
     {
@@ -105,7 +114,7 @@ export function runRoutes(hf: Holdfast): RouteDef[] {
       async handler(c) {
         const { runs } = await tenantServices(hf, c);
         const run = await runs.get(c.req.param('id') ?? '');
-        return c.json(answerAs(RunWithRepositories, { ...run, repositories: await hf.repositories.status(run) }));
+        return c.json(answerAs(RunWithRepositories, { ...(await runs.named(run)), repositories: await hf.repositories.status(run) }));
       },
     },
     {
@@ -187,7 +196,7 @@ export function runRoutes(hf: Holdfast): RouteDef[] {
         const { runs } = await tenantServices(hf, c);
         const body = await readJson(c, UpgradeBody);
         const run = await runs.upgrade(c.req.param('id') ?? '', body.deploymentId === undefined ? {} : { deploymentId: body.deploymentId });
-        return c.json(answerAs(Run, run));
+        return c.json(answerAs(Run, await runs.named(run)));
       },
     },
     {
@@ -203,7 +212,7 @@ export function runRoutes(hf: Holdfast): RouteDef[] {
       },
       async handler(c) {
         const { runs } = await tenantServices(hf, c);
-        return c.json(answerAs(Run, await runs.resolveLease(c.req.param('id') ?? '')));
+        return c.json(answerAs(Run, await runs.named(await runs.resolveLease(c.req.param('id') ?? ''))));
       },
     },
     {

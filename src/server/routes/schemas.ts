@@ -91,7 +91,9 @@ const OwnerId = z
 export const RunBindings = z.strictObject({
   task: OwnerId.optional(),
   agent: OwnerId.optional(),
-  user: OwnerId.optional(),
+  user: OwnerId.optional().describe(
+    "A live user's name; needs that user's consent: the request is made with a token of that user (anything else is 403 FORBIDDEN, data.field bindings.user). Stored as the user's immutable id",
+  ),
   project: OwnerId.optional(),
   /** Repositories checked out under `$HOME/repos/<name>`; `parseRepoBindings` (repos/repo-bindings.ts) holds the rules. */
   repos: z
@@ -136,7 +138,7 @@ export const Run = z
       .object({
         task: z.string().optional(),
         agent: z.string().optional(),
-        user: z.string().optional(),
+        user: z.string().optional().describe("The bound user's name (the binding holds the user's immutable id: a later user of that name is not bound)"),
         project: z.string().optional(),
         repos: z
           .array(z.object({ name: z.string(), url: z.string(), ref: z.string().optional(), branch: z.string().optional() }))

@@ -69,10 +69,23 @@ async function collectionFor(c: Context<AppEnv>, action: FolderAction, lookups: 
   if (c.req.param('companyId') !== principal.tenantName) throw denied();
   if (!(FOLDER_SCOPES as readonly string[]).includes(scope)) throw denied();
   if (ownerId.length === 0 || ownerId.length > MAX_OWNER_ID_CHARS || CONTROL_CHARACTER.test(ownerId)) throw denied();
-  const ref: FolderRef = { tenantId: principal.tenantId, scope: scope as FolderScope, ownerId };
+  const ref: FolderRef = { tenantId: principal.tenantId, scope: scope as FolderScope, ownerId: await collectionOwner(principal.tenantId, scope, ownerId, lookups) };
   const target: FolderTarget = ref;
   if (!(await canAccessFolder(principal, target, action, lookups))) throw denied();
   return ref;
+}
+
+/**
+ * The owner id of the collection a path segment names. For the `user` scope the segment is the
+ * user's name, as people type it, and the owner is the row id of the tenant's live user of that
+ * name (so a revoked user's collection is reached by no name, and a reused name reaches only its
+ * new user's); no live user of that name is a denial. Other scopes' owners are the segment itself.
+ */
+async function collectionOwner(tenantId: string, scope: string, segment: string, lookups: FolderAccessLookups): Promise<string> {
+  if (scope !== 'user') return segment;
+  const id = await lookups.liveUserId(tenantId, segment);
+  if (id === undefined) throw denied();
+  return id;
 }
 
 /** The operation id of a mutation: its `Idempotency-Key`, required (`INVALID_INPUT` without). */
