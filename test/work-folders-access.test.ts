@@ -51,11 +51,14 @@ describe.each(BACKENDS)('work folders: the authorization matrix over HTTP ($name
     if (found === undefined) throw new Error(`no caller ${name}`);
     return found;
   };
-  const refOf = (scope: FolderScope): FolderRef => ({ tenantId: svc.tenantId, scope, ownerId: OWNERS[scope] });
+  /** The row id of alice, the owner id of her user collection (the routes take her name). */
+  let aliceId = '';
+  const refOf = (scope: FolderScope): FolderRef => ({ tenantId: svc.tenantId, scope, ownerId: scope === 'user' ? aliceId : OWNERS[scope] });
 
   beforeAll(async () => {
     svc = await openFolderService(backendCase);
     caller('alice').token = await svc.addUser('alice', 'member');
+    aliceId = await svc.userId('alice');
     caller('bob').token = await svc.addUser('bob', 'member');
     caller('victor').token = await svc.addUser('victor', 'viewer');
     caller('service').token = svc.serviceToken;
@@ -214,5 +217,74 @@ describe.each(BACKENDS)('work folders: the authorization matrix over HTTP ($name
       if (shared(scope)) expect(left, scope).toEqual([]);
       else expect(left, scope).toContain(SECRET_PATH);
     }
+  });
+
+  it("a reused name is another user: the new alex starts empty and reaches none of the old alex's files, nor does the old alex's run reach the new one's", async () => {
+    const oldToken = await svc.addUser('alex', 'member');
+    const oldId = await svc.userId('alex');
+    const oldFiles: FolderRef = { tenantId: svc.tenantId, scope: 'user', ownerId: oldId };
+    await svc.hf.folders.write(oldFiles, 'diary.txt', chunksOf('OLD-ALEX-SECRET'), { operationId: 'old-alex-diary' });
+    await svc.hf.folders.write(oldFiles, 'gone.txt', chunksOf('OLD-ALEX-TRASHED'), { operationId: 'old-alex-gone' });
+    await svc.hf.folders.remove(oldFiles, 'gone.txt', { operationId: 'old-alex-remove' });
+    const oldRun = await svc.addRun({ user: 'alex', task: OWNERS.task });
+    const before = await svc.request('GET', svc.route('user', 'alex'), { token: oldRun.token });
+    expect(before.body.files.map((f: { path: string }) => f.path)).toEqual(['diary.txt']);
+
+    expect(await svc.backend.meta.users.revoke(svc.tenantId, 'alex')).toBeDefined();
+    const newToken = await svc.addUser('alex', 'viewer');
+    const newId = await svc.userId('alex');
+    expect(newId).not.toBe(oldId);
+    const newFiles: FolderRef = { tenantId: svc.tenantId, scope: 'user', ownerId: newId };
+    const leaks = (answer: FolderAnswer) => /OLD-ALEX|NEW-ALEX/.test(answer.bytes.toString('utf8'));
+
+    // The new alex: an empty folder, live and trash, and no route to the old one's bytes.
+    for (const query of [{}, { trash: 'true' }]) {
+      const own = await svc.request('GET', svc.route('user', 'alex', '', query), { token: newToken });
+      expect([own.status, own.body.files], JSON.stringify(query)).toEqual([200, []]);
+    }
+    for (const route of [
+      svc.route('user', 'alex', '/content', { path: 'diary.txt' }),
+      svc.route('user', oldId),
+      svc.route('user', oldId, '/content', { path: 'diary.txt' }),
+      svc.route('user', oldId, '', { trash: 'true' }),
+    ]) {
+      const answer = await svc.request('GET', route, { token: newToken });
+      expect([answer.status, answer.body.error?.code], route).toEqual([404, 'NOT_FOUND']);
+      expect(leaks(answer), route).toBe(false);
+    }
+    const whoami = await svc.request('GET', '/api/whoami', { token: newToken });
+    expect(whoami.body).toMatchObject({ kind: 'user', user: 'alex', userId: newId, role: 'viewer' });
+    expect((await svc.request('GET', svc.route('user', 'alex'), { token: oldToken })).status).toBe(401);
+
+    // The new alex writes; the old alex's run, bound to the revoked id, reaches neither folder by any name.
+    const upload = await svc.request('PUT', svc.route('user', 'alex', '/content', { path: 'mine.txt' }), {
+      token: newToken,
+      headers: uploadHeaders('new-alex-mine'),
+      body: Buffer.from('NEW-ALEX-SECRET'),
+    });
+    expect(upload.status).toBe(200);
+    expect((await svc.hf.folders.list(newFiles)).files.map((f) => f.path)).toEqual(['mine.txt']);
+    for (const route of [
+      svc.route('user', 'alex'),
+      svc.route('user', 'alex', '/content', { path: 'mine.txt' }),
+      svc.route('user', oldId),
+      svc.route('user', oldId, '/content', { path: 'diary.txt' }),
+      svc.route('user', newId),
+    ]) {
+      const answer = await svc.request('GET', route, { token: oldRun.token });
+      expect([answer.status, answer.body.error?.code], route).toEqual([404, 'NOT_FOUND']);
+      expect(leaks(answer), route).toBe(false);
+    }
+    const write = await svc.request('PUT', svc.route('user', 'alex', '/content', { path: 'planted.txt' }), {
+      token: oldRun.token,
+      headers: uploadHeaders('old-run-plant'),
+      body: Buffer.from('planted'),
+    });
+    expect([write.status, write.body.error?.code]).toEqual([404, 'NOT_FOUND']);
+    expect((await svc.hf.folders.list(newFiles)).files.map((f) => f.path)).toEqual(['mine.txt']);
+    // Its shared binding still works: only the user binding died with the user.
+    expect((await svc.request('GET', svc.route('task', OWNERS.task), { token: oldRun.token })).status).toBe(200);
+    // The old files stay stored under the revoked id, for the record.
+    expect((await svc.hf.folders.list(oldFiles)).files.map((f) => f.path)).toEqual(['diary.txt']);
   });
 });

@@ -44,8 +44,14 @@ export interface FolderService {
   readonly otherTenantToken: string;
   /** Adds a user to {@link TENANT} and gives back a token of it. */
   addUser(name: string, role: 'member' | 'viewer'): Promise<string>;
-  /** Creates a run of {@link TENANT} bound to `bindings` and gives back its run id and a run token. */
+  /**
+   * Creates a run of {@link TENANT} bound to `bindings` and gives back its run id and a run
+   * token; `bindings.user` is a user's name, stored (as `Runs.create` stores it) as the id of
+   * the live user of that name.
+   */
   addRun(bindings: StoredRunBindings): Promise<{ runId: string; token: string }>;
+  /** The row id of the live user `name` of {@link TENANT}: the owner id of that user's collection. */
+  userId(name: string): Promise<string>;
   /** The URL path of a collection route: `suffix` is '', '/content' or '/operations'. */
   route(scope: FolderScope, ownerId: string, suffix?: string, query?: Record<string, string>, company?: string): string;
   request(method: string, route: string, request: FolderRequest): Promise<FolderAnswer>;
@@ -70,7 +76,13 @@ export async function openFolderService(backendCase: BackendCase, limits: Partia
   const otherTenantToken = generateToken();
   await backend.meta.tokens.create({ tenantId: other.id, name: 'other', hash: hashToken(otherTenantToken), admin: false });
   let deploymentId: string | undefined;
+  const userId = async (name: string): Promise<string> => {
+    const user = await backend.meta.users.findActive(hf.tenant.id, name);
+    if (user === undefined) throw new Error(`no live user ${name}`);
+    return user.id;
+  };
   return {
+    userId,
     hf,
     backend,
     server,
@@ -100,7 +112,7 @@ export async function openFolderService(backendCase: BackendCase, limits: Partia
         workspaceId: workspace.id,
         channel: null,
         deploymentId,
-        bindings,
+        bindings: bindings.user === undefined ? bindings : { ...bindings, user: await userId(bindings.user) },
       });
       const token = generateToken();
       await backend.meta.tokens.create({
