@@ -213,11 +213,12 @@ describe.each(CASES)('work folders in a run: $name', ({ backend, sandboxes }) =>
   it("a revoked user's run stops syncing the user collection with an error and keeps the files; task files still sync", async () => {
     const hf = await server('revoked');
     const name = `u${crypto.randomUUID().slice(0, 8)}`;
-    await hf.users.add({ tenant: hf.tenant.name, name, role: 'member' });
+    const { id: userId } = await hf.users.add({ tenant: hf.tenant.name, name, role: 'member' });
     const task = `task-${crypto.randomUUID()}`;
     const run = await hf.runs.create({ deploymentId: (await deployment(hf)).id, bindings: { task, user: name } });
+    expect(run.bindings?.user).toBe(userId);
     await hf.runs.turn(run.id, (ctx) => inTurn(ctx, 'echo mine > "$HOLDFAST_USER_DIR/notes.txt"; echo t1 > "$HOLDFAST_TASK_DIR/t.txt"'));
-    expect((await readFolder(hf, ref(hf, 'user', name), 'notes.txt')).toString()).toBe('mine\n');
+    expect((await readFolder(hf, ref(hf, 'user', userId), 'notes.txt')).toString()).toBe('mine\n');
     await hf.users.revoke({ tenant: hf.tenant.name, name });
     const outcome = await hf.runs.turn(run.id, (ctx) =>
       inTurn(
@@ -226,15 +227,40 @@ describe.each(CASES)('work folders in a run: $name', ({ backend, sandboxes }) =>
       ),
     );
     expect(outcome.value.toString()).toBe('changed\n');
-    expect((await readFolder(hf, ref(hf, 'user', name), 'notes.txt')).toString()).toBe('mine\n');
+    expect((await readFolder(hf, ref(hf, 'user', userId), 'notes.txt')).toString()).toBe('mine\n');
     expect((await readFolder(hf, ref(hf, 'task', task), 't.txt')).toString()).toBe('t2\n');
-    const [user] = await hf.folderSync.status(hf.tenant, { scope: 'user', ownerId: name });
+    const [user] = await hf.folderSync.status(hf.tenant, { scope: 'user', ownerId: userId });
     expect(user).toMatchObject({ state: 'failed', error: { code: 'FORBIDDEN' } });
     const [taskState] = await hf.folderSync.status(hf.tenant, { scope: 'task', ownerId: task });
     expect(taskState).toMatchObject({ state: 'saved', error: null });
     // The files stay in the sandbox.
     const again = await hf.runs.turn(run.id, (ctx) => inTurn(ctx, 'cat "$HOLDFAST_USER_DIR/notes.txt"'));
     expect(again.value.toString()).toBe('changed\n');
+  });
+
+  it("a run bound to a revoked user never sees the files of a new user of that name, and sends none of its own there", async () => {
+    const hf = await server('reused-name');
+    const name = `u${crypto.randomUUID().slice(0, 8)}`;
+    const { id: oldId } = await hf.users.add({ tenant: hf.tenant.name, name, role: 'member' });
+    const run = await hf.runs.create({ deploymentId: (await deployment(hf)).id, bindings: { user: name } });
+    await hf.runs.turn(run.id, (ctx) => inTurn(ctx, 'echo old-alex > "$HOLDFAST_USER_DIR/old.txt"'));
+    await hf.users.revoke({ tenant: hf.tenant.name, name });
+    const { id: newId } = await hf.users.add({ tenant: hf.tenant.name, name, role: 'viewer' });
+    await hf.folders.write(ref(hf, 'user', newId), 'new-secret.txt', body('NEW-ALEX-SECRET\n'), { operationId: crypto.randomUUID() });
+    const next = await hf.runs.turn(run.id, (ctx) =>
+      inTurn(ctx, 'echo planted > "$HOLDFAST_USER_DIR/planted.txt"; ls -A "$HOLDFAST_USER_DIR"; cat "$HOLDFAST_USER_DIR"/* 2>/dev/null || true'),
+    );
+    const seen = next.value.toString();
+    expect(seen).not.toContain('new-secret');
+    expect(seen).not.toContain('NEW-ALEX-SECRET');
+    // Nothing the old run wrote reached the new user, and the new user's folder holds only its own file.
+    expect((await hf.folders.list(ref(hf, 'user', newId))).files.map((f) => f.path)).toEqual(['new-secret.txt']);
+    expect((await hf.folders.list(ref(hf, 'user', oldId))).files.map((f) => f.path)).toEqual(['old.txt']);
+    // A fresh run the operator binds to the name reaches the new user only.
+    const fresh = await hf.runs.create({ deploymentId: (await deployment(hf)).id, bindings: { user: name } });
+    expect(fresh.bindings?.user).toBe(newId);
+    const reads = await hf.runs.turn(fresh.id, (ctx) => inTurn(ctx, 'ls -A "$HOLDFAST_USER_DIR"'));
+    expect(reads.value.toString()).toBe('new-secret.txt\n');
   });
 
   it('a refresh queued during a turn is applied at its safe boundary, never while the agent edits; an ended run refuses one', async () => {
