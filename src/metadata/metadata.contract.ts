@@ -17,6 +17,7 @@ import { LATEST_SCHEMA_VERSION, MIGRATIONS } from './migrations.js';
 import { describeObjectIndexCases } from './object-index.contract.js';
 import { describePrincipalsCases } from './principals.contract.js';
 import { describeRunsCases } from './runs.contract.js';
+import { describeUserOwnersMigration } from './user-owners.contract.js';
 
 export type { MetadataContractOptions, MetadataTestDatabase } from './metadata-contract-support.contract.js';
 
@@ -39,6 +40,7 @@ export function describeMetadataContract(options: MetadataContractOptions): void
     describeIdPrefixCases(ctx);
     describeFoldersCases(ctx);
     describeFolderSyncCases(ctx);
+    describeUserOwnersMigration(ctx);
   });
 }
 
