@@ -238,7 +238,7 @@ describe.each(CASES)('work folders in a run: $name', ({ backend, sandboxes }) =>
     expect(again.value.toString()).toBe('changed\n');
   });
 
-  it("a run bound to a revoked user never sees the files of a new user of that name, and sends none of its own there", async () => {
+  it('a run bound to a revoked user never sees the files of a new user of that name, and sends none of its own there', async () => {
     const hf = await server('reused-name');
     const name = `u${crypto.randomUUID().slice(0, 8)}`;
     const { id: oldId } = await hf.users.add({ tenant: hf.tenant.name, name, role: 'member' });
@@ -248,7 +248,10 @@ describe.each(CASES)('work folders in a run: $name', ({ backend, sandboxes }) =>
     const { id: newId } = await hf.users.add({ tenant: hf.tenant.name, name, role: 'viewer' });
     await hf.folders.write(ref(hf, 'user', newId), 'new-secret.txt', body('NEW-ALEX-SECRET\n'), { operationId: crypto.randomUUID() });
     const next = await hf.runs.turn(run.id, (ctx) =>
-      inTurn(ctx, 'echo planted > "$HOLDFAST_USER_DIR/planted.txt"; ls -A "$HOLDFAST_USER_DIR"; cat "$HOLDFAST_USER_DIR"/* 2>/dev/null || true'),
+      inTurn(
+        ctx,
+        'echo planted > "$HOLDFAST_USER_DIR/planted.txt"; ls -A "$HOLDFAST_USER_DIR"; cat "$HOLDFAST_USER_DIR"/* 2>/dev/null || true',
+      ),
     );
     const seen = next.value.toString();
     expect(seen).not.toContain('new-secret');

@@ -52,7 +52,14 @@ describe('holdfast user, token --user, run create and run end (compiled HOLDFAST
 
     const created = await json(['token', 'create', '--tenant', 'acme', '--user', 'ada']);
     expect(created).toMatchObject({ tenant: 'acme', user: 'ada', admin: false, runId: null, name: 'user ada' });
-    expect(await principalOf(created.token)).toMatchObject({ kind: 'user', userId: 'ada', role: 'member', tenantName: 'acme' });
+    // The principal carries the user's immutable id (the row `user add` printed) and the name.
+    expect(await principalOf(created.token)).toMatchObject({
+      kind: 'user',
+      userId: added.id,
+      userName: 'ada',
+      role: 'member',
+      tenantName: 'acme',
+    });
     const plain = await holdfast(['token', 'create', '--tenant', 'acme', '--user', 'vic', '--name', 'vic-laptop']);
     expect(plain.code).toBe(0);
     expect(plain.stdout.trim()).toMatch(/^holdfast_[0-9A-Za-z]{49}$/); // stdout holds the token alone
@@ -80,7 +87,7 @@ describe('holdfast user, token --user, run create and run end (compiled HOLDFAST
   });
 
   it('run create with bindings prints its run token once; the token is a run principal until run end', async () => {
-    await json(['user', 'add', '--tenant', 'acme', 'lin', '--role', 'member']);
+    const lin = await json(['user', 'add', '--tenant', 'acme', 'lin', '--role', 'member']);
     const deploymentId = await withStore(async (hf) => (await (await hf.forTenant('acme')).deployments.create({ provider: 'local' })).id);
     const created = await json([
       'run',
@@ -98,7 +105,8 @@ describe('holdfast user, token --user, run create and run end (compiled HOLDFAST
     ]);
     expect(created).toMatchObject({ tenant: 'acme', deploymentId, bindings: { task: 't-1', agent: 'a-1', user: 'lin' }, endedAt: null });
     const p = (await principalOf(created.runToken)) as Principal;
-    expect(p).toMatchObject({ kind: 'run', runId: created.id, bindings: { task: 't-1', agent: 'a-1', user: 'lin' } });
+    // The CLI is the operator giving lin's consent; the run is bound to lin's id, the answer shows the name.
+    expect(p).toMatchObject({ kind: 'run', runId: created.id, bindings: { task: 't-1', agent: 'a-1', user: lin.id } });
     const may = (scope: 'task' | 'agent' | 'user', ownerId: string) =>
       withStore(async (hf) => canAccessFolder(p, { tenantId: p.tenantId, scope, ownerId }, 'write', folderAccessLookups(hf.meta)));
     expect(await may('agent', 'a-1')).toBe(true);

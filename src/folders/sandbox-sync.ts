@@ -270,7 +270,10 @@ export class FolderSync implements RunExtension {
     if (user !== undefined && user.revokedAt === null) return true;
     await this.deps.meta.folderSync.update(stateKeyOf(context, scope), {
       state: 'failed',
-      error: { code: 'FORBIDDEN', message: `the user ${user?.name ?? target.ref.ownerId} this run is bound to was revoked: the user folder is not synced` },
+      error: {
+        code: 'FORBIDDEN',
+        message: `the user ${user?.name ?? target.ref.ownerId} this run is bound to was revoked: the user folder is not synced`,
+      },
     });
     return false;
   }

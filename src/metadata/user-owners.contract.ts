@@ -55,7 +55,9 @@ export function describeUserOwnersMigration(ctx: ContractContext): void {
         'sb-old': { user: oldAda.id, task: 'ada' },
         'sb-new': { user: ada.id },
       });
-      const { rows } = await sql<{ n: number }>`SELECT count(*) AS n FROM holdfast_schema_migrations WHERE version = 11`.execute(migrated.db);
+      const { rows } = await sql<{ n: number }>`SELECT count(*) AS n FROM holdfast_schema_migrations WHERE version = 11`.execute(
+        migrated.db,
+      );
       expect(Number(rows[0]?.n)).toBe(1);
     });
   });

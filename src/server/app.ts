@@ -5,8 +5,8 @@
  */
 import { Hono, type MiddlewareHandler } from 'hono';
 import { z } from 'zod';
-import type { Holdfast } from '../index.js';
 import { NotFoundError } from '../errors.js';
+import type { Holdfast } from '../index.js';
 import { folderAccessLookups, PRINCIPAL_KINDS, type PrincipalKind } from '../tenants/folder-access.js';
 import type { AppEnv } from './app-env.js';
 import { bearerAuth } from './auth.js';

@@ -103,7 +103,15 @@ describe('bearerAuth', () => {
   });
 
   it('serves only service tokens by default: a user or run token is 404 NOT_FOUND; routes that ask for every kind accept them', async () => {
-    const user: Principal = { kind: 'user', tokenId: 'tok2', tenantId: 'ten1', tenantName: 'acme', userId: 'ada', userName: 'ada', role: 'member' };
+    const user: Principal = {
+      kind: 'user',
+      tokenId: 'tok2',
+      tenantId: 'ten1',
+      tenantName: 'acme',
+      userId: 'ada',
+      userName: 'ada',
+      role: 'member',
+    };
     const run: Principal = { kind: 'run', tokenId: 'tok3', tenantId: 'ten1', tenantName: 'acme', runId: 'r1', bindings: { task: 't1' } };
     const [userToken, runToken] = [generateToken(), generateToken()];
     const known = new Map<string, Principal>([

@@ -32,7 +32,15 @@ const PRINCIPALS = {
   endedRun: { kind: 'run', tokenId: 't-run2', ...base, runId: 'run-ended', bindings: BOUND },
   runOfRevokedUser: { kind: 'run', tokenId: 't-run3', ...base, runId: 'run-rex', bindings: { ...BOUND, user: 'rex' } },
   otherTenantService: { kind: 'service', tokenId: 't-o1', tenantId: OTHER_TENANT, tenantName: 'globex', admin: true },
-  otherTenantUser: { kind: 'user', tokenId: 't-o2', tenantId: OTHER_TENANT, tenantName: 'globex', userId: 'ada', userName: 'ada', role: 'member' },
+  otherTenantUser: {
+    kind: 'user',
+    tokenId: 't-o2',
+    tenantId: OTHER_TENANT,
+    tenantName: 'globex',
+    userId: 'ada',
+    userName: 'ada',
+    role: 'member',
+  },
   otherTenantRun: { kind: 'run', tokenId: 't-o3', tenantId: OTHER_TENANT, tenantName: 'globex', runId: 'run-live', bindings: BOUND },
 } satisfies Record<string, Principal>;
 type Who = keyof typeof PRINCIPALS;

@@ -73,7 +73,7 @@ function describeEntry(e: FolderEntry, withId: boolean): string[] {
 function onCollection(command: Command): Command {
   return command
     .requiredOption('--scope <scope>', `collection scope: ${FOLDER_SCOPES.join(', ')}`, oneOf('--scope', FOLDER_SCOPES))
-    .requiredOption('--owner <id>', 'owner id of the collection (the task, agent or project; for --scope user the live user\'s name)')
+    .requiredOption('--owner <id>', "owner id of the collection (the task, agent or project; for --scope user the live user's name)")
     .option('-t, --tenant <name>', 'tenant of the collection', DEFAULT_FOLDER_TENANT);
 }
 

@@ -56,7 +56,9 @@ export function runRoutes(hf: Holdfast): RouteDef[] {
         responseStatus: 201,
         errors: ['FORBIDDEN'],
         responses: {
-          403: { description: "bindings.user without that user's consent: only a token of that user may bind it (data.field names the binding)" },
+          403: {
+            description: "bindings.user without that user's consent: only a token of that user may bind it (data.field names the binding)",
+          },
         },
       },
       // The run token's secret exists once: a replay answers the run with `runToken: null`.

@@ -138,7 +138,10 @@ export const Run = z
       .object({
         task: z.string().optional(),
         agent: z.string().optional(),
-        user: z.string().optional().describe("The bound user's name (the binding holds the user's immutable id: a later user of that name is not bound)"),
+        user: z
+          .string()
+          .optional()
+          .describe("The bound user's name (the binding holds the user's immutable id: a later user of that name is not bound)"),
         project: z.string().optional(),
         repos: z
           .array(z.object({ name: z.string(), url: z.string(), ref: z.string().optional(), branch: z.string().optional() }))

@@ -69,7 +69,11 @@ async function collectionFor(c: Context<AppEnv>, action: FolderAction, lookups: 
   if (c.req.param('companyId') !== principal.tenantName) throw denied();
   if (!(FOLDER_SCOPES as readonly string[]).includes(scope)) throw denied();
   if (ownerId.length === 0 || ownerId.length > MAX_OWNER_ID_CHARS || CONTROL_CHARACTER.test(ownerId)) throw denied();
-  const ref: FolderRef = { tenantId: principal.tenantId, scope: scope as FolderScope, ownerId: await collectionOwner(principal.tenantId, scope, ownerId, lookups) };
+  const ref: FolderRef = {
+    tenantId: principal.tenantId,
+    scope: scope as FolderScope,
+    ownerId: await collectionOwner(principal.tenantId, scope, ownerId, lookups),
+  };
   const target: FolderTarget = ref;
   if (!(await canAccessFolder(principal, target, action, lookups))) throw denied();
   return ref;
