@@ -242,28 +242,28 @@ describe.each(CASES)('work folders in a run: $name', ({ backend, sandboxes }) =>
     const hf = await server('reused-name');
     const name = `u${crypto.randomUUID().slice(0, 8)}`;
     const { id: oldId } = await hf.users.add({ tenant: hf.tenant.name, name, role: 'member' });
-    const run = await hf.runs.create({ deploymentId: (await deployment(hf)).id, bindings: { user: name } });
-    await hf.runs.turn(run.id, (ctx) => inTurn(ctx, 'echo old-alex > "$HOLDFAST_USER_DIR/old.txt"'));
+    const oldRun = await hf.runs.create({ deploymentId: (await deployment(hf)).id, bindings: { user: name } });
+    await hf.runs.turn(oldRun.id, (ctx) => inTurn(ctx, 'echo old-alex > "$HOLDFAST_USER_DIR/old.txt"'));
     await hf.users.revoke({ tenant: hf.tenant.name, name });
     const { id: newId } = await hf.users.add({ tenant: hf.tenant.name, name, role: 'viewer' });
-    await hf.folders.write(ref(hf, 'user', newId), 'new-secret.txt', body('NEW-ALEX-SECRET\n'), { operationId: crypto.randomUUID() });
-    const next = await hf.runs.turn(run.id, (ctx) =>
-      inTurn(
-        ctx,
-        'echo planted > "$HOLDFAST_USER_DIR/planted.txt"; ls -A "$HOLDFAST_USER_DIR"; cat "$HOLDFAST_USER_DIR"/* 2>/dev/null || true',
-      ),
+    // A run the operator binds to the name now is the new user's: it starts empty and writes the new user's folder.
+    const fresh = await hf.runs.create({ deploymentId: (await deployment(hf)).id, bindings: { user: name } });
+    const first = await hf.runs.turn(fresh.id, (ctx) =>
+      inTurn(ctx, 'ls -A "$HOLDFAST_USER_DIR"; echo NEW-ALEX-SECRET > "$HOLDFAST_USER_DIR/new-secret.txt"'),
+    );
+    expect(first.value.toString()).toBe('');
+    // The old run's next turn: none of the new user's files arrive, and nothing it writes reaches them.
+    const next = await hf.runs.turn(oldRun.id, (ctx) =>
+      inTurn(ctx, 'echo planted > "$HOLDFAST_USER_DIR/planted.txt"; ls -A "$HOLDFAST_USER_DIR"; cat "$HOLDFAST_USER_DIR"/*'),
     );
     const seen = next.value.toString();
     expect(seen).not.toContain('new-secret');
     expect(seen).not.toContain('NEW-ALEX-SECRET');
-    // Nothing the old run wrote reached the new user, and the new user's folder holds only its own file.
+    const again = await hf.runs.turn(fresh.id, (ctx) => inTurn(ctx, 'ls -A "$HOLDFAST_USER_DIR"'));
+    expect(again.value.toString()).toBe('new-secret.txt\n');
+    expect(fresh.bindings?.user).toBe(newId);
     expect((await hf.folders.list(ref(hf, 'user', newId))).files.map((f) => f.path)).toEqual(['new-secret.txt']);
     expect((await hf.folders.list(ref(hf, 'user', oldId))).files.map((f) => f.path)).toEqual(['old.txt']);
-    // A fresh run the operator binds to the name reaches the new user only.
-    const fresh = await hf.runs.create({ deploymentId: (await deployment(hf)).id, bindings: { user: name } });
-    expect(fresh.bindings?.user).toBe(newId);
-    const reads = await hf.runs.turn(fresh.id, (ctx) => inTurn(ctx, 'ls -A "$HOLDFAST_USER_DIR"'));
-    expect(reads.value.toString()).toBe('new-secret.txt\n');
   });
 
   it('a refresh queued during a turn is applied at its safe boundary, never while the agent edits; an ended run refuses one', async () => {
