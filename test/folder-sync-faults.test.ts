@@ -181,13 +181,15 @@ describe.each(SYNC_CASES)('work-folder sync faults: $name', ({ provider, backend
 
   it('a revoked user: the user folder stops syncing with FORBIDDEN and keeps its files; the task folder still saves', async () => {
     const userName = owner('alice');
-    await f.b.meta.users.create({ tenantId: f.tenant.id, name: userName, role: 'member' });
+    // A user collection and a run's binding hold the user's row id, not the name.
+    const { id: userId } = await f.b.meta.users.create({ tenantId: f.tenant.id, name: userName, role: 'member' });
     const task = f.ref('task', owner('rt'));
-    const user = f.ref('user', userName);
+    const user = f.ref('user', userId);
     await f.folders.write(user, 'notes.txt', body('private'), { operationId: 'u' });
     const sync = f.sync();
-    const ctx = await f.context(await f.run({ task: task.ownerId, user: userName }));
+    const ctx = await f.context(await f.run({ task: task.ownerId, user: userId }));
     await sync.attach(ctx, 'cold');
+    expect((await readIn(ctx.sandbox, 'user/notes.txt')).toString()).toBe('private');
     await writeIn(ctx.sandbox, 'user/notes.txt', 'edited after revocation');
     await writeIn(ctx.sandbox, 'task/t.txt', 'task edit');
     await f.b.meta.users.revoke(f.tenant.id, userName);

@@ -87,7 +87,8 @@ describe('inspector in chromium against holdfast serve', () => {
     bob = (await store.holdfast(['token', 'create', '--user', 'bob'])).trim();
     server = await store.serve();
     const deployment = await api('POST', '/v1/deployments', { provider: 'bwrap' });
-    runId = (await api('POST', '/v1/runs', { deploymentId: deployment.id, bindings: { task: 'T1', user: 'alice' } })).id;
+    // Binding alice's folder needs alice's consent: the run is created with her token.
+    runId = (await api('POST', '/v1/runs', { deploymentId: deployment.id, bindings: { task: 'T1', user: 'alice' } }, alice)).id;
     await turn(
       `mkdir -p src && printf 'hello\\n' > src/a.txt && base64 -d > pic.png && printf '%s' '${HOSTILE_HTML}' > page.html && : > '${HOSTILE_NAME}'`,
       PNG.toString('base64'),
