@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import type { BlobStore } from './blob-store/blob-store.js';
 import { openBlobStore } from './blob-store/open-blob-store.js';
-import { type HoldfastConfig, loadConfig, parseBlobsUrl, parseMetaUrl } from './config.js';
+import { type GitConfig, type HoldfastConfig, loadConfig, parseBlobsUrl, parseGitConfig, parseMetaUrl } from './config.js';
 import { Bundles } from './deployments/bundles.js';
 import type { Deployments } from './deployments/deployments.js';
 import { IntegrityError } from './errors.js';
@@ -69,6 +69,12 @@ export interface OpenHoldfastOptions {
   readonly runExtensions?: readonly RunExtension[];
   /** Limits of work folders (defaults: the issue's). */
   readonly folders?: FoldersOptions;
+  /**
+   * What the host may clone for repository bindings, over the configuration's `git`
+   * (`HOLDFAST_GIT_*`); default: no host allowed. `allowPrivateAddresses` lets clones reach
+   * loopback and private addresses (an internal git server; tests).
+   */
+  readonly git?: Partial<GitConfig>;
   /** Interval of the periodic GC sweep `startGcSweeps` starts (default 3 min; 0: never). */
   readonly gcSweepIntervalMs?: number;
   /** Receives the failure of a timer-driven GC sweep (the next tick tries again). */
@@ -206,7 +212,11 @@ export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<H
     ...(options.providers === undefined ? {} : { providers: options.providers }),
   });
   const folderSync = new FolderSync({ ...deps, folders, endpoints: sandboxes.endpoints });
-  const repositories = new RepositoryCheckpoints({ ...deps, endpoints: sandboxes.endpoints });
+  const repositories = new RepositoryCheckpoints({
+    ...deps,
+    endpoints: sandboxes.endpoints,
+    ...(config.git === undefined ? {} : { git: config.git }),
+  });
   const host = new RunHost({
     meta,
     deps,
@@ -313,7 +323,8 @@ function resolveConfig(options: OpenHoldfastOptions): HoldfastConfig {
   const base = options.config ?? loadConfig(options.store === undefined ? {} : { store: options.store });
   const meta = typeof options.meta === 'string' ? parseMetaUrl(options.meta, process.cwd(), 'meta') : base.meta;
   const blobs = typeof options.blobs === 'string' ? parseBlobsUrl(options.blobs, process.cwd(), process.env, 'blobs') : base.blobs;
-  return Object.freeze({ meta, blobs });
+  const git = options.git === undefined ? base.git : parseGitConfig({ ...base.git, ...options.git });
+  return Object.freeze({ meta, blobs, ...(git === undefined ? {} : { git }) });
 }
 
 async function openTenant(host: RunHost, name: string): Promise<TenantServices> {

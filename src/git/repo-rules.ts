@@ -4,17 +4,34 @@ import type { ExcludeOptions } from '../rules/excludes.js';
 import type { ScannedDir, ScannedEntry, ScanResult } from '../workspace-fs/scan.js';
 
 /**
+ * Git config files at any depth of a checkout: its own, a linked worktree's
+ * (`.git/worktrees/<w>/config.worktree`), an absorbed submodule's (`.git/modules/<sub>/config`, at any depth of nesting)
+ * and those of repositories nested in the work tree. Tools keep credentials in them (remote
+ * URLs with tokens, `http.extraheader` as actions/checkout writes it, `url.*.insteadOf`).
+ */
+const GIT_CONFIG_FILES: readonly string[] = Object.freeze([
+  '/.git/config',
+  '/.git/config.worktree',
+  '/.git/modules/**/config',
+  '/.git/modules/**/config.worktree',
+  '/.git/worktrees/*/config',
+  '/.git/worktrees/*/config.worktree',
+  '**/.git/config',
+  '**/.git/config.worktree',
+]);
+
+/**
  * What a repository checkpoint leaves out. Git decides what is ignored (`.gitignore` at every
  * depth and `.git/info/exclude`, never applied inside `.git`), so the built-in cache excludes
- * are off: a tracked `.cache/` is part of the checkout. `.git/config` and `config.worktree`
- * (remote URLs with tokens, `http.extraheader`, `url.*.insteadOf`) and `.git/hooks/`
- * (executable code) are never stored: a restore writes a fresh config and no hooks. The
- * secret rules apply to every file, inside `.git` too.
+ * are off: a tracked `.cache/` is part of the checkout. Every git config file
+ * ({@link GIT_CONFIG_FILES}) and every hooks directory under `.git` (executable code) are never
+ * stored: a restore writes a fresh config and no hooks. The secret rules apply to every file,
+ * inside `.git` too.
  */
 export const REPO_EXCLUDES: ExcludeOptions = Object.freeze({
   cacheExcludes: false,
   gitignore: true,
-  exclude: Object.freeze(['/.git/config', '/.git/config.worktree', '/.git/hooks/']),
+  exclude: Object.freeze([...GIT_CONFIG_FILES, '/.git/hooks/', '/.git/modules/**/hooks/', '/.git/worktrees/*/hooks/']),
 });
 
 /** Exclusion reasons that would make the stored checkout differ from what git sees. */

@@ -6,12 +6,14 @@ import { createHash } from 'node:crypto';
 import fsp from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { DEFAULT_GIT_CONFIG, type GitConfig } from '../config.js';
 import { parseStoredSpec } from '../deployments/deployment-spec.js';
 import { HoldfastError, isHoldfastError } from '../errors.js';
 import type { SyncEndpoints } from '../folders/sync/sync-engine.js';
 import { keepOnlyHead } from '../folders/sync/sync-namespace.js';
 import type { CheckpointReason, Run, Workspace } from '../metadata/metadata-store.js';
-import type { RepoBinding } from '../model/repo-bindings.js';
+import { checkReposAllowed, type RepoBinding } from '../model/repo-bindings.js';
+import type { RunBindings } from '../model/run-bindings.js';
 import { REPOS_DIR } from '../model/sandbox-home.js';
 import { REPO_TENANT } from '../model/tenants.js';
 import { isFinalSave, type RunExtension, type RunSandboxContext, type SaveMoment } from '../runs/run-extension.js';
@@ -21,6 +23,7 @@ import { runSetupCommand } from '../sandbox/setup-command.js';
 import type { CheckpointResult } from '../snapshot/checkpoint/checkpoint.js';
 import type { SnapshotDeps } from '../snapshot/snapshot-deps.js';
 import { Snapshots } from '../snapshot/snapshots.js';
+import { DEFAULT_MAX_ENTRIES, DEFAULT_MAX_FILE_BYTES, type ScanLimits } from '../workspace-fs/scan-limits.js';
 import { fixUpCheckout } from './checkout-fixups.js';
 import { cloneOnHost } from './host-clone.js';
 import { REPO_EXCLUDES, refuseUnsupportedCheckout } from './repo-rules.js';
@@ -39,6 +42,10 @@ export interface RepositoryCheckpointsDeps extends SnapshotDeps {
   readonly endpoints: SyncEndpoints;
   /** Where host clones are made before their first checkpoint (default the system temp directory). */
   readonly tempDir?: string;
+  /** What the host may clone (default {@link DEFAULT_GIT_CONFIG}: nothing). */
+  readonly git?: GitConfig;
+  /** The limits of a host clone's tree (checked before checkout) and of its first checkpoint; default the scan's. */
+  readonly limits?: Partial<ScanLimits>;
 }
 
 /** The state of one bound repository as a run answer shows it. */
@@ -75,6 +82,19 @@ export class RepositoryCheckpoints implements RunExtension {
 
   constructor(private readonly deps: RepositoryCheckpointsDeps) {
     this.snapshots = new Snapshots(deps, REPO_TENANT);
+  }
+
+  /**
+   * Refuses, when a run is created, bindings the operator does not allow (see
+   * `checkReposAllowed`: `INVALID_INPUT` for a protocol, `FORBIDDEN` for a host); the clone
+   * checks again, with the host's addresses, before it connects.
+   */
+  refuseBindings(bindings: RunBindings): void {
+    if (bindings.repos !== undefined) checkReposAllowed(bindings.repos, this.git);
+  }
+
+  private get git(): GitConfig {
+    return this.deps.git ?? DEFAULT_GIT_CONFIG;
   }
 
   /** The snapshot service of the repository workspaces (for tests and maintenance; no route reaches it). */
@@ -184,7 +204,7 @@ export class RepositoryCheckpoints implements RunExtension {
     const workspace = repoWorkspaceName(context.tenant.id, context.run.id, repo.name);
     const ws = await this.snapshots.workspace(workspace, true);
     let checkpointId = ws.headCheckpointId;
-    if (checkpointId === null) checkpointId = await this.captureClone(workspace, repo, context.signal);
+    if (checkpointId === null) checkpointId = await this.captureClone(workspace, repo, context.tenant.name, context.signal);
     const handle = homeView(context.sandbox, `${REPOS_DIR}/${repo.name}`);
     await this.deps.endpoints.restore(this.snapshots, handle, {
       workspace,
@@ -198,15 +218,17 @@ export class RepositoryCheckpoints implements RunExtension {
   }
 
   /** Clones on the host into a private temp directory and captures it as the workspace's first checkpoint. */
-  private async captureClone(workspace: string, repo: RepoBinding, signal?: AbortSignal): Promise<string> {
+  private async captureClone(workspace: string, repo: RepoBinding, tenant: string, signal?: AbortSignal): Promise<string> {
     const parent = await fsp.mkdtemp(path.join(this.deps.tempDir ?? os.tmpdir(), 'holdfast-clone-'));
     try {
       const dir = path.join(parent, repo.name);
-      await cloneOnHost(repo, dir, signal);
+      const limits: ScanLimits = { maxFileBytes: DEFAULT_MAX_FILE_BYTES, maxEntries: DEFAULT_MAX_ENTRIES, ...this.deps.limits };
+      await cloneOnHost({ binding: repo, dir, tenant, git: this.git, limits, ...(signal === undefined ? {} : { signal }) });
       const result = await this.snapshots.checkpoint({
         dir,
         workspace,
         reason: 'manual',
+        limits,
         excludes: REPO_EXCLUDES,
         onScan: refuseUnsupportedCheckout,
         ...(signal === undefined ? {} : { signal }),

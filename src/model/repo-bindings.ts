@@ -1,11 +1,13 @@
 import { createHash } from 'node:crypto';
-import { InputError } from '../errors.js';
+import { isIP } from 'node:net';
+import { GIT_PROTOCOLS, type GitConfig, type GitProtocol } from '../config.js';
+import { HoldfastError, InputError } from '../errors.js';
 
 /** A repository a run is bound to, as stored on the run: its checkout is `$HOME/repos/<name>`. */
 export interface RepoBinding {
   /** The checkout's directory name under `$HOME/repos/`, unique within the run. */
   readonly name: string;
-  /** Where the host clones it from (never with credentials: the host's git config and credential helper supply them). */
+  /** Where the host clones it from (never with credentials: only those the operator configured for its host are used). */
   readonly url: string;
   /** What to check out (a branch, tag or commit); absent: the remote's default branch. */
   readonly ref?: string;
@@ -34,17 +36,121 @@ const SUFFIX_HEX_CHARS = 8;
 
 /** A checkout name: a letter or digit first, then letters, digits and `. _ -`. */
 const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
-/** URL schemes the host clones from; `ext::` and other transports that run commands are refused. */
-const SCHEMES = ['https:', 'http:', 'ssh:', 'git:', 'file:'];
-/** scp-like `user@host:path` or `host:path` (what git reads as ssh). */
-const SCP_RE = /^(?:([A-Za-z0-9._-]+)@)?([A-Za-z0-9.-]+):(?!\/\/)(.+)$/;
+/**
+ * The URL forms the host clones from: `scheme://` with one of {@link GIT_PROTOCOLS}. Local
+ * paths, `file:` and `<transport>::<address>` (which runs `git-remote-<transport>` on the host)
+ * match neither this nor {@link SCP_RE}.
+ */
+const URL_RE = /^(https|http|ssh|git):\/\/[^/]/;
+/** An ssh user name in a URL. */
+const USER_RE = /^[A-Za-z0-9._-]{1,64}$/;
+/**
+ * scp-like `user@host:path` or `host:path` (what git reads as ssh): a host name (or a
+ * bracketed IPv6 address) and a path of URL-safe characters only, so nothing git would read
+ * as another transport, an option or a local path passes.
+ */
+const SCP_RE = /^(?:([A-Za-z0-9._-]{1,64})@)?([A-Za-z0-9][A-Za-z0-9.-]*|\[[0-9A-Fa-f:.]+\]):([A-Za-z0-9._~/][A-Za-z0-9._~/+@-]*)$/;
+/** A DNS host name as the URL parser leaves it (lowercase, punycode). */
+const HOSTNAME_RE = /^[a-z0-9](?:[a-z0-9-]{0,62})(?:\.[a-z0-9_](?:[a-z0-9_-]{0,62}))*\.?$/;
+/** Characters of a URL path the host passes to git (percent-escapes included; no quotes, spaces or backslashes). */
+const URL_PATH_RE = /^\/[A-Za-z0-9._~/+@%!$&'()*,;=:-]*$/;
 /** A ref or branch name: no spaces, control characters or git's forbidden characters (`~ ^ : ? * [ \`). */
 const REF_RE = /^[A-Za-z0-9._/@+=-]+$/;
 
+/** Where a validated binding URL points, as the host's policy checks it and git is pinned to it. */
+export interface RepoAddress {
+  readonly protocol: GitProtocol;
+  /** Lowercase host name, or an IP address (IPv6 without brackets). */
+  readonly host: string;
+  /** The port the URL names; undefined: the protocol's default. */
+  readonly port: number | undefined;
+  /** The URL's path (and query) as git gets it; for scp-like URLs the part after the colon. */
+  readonly path: string;
+  /** The ssh user name the URL gives, if any. */
+  readonly user: string | undefined;
+  /** Whether the URL is scp-like (`user@host:path`). */
+  readonly scpLike: boolean;
+}
+
+/** The default port of each protocol (what git and curl use when the URL names none). */
+export const DEFAULT_GIT_PORTS: Readonly<Record<GitProtocol, number>> = Object.freeze({ https: 443, http: 80, ssh: 22, git: 9418 });
+
+/**
+ * Where `url` points: its protocol, host, port, path and user. Only the forms
+ * {@link parseRepoBindings} accepts: `https://`, `http://`, `ssh://`, `git://` and scp-like
+ * `user@host:path`; anything else (a local path, `file:`, a `<transport>::` address) is
+ * `INVALID_INPUT` naming `field`.
+ */
+export function repoAddress(url: string, field = 'url'): RepoAddress {
+  if (!URL_RE.test(url)) {
+    const scp = url.includes('://') ? null : SCP_RE.exec(url);
+    if (scp === null) throw notCloneable(field, url);
+    const host = (scp[2] as string).replace(/^\[|\]$/g, '').toLowerCase();
+    if (!(isIP(host) !== 0 || HOSTNAME_RE.test(host))) throw notCloneable(field, url);
+    return { protocol: 'ssh', host, port: undefined, path: scp[3] as string, user: scp[1], scpLike: true };
+  }
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw notCloneable(field, url);
+  }
+  const protocol = parsed.protocol.slice(0, -1) as GitProtocol;
+  const host = parsed.hostname.replace(/^\[|\]$/g, '').toLowerCase();
+  if (!GIT_PROTOCOLS.includes(protocol) || host === '' || !(isIP(host) !== 0 || HOSTNAME_RE.test(host))) throw notCloneable(field, url);
+  const rest = `${parsed.pathname}${parsed.search}`;
+  if (parsed.hash !== '' || !URL_PATH_RE.test(rest) || rest === '/') throw notCloneable(field, url);
+  const user = parsed.username === '' ? undefined : decodeURIComponent(parsed.username);
+  if (user !== undefined && !USER_RE.test(user)) throw notCloneable(field, url);
+  return { protocol, host, port: parsed.port === '' ? undefined : Number(parsed.port), path: rest, user, scpLike: false };
+}
+
+/**
+ * Whether `host` matches one of the operator's `patterns`: an exact name or IP address, or
+ * `*.domain` for any name below `domain` (not `domain` itself).
+ */
+export function hostAllowed(host: string, patterns: readonly string[]): boolean {
+  const h = host.toLowerCase().replace(/\.$/, '');
+  return patterns.some((p) => {
+    const pattern = p.toLowerCase().replace(/^\[|\]$/g, '');
+    return pattern.startsWith('*.') ? h.endsWith(pattern.slice(1)) && h.length > pattern.length - 1 : h === pattern;
+  });
+}
+
+/**
+ * Checks each binding against the operator's `git` settings: its protocol must be among
+ * `git.protocols` (`INVALID_INPUT`) and its host among `git.allowedHosts` (`FORBIDDEN`: the
+ * request is well formed, the operator does not allow it). Each error's `data` names the
+ * field (`bindings.repos[i].url`) and the host.
+ */
+export function checkReposAllowed(repos: readonly Pick<RepoBinding, 'url'>[], git: GitConfig): void {
+  for (const [i, repo] of repos.entries()) {
+    const field = `bindings.repos[${i}].url`;
+    const address = repoAddress(repo.url, field);
+    if (!git.protocols.includes(address.protocol)) {
+      throw new InputError(
+        'INVALID_INPUT',
+        `${field}: protocol ${address.protocol} is not allowed here (allowed: ${git.protocols.join(', ') || 'none'}; the operator sets HOLDFAST_GIT_PROTOCOLS)`,
+        { data: { field, protocol: address.protocol } },
+      );
+    }
+    if (!hostAllowed(address.host, git.allowedHosts)) {
+      throw new HoldfastError(
+        'FORBIDDEN',
+        `${field}: host ${address.host} is not one this service clones from (the operator lists them in HOLDFAST_GIT_ALLOWED_HOSTS)`,
+        { data: { field, host: address.host } },
+      );
+    }
+  }
+}
+
 /**
  * Validates `bindings.repos`: a list of at most {@link MAX_REPO_BINDINGS} objects with a `url`
- * (https, http, ssh, git, file or scp-like; at most {@link MAX_REPO_URL_CHARS} characters; no
- * control characters, no leading `-`) and optional `name`, `ref` and `branch`. A URL carrying
+ * (`https://`, `http://`, `ssh://`, `git://` or scp-like `user@host:path`, see
+ * {@link repoAddress}; never a local path, `file:` or a `<transport>::` address; at most
+ * {@link MAX_REPO_URL_CHARS} characters; no control characters, no leading `-`) and optional
+ * `name`, `ref` and `branch`. Which protocols and hosts the host really clones from is the
+ * operator's ({@link checkReposAllowed}). A URL carrying
  * credentials (a password anywhere, or any user name in an http(s) URL: tokens travel as one)
  * is `SECRET_EXCLUDED`; everything else wrong is `INVALID_INPUT` naming the field. Names come
  * from the URL's last segment (without `.git`) unless given; a derived name already taken gets
@@ -120,25 +226,23 @@ function checkUrl(value: unknown, field: string): string {
   if (typeof value !== 'string' || value === '' || value.length > MAX_REPO_URL_CHARS || value.startsWith('-') || hasControl(value)) {
     throw invalid(field, `${field} must be a repository URL of at most ${MAX_REPO_URL_CHARS} characters`);
   }
-  const scp = SCP_RE.exec(value);
-  if (scp !== null && !value.includes('://')) return value;
-  let parsed: URL;
-  try {
-    parsed = new URL(value);
-  } catch {
-    throw invalid(field, `${field} is not a URL git can clone (https, http, ssh, git, file or user@host:path)`);
+  if (URL_RE.test(value)) {
+    let parsed: URL | undefined;
+    try {
+      parsed = new URL(value);
+    } catch {
+      parsed = undefined;
+    }
+    const web = parsed?.protocol === 'https:' || parsed?.protocol === 'http:';
+    if (parsed !== undefined && (parsed.password !== '' || (web && parsed.username !== ''))) {
+      throw new InputError(
+        'SECRET_EXCLUDED',
+        `${field} carries credentials: give the URL without them; the operator configures credentials per host`,
+        { data: { field } },
+      );
+    }
   }
-  if (!SCHEMES.includes(parsed.protocol)) {
-    throw invalid(field, `${field}: scheme ${parsed.protocol} is not accepted (use https, http, ssh, git or file)`);
-  }
-  const web = parsed.protocol === 'https:' || parsed.protocol === 'http:';
-  if (parsed.password !== '' || (web && parsed.username !== '')) {
-    throw new InputError(
-      'SECRET_EXCLUDED',
-      `${field} carries credentials: give the URL without them; the host's git credential helper or config supplies them`,
-      { data: { field } },
-    );
-  }
+  repoAddress(value, field);
   return value;
 }
 
@@ -172,6 +276,14 @@ function hasControl(value: string): boolean {
     if (c < 0x20 || c === 0x7f || c === 0x20) return true;
   }
   return false;
+}
+
+function notCloneable(field: string, url: string): InputError {
+  const local = /^(?:file:|\/|\.|~)/i.test(url) || url.includes('::');
+  return invalid(
+    field,
+    `${field} is not a repository URL the host clones: use https://, ssh://, git://, http:// or user@host:path${local ? ' (local paths, file: and <transport>:: addresses are refused)' : ''}`,
+  );
 }
 
 function invalid(field: string, message: string): InputError {

@@ -32,6 +32,10 @@ const URL_SCHEME_CHARS = 32;
 const URL_USER_CHARS = 64;
 const URL_PASSWORD_CHARS = 128;
 const NPM_VALUE_CHARS = 512;
+/** Longest credential of an `Authorization` header the rule reads (base64 of a long user and token). */
+const AUTH_VALUE_CHARS = 1024;
+/** The header name as tools spell it, bare or closing a quoted key (`"Authorization": …`). */
+const AUTH_LEADS = ['authorization', 'Authorization', 'AUTHORIZATION'].flatMap((n) => [n, `${n}"`, `${n}'`]);
 
 /** Userinfo characters of a URL, stopping at anything that ends a URL in text or code. */
 const USERINFO = String.raw`[^\s:@/?#"'<>\\\`]`;
@@ -126,6 +130,20 @@ export const CONTEXT_RULE_SPECS: readonly RuleSpec[] = [
     spanBytes: 9 + 8 + 1 + 8 + 1 + NPM_VALUE_CHARS + 1,
     placeholders: false,
     check: (m) => isPasswordBase64(m[1] as string),
+  },
+  {
+    // An HTTP `Authorization` header with its credential, wherever it is written down: git's
+    // `http.extraheader = AUTHORIZATION: basic …` (actions/checkout: base64 of
+    // `x-access-token:<token>`), `curl -H 'Authorization: Bearer …'`, a request dump, a JSON
+    // header map. Basic counts when it decodes to `user:password` with a generated password,
+    // Bearer when the token looks generated.
+    id: 'http-authorization',
+    anchor: COLON,
+    leads: AUTH_LEADS,
+    pattern: new RegExp(`authorization["']?:[ \\t]{0,8}["']?(basic|bearer)[ \\t]{1,8}([A-Za-z0-9+/._~_-]{8,${AUTH_VALUE_CHARS}}={0,2})`, 'iy'),
+    spanBytes: 14 + 1 + 8 + 1 + 6 + 8 + AUTH_VALUE_CHARS + 2 + 1,
+    placeholders: false,
+    check: (m) => ((m[1] as string).toLowerCase() === 'basic' ? isBasicAuthBase64(m[2] as string) : looksLikeTokenValue(m[2] as string)),
   },
   {
     // Google OAuth refresh tokens (gcloud's application-default credentials) start `1//`.

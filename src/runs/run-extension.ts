@@ -1,4 +1,5 @@
 import type { Run } from '../metadata/metadata-store.js';
+import type { RunBindings } from '../model/run-bindings.js';
 import type { TenantScope } from '../model/tenants.js';
 import type { SandboxHandle } from '../sandbox/sandbox-provider.js';
 
@@ -38,6 +39,12 @@ export interface RunSandboxContext {
 export interface RunExtension {
   /** Names the extension in step events (`kind`) and logs. */
   readonly name: string;
+
+  /**
+   * Optional: refuses bindings the extension could not honour, when a run is created (before
+   * it exists). A throw (a `HoldfastError`) fails the creation and nothing is written.
+   */
+  refuseBindings?(bindings: RunBindings): void;
 
   /**
    * The sandbox is the run's and ready (created, restored from the head, set up and

@@ -102,6 +102,7 @@ export class Runs {
       throw new InputError('INVALID_INPUT', 'a run needs exactly one of channel and deploymentId');
     }
     const parsed = parseRunBindings(input.bindings);
+    if (parsed !== undefined) for (const extension of this.host.extensions) extension.refuseBindings?.(parsed);
     const bindings = parsed?.user === undefined ? parsed : { ...parsed, user: await this.consentingUser(parsed, options.caller) };
     const deploymentId =
       input.channel === undefined
