@@ -260,7 +260,11 @@ function freeze(meta: MetaConfig, blobs: BlobsConfig, git?: GitConfig): Holdfast
  */
 export function gitConfigFromEnv(env: Readonly<Record<string, string | undefined>>, cwd: string): GitConfig | undefined {
   if (!Object.keys(env).some((k) => k.startsWith('HOLDFAST_GIT_') && env[k] !== undefined)) return undefined;
-  const list = (v: string | undefined) => (v ?? '').split(',').map((s) => s.trim()).filter((s) => s !== '');
+  const list = (v: string | undefined) =>
+    (v ?? '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter((s) => s !== '');
   const bytes = (variable: string, fallback: number): number => {
     const v = env[variable];
     if (v === undefined || v === '') return fallback;
@@ -303,7 +307,8 @@ export function parseGitConfig(
 ): GitConfig {
   const allowedHosts = (input.allowedHosts ?? []).map((h) => {
     const host = h.toLowerCase();
-    if (!GIT_HOST_PATTERN_RE.test(host)) throw invalid(names.hosts, h, 'not a host name, *.domain pattern or IP address', GIT_HOSTS_EXAMPLE);
+    if (!GIT_HOST_PATTERN_RE.test(host))
+      throw invalid(names.hosts, h, 'not a host name, *.domain pattern or IP address', GIT_HOSTS_EXAMPLE);
     return host;
   });
   const protocols = input.protocols ?? DEFAULT_GIT_CONFIG.protocols;
@@ -321,7 +326,8 @@ export function parseGitConfig(
       (typeof c.token === 'string' || typeof c.sshKeyFile === 'string') &&
       (c.tenant === undefined || typeof c.tenant === 'string') &&
       (c.username === undefined || (typeof c.username === 'string' && !c.username.includes(':')));
-    if (!ok) throw invalid(names.credentials, '(a credential)', 'each entry needs a host and a token or sshKeyFile', GIT_CREDENTIALS_EXAMPLE);
+    if (!ok)
+      throw invalid(names.credentials, '(a credential)', 'each entry needs a host and a token or sshKeyFile', GIT_CREDENTIALS_EXAMPLE);
     return Object.freeze({ ...c, host: c.host.toLowerCase() });
   });
   return Object.freeze({

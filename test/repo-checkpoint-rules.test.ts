@@ -2,10 +2,18 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { Sha256Hex } from '../src/core/hash.js';
 import { REPO_EXCLUDES, refuseUnsupportedCheckout } from '../src/git/repo-rules.js';
 import { type Holdfast, openHoldfast } from '../src/index.js';
+import { ObjectReader } from '../src/objects/object-reader.js';
 import type { Snapshots } from '../src/snapshot/snapshots.js';
-import { hostGit, seedRemote } from './support/git-fixture.js';
+import { hostGit, seedRemote, storedBytes } from './support/git-fixture.js';
+import { ALNUM, generator } from './support/secret-samples.js';
+
+/** What actions/checkout writes into a git config: base64 of `x-access-token:<installation token>`. */
+const INSTALLATION_TOKEN = `ghs_${generator(20261202)(ALNUM, 36)}`;
+const EXTRAHEADER = `AUTHORIZATION: basic ${Buffer.from(`x-access-token:${INSTALLATION_TOKEN}`).toString('base64')}`;
+const CONFIG_WITH_HEADER = `[core]\n\tbare = false\n[http "https://github.com/"]\n\textraheader = ${EXTRAHEADER}\n`;
 
 /**
  * What a repository checkpoint keeps and refuses, on host checkouts (the rules are the same
@@ -107,6 +115,48 @@ describe('repository checkpoint rules', () => {
     const ws = await snapshots.workspace(workspace, false);
     expect(ws.headCheckpointId).toBe(first.checkpoint.id);
     expect((await snapshots.log(workspace))[0]).toMatchObject({ status: 'failed', error: { code } });
+  });
+
+  it('stores no git config of a submodule, a linked worktree or a nested repository, nor their credentials', async () => {
+    const placed = [
+      '.git/modules/sub/config',
+      '.git/modules/sub/modules/inner/config',
+      '.git/worktrees/w1/config.worktree',
+      '.git/worktrees/w1/config',
+      'vendor/lib/.git/config',
+    ];
+    for (const p of placed) {
+      fs.mkdirSync(path.dirname(path.join(checkout, p)), { recursive: true });
+      fs.writeFileSync(path.join(checkout, p), CONFIG_WITH_HEADER);
+    }
+    fs.mkdirSync(path.join(checkout, '.git', 'modules', 'sub', 'hooks'), { recursive: true });
+    fs.writeFileSync(path.join(checkout, '.git', 'modules', 'sub', 'hooks', 'post-checkout'), '#!/bin/sh\necho hook\n', { mode: 0o755 });
+    const result = await capture();
+    const kept = await paths(`ws-${n}`);
+    for (const p of [...placed, '.git/modules/sub/hooks']) expect(kept).not.toContain(p);
+    const reader = new ObjectReader(hf.blobs, hf.meta);
+    const all = Buffer.concat(await storedBytes(reader, result.checkpoint.rootTree as Sha256Hex));
+    for (const secret of [EXTRAHEADER, INSTALLATION_TOKEN, 'extraheader']) expect(all.includes(secret)).toBe(false);
+  });
+
+  it('a workspace checkpoint withholds a git config holding an Authorization header, at any depth', async () => {
+    const ws = path.join(dir, `workspace-${n}`);
+    hostGit(dir, ['clone', '--quiet', url, path.join(ws, 'projects', 'app')]);
+    fs.appendFileSync(path.join(ws, 'projects', 'app', '.git', 'config'), `[http "https://github.com/"]\n\textraheader = ${EXTRAHEADER}\n`);
+    fs.writeFileSync(
+      path.join(ws, 'notes.txt'),
+      `curl -H 'Authorization: Basic ${Buffer.from(`bot:${INSTALLATION_TOKEN}`).toString('base64')}'\n`,
+    );
+    const result = await hf.snapshots.checkpoint({ dir: ws, workspace: `plain-${n}` });
+    expect(
+      result.excluded
+        .filter((e) => e.reason === 'secret-content')
+        .map((e) => e.path)
+        .sort(),
+    ).toEqual(['notes.txt', 'projects/app/.git/config']);
+    const reader = new ObjectReader(hf.blobs, hf.meta);
+    const all = Buffer.concat(await storedBytes(reader, result.checkpoint.rootTree as Sha256Hex));
+    for (const secret of [EXTRAHEADER, INSTALLATION_TOKEN]) expect(all.includes(secret)).toBe(false);
   });
 
   it('refuses a tree that changes between the scan and the second look (WORKSPACE_CHANGED)', async () => {

@@ -10,12 +10,14 @@ import type { SandboxProvider } from '../src/sandbox/sandbox-provider.js';
 import { BACKENDS, type BackendCase, type OpenedBackends } from './support/backends.js';
 import { gitImage } from './support/docker-images.js';
 import { GIT_IDENTITY, seedRemote, storedBytes } from './support/git-fixture.js';
+import { type GitServer, startGitDaemon } from './support/git-servers.js';
 import { BWRAP_RUNS, dockerRuns, type RunProviderCase } from './support/run-providers.js';
 import { withoutStdinProvider } from './support/shell-handles.js';
 
 /**
  * Repository checkpoints as a step of the run lifecycle (issue 14), end to end through the
- * library: a bare remote on the host (`file://`), bwrap and Docker sandboxes (an image with
+ * library: a bare remote served by `git daemon` on loopback (the one host the operator
+ * allows here, private addresses allowed for it), bwrap and Docker sandboxes (an image with
  * the host's git), real git on both sides.
  */
 
@@ -50,7 +52,7 @@ const backend = BACKENDS[0] as BackendCase;
 
 /** A Holdfast on the first backend pair with sandboxes of `sandboxes`, and the seeded remote. */
 function openRepoRuns(sandboxes: RunProviderCase) {
-  const state = {} as { opened: OpenedBackends; provider: SandboxProvider; hf: Holdfast; url: string };
+  const state = {} as { opened: OpenedBackends; provider: SandboxProvider; hf: Holdfast; url: string; daemon: GitServer };
   beforeAll(async () => {
     state.opened = await backend.open();
     state.provider = sandboxes.open(state.opened.dir);
@@ -59,11 +61,15 @@ function openRepoRuns(sandboxes: RunProviderCase) {
       meta: state.opened.meta,
       cacheDir: path.join(state.opened.dir, 'cache'),
       providers: () => state.provider,
+      git: { allowedHosts: ['127.0.0.1'], protocols: ['git'], allowPrivateAddresses: true },
     });
-    state.url = seedRemote(state.opened.dir);
+    seedRemote(state.opened.dir);
+    state.daemon = await startGitDaemon(state.opened.dir);
+    state.url = state.daemon.url('remote.git');
   }, 120_000);
   afterAll(async () => {
     await state.hf?.close();
+    await state.daemon?.close();
     for (const s of (await state.provider?.list()) ?? []) await state.provider.destroy(s.id);
     await state.opened?.cleanup();
   }, 120_000);

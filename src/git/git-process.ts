@@ -111,7 +111,11 @@ export async function treeBytes(dir: string): Promise<number> {
   for (const entry of entries) {
     const p = path.join(dir, entry.name);
     if (entry.isDirectory()) total += await treeBytes(p);
-    else if (entry.isFile()) total += await fsp.lstat(p).then((s) => s.size, () => 0);
+    else if (entry.isFile())
+      total += await fsp.lstat(p).then(
+        (s) => s.size,
+        () => 0,
+      );
   }
   return total;
 }

@@ -59,9 +59,13 @@ export async function pinnedAddress(host: string, allowPrivate: boolean): Promis
     try {
       addresses = (await dns.lookup(host, { all: true, verbatim: true })).map((a) => a.address);
     } catch (error) {
-      throw new HoldfastError('SETUP_FAILED', `the repository host ${host} does not resolve (${(error as { code?: string }).code ?? 'lookup failed'})`, {
-        data: { host },
-      });
+      throw new HoldfastError(
+        'SETUP_FAILED',
+        `the repository host ${host} does not resolve (${(error as { code?: string }).code ?? 'lookup failed'})`,
+        {
+          data: { host },
+        },
+      );
     }
   }
   const first = addresses[0];

@@ -61,7 +61,12 @@ export async function cloneOnHost(request: HostCloneRequest): Promise<void> {
   const run = (args: readonly string[], cwd: string | undefined, timeoutMs: number, watch?: boolean) =>
     gitOrFail(args, { cwd, env, timeoutMs, signal, scrub, binding, ...(watch ? { watch: { dir, maxBytes: git.maxPackBytes } } : {}) });
 
-  await run(['clone', '--no-checkout', '--no-recurse-submodules', '--', cloneUrl(binding.url, address, ip), dir], undefined, CLONE_TIMEOUT_MS, true);
+  await run(
+    ['clone', '--no-checkout', '--no-recurse-submodules', '--', cloneUrl(binding.url, address, ip), dir],
+    undefined,
+    CLONE_TIMEOUT_MS,
+    true,
+  );
   const { ref, branch } = binding;
   let commit = await resolveCommit(ref === undefined ? 'HEAD' : ref, dir, env);
   if (ref !== undefined && commit === undefined) {
@@ -70,7 +75,10 @@ export async function cloneOnHost(request: HostCloneRequest): Promise<void> {
   }
   if (commit === undefined) {
     // An empty repository (no commit on its default branch): nothing to check out.
-    if (ref !== undefined) throw new InputError('INVALID_INPUT', `bindings.repos.ref: ${ref} names no commit of ${binding.url}`, { data: { repo: binding.name, field: 'ref' } });
+    if (ref !== undefined)
+      throw new InputError('INVALID_INPUT', `bindings.repos.ref: ${ref} names no commit of ${binding.url}`, {
+        data: { repo: binding.name, field: 'ref' },
+      });
     if (branch !== undefined) await run(['checkout', '--quiet', '-b', branch], dir, GIT_TIMEOUT_MS);
     return;
   }
@@ -159,7 +167,9 @@ async function gitOrFail(args: readonly string[], run: GitRun): Promise<void> {
 /** `error` with the binding named in its data (a limit of the tree check). */
 function withRepo(error: unknown, binding: RepoBinding): unknown {
   if (!(error instanceof InputError)) return error;
-  return new InputError(error.code as ConstructorParameters<typeof InputError>[0], error.message, { data: { ...error.data, repo: binding.name, url: binding.url } });
+  return new InputError(error.code as ConstructorParameters<typeof InputError>[0], error.message, {
+    data: { ...error.data, repo: binding.name, url: binding.url },
+  });
 }
 
 /**

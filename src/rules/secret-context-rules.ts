@@ -140,7 +140,10 @@ export const CONTEXT_RULE_SPECS: readonly RuleSpec[] = [
     id: 'http-authorization',
     anchor: COLON,
     leads: AUTH_LEADS,
-    pattern: new RegExp(`authorization["']?:[ \\t]{0,8}["']?(basic|bearer)[ \\t]{1,8}([A-Za-z0-9+/._~_-]{8,${AUTH_VALUE_CHARS}}={0,2})`, 'iy'),
+    pattern: new RegExp(
+      `authorization["']?:[ \\t]{0,8}["']?(basic|bearer)[ \\t]{1,8}([A-Za-z0-9+/._~_-]{8,${AUTH_VALUE_CHARS}}={0,2})`,
+      'iy',
+    ),
     spanBytes: 14 + 1 + 8 + 1 + 6 + 8 + AUTH_VALUE_CHARS + 2 + 1,
     placeholders: false,
     check: (m) => ((m[1] as string).toLowerCase() === 'basic' ? isBasicAuthBase64(m[2] as string) : looksLikeTokenValue(m[2] as string)),

@@ -144,6 +144,9 @@ export function credentialSamples(): ReadonlyArray<readonly [string, string]> {
     ['slack-app-token', `xa${'pp'}-1-A${random(UPPER + DIGITS, 10)}-${random(DIGITS, 13)}-${random(HEX, 64)}`],
     ['shopify-token', `shp${'at'}_${random(HEX, 32)}`],
     ['digitalocean-token', `do${'p'}_v1_${random(HEX, 64)}`],
+    ['http-authorization', `AUTHORIZATION: basic ${b64(`x-access-token:gh${'s'}_${random(ALNUM, 36)}`)}`],
+    ['http-authorization', `Authorization: Bearer ${random(ALNUM, 30)}${random(DIGITS, 4)}`],
+    ['http-authorization', `Authorization": "Basic ${b64(`deploy:${password()}`)}"`],
   ];
 }
 
@@ -180,5 +183,8 @@ export function credentialLookAlikes(): ReadonlyArray<readonly [string, string]>
     ['a refresh token placeholder', `refresh_token": "1//${'x'.repeat(60)}" and refresh_token: "REFRESH_TOKEN"`],
     ['a client secret placeholder', `GOC${'SPX'}-${'x'.repeat(28)}`],
     ['a pypi token prefix alone', `py${'pi'}-AgEI${'cHlwaS5vcmc'}`],
+    ['a documentation basic header', `Authorization: Basic ${b64('username:password')}`],
+    ['a bearer header reading a variable', `Authorization: Bearer ${ref('TOKEN')} and "Authorization": "Bearer <token>"`],
+    ['an auth header scheme alone', 'WWW-Authenticate: Basic realm="git" and Authorization: Basic'],
   ];
 }

@@ -1,0 +1,273 @@
+import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type GitConfig, parseGitConfig } from '../src/config.js';
+import { gitEnvironment } from '../src/git/git-environment.js';
+import { cloneOnHost } from '../src/git/host-clone.js';
+import { type Holdfast, openHoldfast } from '../src/index.js';
+import { repoAddress } from '../src/model/repo-bindings.js';
+import { DEFAULT_MAX_ENTRIES, DEFAULT_MAX_FILE_BYTES } from '../src/workspace-fs/scan-limits.js';
+import { hostGit, seedRemote } from './support/git-fixture.js';
+import { type GitServer, startGitDaemon, startGitHttp } from './support/git-servers.js';
+
+/**
+ * What a tenant can make the host do by naming a repository (DESIGN section 14), tried the
+ * way an attacker would: at run creation through the library, and at the host clone itself
+ * against real git servers on loopback.
+ */
+
+const LIMITS = { maxFileBytes: DEFAULT_MAX_FILE_BYTES, maxEntries: DEFAULT_MAX_ENTRIES };
+
+let dir: string;
+let daemon: GitServer;
+let n = 0;
+
+beforeAll(async () => {
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hf-repo-attacks-'));
+  seedRemote(dir);
+  daemon = await startGitDaemon(dir);
+});
+afterAll(async () => {
+  await daemon?.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+/** A fresh clone parent (as captureClone makes it) and the checkout path in it. */
+function cloneTarget(): { parent: string; checkout: string } {
+  n += 1;
+  const parent = fs.mkdtempSync(path.join(dir, `clone-${n}-`));
+  return { parent, checkout: path.join(parent, 'repo') };
+}
+
+function git(overrides: Partial<GitConfig>): GitConfig {
+  return parseGitConfig({
+    allowedHosts: ['127.0.0.1', 'localhost'],
+    protocols: ['git', 'http'],
+    allowPrivateAddresses: true,
+    ...overrides,
+  });
+}
+
+const clone = (url: string, config: GitConfig, limits: typeof LIMITS & { maxDirs?: number } = LIMITS) => {
+  const { parent, checkout } = cloneTarget();
+  return { parent, checkout, done: cloneOnHost({ binding: { name: 'repo', url }, dir: checkout, tenant: 'default', git: config, limits }) };
+};
+
+describe('repository bindings at run creation', () => {
+  let hf: Holdfast;
+  let deploymentId: string;
+  beforeAll(async () => {
+    hf = await openHoldfast({
+      store: path.join(dir, 'store'),
+      cacheDir: path.join(dir, 'cache'),
+      git: { allowedHosts: ['github.com', '*.example.com'], protocols: ['https', 'ssh'] },
+    });
+    deploymentId = (await hf.deployments.create({ provider: 'local' })).id;
+  });
+  afterAll(async () => {
+    await hf?.close();
+  });
+
+  it.each([
+    ['a file:// URL of a host repository', 'file:///srv/tenant-b/remote.git'],
+    ['a plain host path', '/tmp/holdfast-sandboxes/sbx-2/home/repos/app'],
+    ['a relative path', '../remote.git'],
+    ['an ext:: transport', 'ext::sh -c touch% /tmp/pwned'],
+    ['fd::0 (stdin)', 'fd::0'],
+    ['any <transport>:: helper', 'anything::https://github.com/o/r'],
+    ['javascript:alert(1) read as scp-like', 'javascript:alert(1)'],
+    ['a scheme git does not clone from', 'ftp://github.com/o/r.git'],
+  ])('refuses %s with INVALID_INPUT naming the field', async (_name, url) => {
+    await expect(hf.runs.create({ deploymentId, bindings: { repos: [{ url }] } })).rejects.toMatchObject({
+      code: 'INVALID_INPUT',
+      data: { field: 'bindings.repos[0].url' },
+    });
+  });
+
+  it.each([
+    ['loopback http', 'http://127.0.0.1:8080/o/r.git', 'INVALID_INPUT'],
+    ['loopback git://', 'git://127.0.0.1:9418/o/r.git', 'INVALID_INPUT'],
+    ['a host not allowed', 'https://gitlab.com/o/r.git', 'FORBIDDEN'],
+    ['the apex of a *. pattern', 'https://example.com/o/r.git', 'FORBIDDEN'],
+    ['a loopback https address', 'https://127.0.0.1/o/r.git', 'FORBIDDEN'],
+    ['an scp-like host not allowed', 'git@evil.test:o/r.git', 'FORBIDDEN'],
+  ])('refuses %s (%s)', async (_name, url, code) => {
+    await expect(hf.runs.create({ deploymentId, bindings: { repos: [{ url }] } })).rejects.toMatchObject({
+      code,
+      data: { field: 'bindings.repos[0].url' },
+    });
+  });
+
+  it('accepts allowed hosts, and refuses every binding by default', async () => {
+    const run = await hf.runs.create({
+      deploymentId,
+      bindings: { repos: [{ url: 'https://github.com/o/r.git' }, { url: 'git@git.example.com:o/lib.git' }] },
+    });
+    expect(run.bindings?.repos?.map((r) => r.name)).toEqual(['r', 'lib']);
+    const closed = await openHoldfast({ store: path.join(dir, 'store-default'), cacheDir: path.join(dir, 'cache') });
+    try {
+      const id = (await closed.deployments.create({ provider: 'local' })).id;
+      await expect(
+        closed.runs.create({ deploymentId: id, bindings: { repos: [{ url: 'https://github.com/o/r.git' }] } }),
+      ).rejects.toMatchObject({
+        code: 'FORBIDDEN',
+      });
+    } finally {
+      await closed.close();
+    }
+  });
+});
+
+describe('host clones', () => {
+  it('never connects to a loopback address unless the operator allows private addresses', async () => {
+    for (const url of [daemon.url('remote.git'), `git://localhost:${daemon.port}/remote.git`]) {
+      const { checkout, done } = clone(url, git({ allowPrivateAddresses: false }));
+      await expect(done).rejects.toMatchObject({ code: 'FORBIDDEN' });
+      expect(fs.existsSync(checkout)).toBe(false);
+    }
+    const { checkout, done } = clone(daemon.url('remote.git'), git({}));
+    await done;
+    expect(fs.readFileSync(path.join(checkout, 'a.txt'), 'utf8')).toBe('one\n');
+  });
+
+  it('refuses a protocol or host the operator did not allow, before any connection', async () => {
+    const http = await startGitHttp(dir);
+    try {
+      await expect(clone(http.url('remote.git'), git({ protocols: ['git'] })).done).rejects.toMatchObject({ code: 'INVALID_INPUT' });
+      await expect(clone(http.url('remote.git'), git({ allowedHosts: ['github.com'] })).done).rejects.toMatchObject({
+        code: 'FORBIDDEN',
+      });
+      expect(http.seen).toEqual([]);
+    } finally {
+      await http.close();
+    }
+  });
+
+  it('does not follow a redirect to another host', async () => {
+    const target = await startGitHttp(dir);
+    const redirect = await startGitHttp(dir, { redirectTo: `http://localhost:${target.port}` });
+    try {
+      await expect(clone(redirect.url('remote.git'), git({})).done).rejects.toMatchObject({ code: 'SETUP_FAILED' });
+      expect(redirect.seen.length).toBeGreaterThan(0);
+      expect(target.seen).toEqual([]);
+    } finally {
+      await redirect.close();
+      await target.close();
+    }
+  });
+
+  it("never consults the service user's credential helper, and sends no credential the operator did not configure", async () => {
+    const home = path.join(dir, 'service-home');
+    fs.mkdirSync(home, { recursive: true });
+    const calls = path.join(home, 'helper-calls');
+    const helper = path.join(home, 'helper.sh');
+    fs.writeFileSync(helper, `#!/bin/sh\necho "$@" >> '${calls}'\necho username=svc\necho password=host-secret-91f2\n`, { mode: 0o755 });
+    const globalConfig = path.join(home, '.gitconfig');
+    fs.writeFileSync(globalConfig, `[credential]\n\thelper = ${helper}\n[http]\n\textraheader = X-Host-Secret: host-header-5d7\n`);
+    const http = await startGitHttp(dir, { requireAuthorization: 'Basic never-sent' });
+    const saved = { HOME: process.env.HOME, GIT_CONFIG_GLOBAL: process.env.GIT_CONFIG_GLOBAL };
+    process.env.HOME = home;
+    process.env.GIT_CONFIG_GLOBAL = globalConfig;
+    try {
+      // The helper answers for every host when git asks (what the service user's setup does).
+      execFileSync('git', ['credential', 'fill'], { input: 'protocol=http\nhost=127.0.0.1\n\n', env: process.env });
+      fs.rmSync(calls);
+      await expect(clone(http.url('remote.git'), git({})).done).rejects.toMatchObject({ code: 'SETUP_FAILED' });
+      expect(fs.existsSync(calls)).toBe(false);
+      expect(http.seen.length).toBeGreaterThan(0);
+      expect(http.seen.every((r) => r.authorization === undefined)).toBe(true);
+    } finally {
+      process.env.HOME = saved.HOME;
+      if (saved.GIT_CONFIG_GLOBAL === undefined) delete process.env.GIT_CONFIG_GLOBAL;
+      else process.env.GIT_CONFIG_GLOBAL = saved.GIT_CONFIG_GLOBAL;
+      await http.close();
+    }
+  });
+
+  it("gives an https host only the operator's credential for it and that tenant, in the environment, never argv", () => {
+    const config = parseGitConfig({
+      allowedHosts: ['github.com'],
+      credentials: [
+        { host: 'github.com', token: 'ghs_tenantAtoken0001', tenant: 'a' },
+        { host: 'github.com', token: 'ghs_everyonetoken0002' },
+        { host: 'gitlab.com', token: 'glpat-other' },
+      ],
+    });
+    const address = repoAddress('https://github.com/o/r.git');
+    const header = (tenant: string) => {
+      const env = gitEnvironment({ address, ip: '140.82.112.3', home: '/nonexistent', git: config, tenant });
+      const keys = Object.entries(env).filter(([k]) => k.startsWith('GIT_CONFIG_KEY_'));
+      const entry = keys.find(([, v]) => v === 'http.https://github.com/.extraHeader');
+      expect(env.GIT_CONFIG_GLOBAL).toBe('/dev/null');
+      expect(env.GIT_CONFIG_NOSYSTEM).toBe('1');
+      expect(env.GIT_ALLOW_PROTOCOL).toBe('https');
+      expect(Object.values(env)).toContain('github.com:443:140.82.112.3');
+      return entry === undefined ? undefined : env[entry[0].replace('KEY', 'VALUE')];
+    };
+    expect(header('a')).toBe(`Authorization: Basic ${Buffer.from('x-access-token:ghs_tenantAtoken0001').toString('base64')}`);
+    expect(header('b')).toBe(`Authorization: Basic ${Buffer.from('x-access-token:ghs_everyonetoken0002').toString('base64')}`);
+    const plain = gitEnvironment({
+      address: repoAddress('http://github.com/o/r.git'),
+      ip: '140.82.112.3',
+      home: '/x',
+      git: config,
+      tenant: 'a',
+    });
+    expect(Object.values(plain).some((v) => v?.startsWith('Authorization'))).toBe(false);
+  });
+
+  it('refuses a tree with more files than the limit before checking anything out, and leaves no files behind', async () => {
+    const bare = path.join(dir, 'many.git');
+    hostGit(dir, ['init', '--quiet', '--bare', bare]);
+    const blob = hostGit(bare, ['hash-object', '-w', '--stdin'], 'x\n').trim();
+    const entries = Array.from({ length: DEFAULT_MAX_ENTRIES + 1 }, (_, i) => `100644 blob ${blob}\tf${i}\n`).join('');
+    const tree = hostGit(bare, ['mktree'], entries).trim();
+    const commit = hostGit(bare, ['commit-tree', tree, '-m', 'many'], '').trim();
+    hostGit(bare, ['update-ref', 'refs/heads/master', commit]);
+    hostGit(bare, ['symbolic-ref', 'HEAD', 'refs/heads/master']);
+    const { checkout, done } = clone(daemon.url('many.git'), git({}));
+    await expect(done).rejects.toMatchObject({ code: 'LIMIT_EXCEEDED', data: { limit: DEFAULT_MAX_ENTRIES, repo: 'repo' } });
+    expect(fs.readdirSync(checkout)).toEqual(['.git']);
+  }, 120_000);
+
+  it('refuses a file larger than the checkout limit (a small pack of a huge file) before checkout', async () => {
+    const bare = path.join(dir, 'big.git');
+    const work = path.join(dir, 'big-work');
+    hostGit(dir, ['init', '--quiet', '--bare', '--initial-branch=main', bare]);
+    hostGit(dir, ['init', '--quiet', '--initial-branch=main', work]);
+    fs.writeFileSync(path.join(work, 'zeros'), Buffer.alloc(8 * 1024 * 1024));
+    hostGit(work, ['add', '-A']);
+    hostGit(work, ['commit', '--quiet', '-m', 'big']);
+    hostGit(work, ['push', '--quiet', bare, 'main']);
+    const { checkout, done } = clone(daemon.url('big.git'), git({ maxCheckoutBytes: 1024 * 1024 }));
+    await expect(done).rejects.toMatchObject({ code: 'LIMIT_EXCEEDED', data: { limit: 1024 * 1024 } });
+    expect(fs.readdirSync(checkout)).toEqual(['.git']);
+    const tooBig = clone(daemon.url('big.git'), git({}), { ...LIMITS, maxFileBytes: 1024 });
+    await expect(tooBig.done).rejects.toMatchObject({ code: 'LIMIT_EXCEEDED', data: { limit: 1024 } });
+  });
+
+  it('stops a clone whose fetched pack grows past the cap', async () => {
+    const bare = path.join(dir, 'noise.git');
+    const work = path.join(dir, 'noise-work');
+    hostGit(dir, ['init', '--quiet', '--bare', '--initial-branch=main', bare]);
+    hostGit(dir, ['init', '--quiet', '--initial-branch=main', work]);
+    fs.writeFileSync(path.join(work, 'noise'), randomBytes(4 * 1024 * 1024));
+    hostGit(work, ['add', '-A']);
+    hostGit(work, ['commit', '--quiet', '-m', 'noise']);
+    hostGit(work, ['push', '--quiet', bare, 'main']);
+    const { done } = clone(daemon.url('noise.git'), git({ maxPackBytes: 256 * 1024 }));
+    await expect(done).rejects.toMatchObject({ code: 'LIMIT_EXCEEDED', data: { what: 'bytes fetched' } });
+  });
+
+  it("does not reveal host paths in a failed clone's error", async () => {
+    const { parent, done } = clone(daemon.url('missing.git'), git({}));
+    const error = (await done.catch((e: unknown) => e)) as { code: string; message: string; data: Record<string, unknown> };
+    expect(error.code).toBe('SETUP_FAILED');
+    const text = `${error.message}\n${JSON.stringify(error.data)}`;
+    for (const hostPath of [parent, dir, os.tmpdir(), os.homedir()]) expect(text.includes(hostPath)).toBe(false);
+    expect(error.data).toMatchObject({ repo: 'repo', url: daemon.url('missing.git') });
+  });
+});
