@@ -13,6 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type GitServer, startGitDaemon } from './support/git-servers.js';
 import {
   axeViolations,
   DESKTOP,
@@ -42,6 +43,8 @@ describe('inspector in chromium against holdfast serve', () => {
   let bob: string;
   let runId: string;
   let lastCheckpoint: string;
+  let gitRoot: string;
+  let daemon: GitServer;
 
   const api = async (method: string, url: string, body?: unknown, token = service, headers: Record<string, string> = {}): Promise<any> => {
     const response = await fetch(`${server.url}${url}`, {
@@ -85,6 +88,14 @@ describe('inspector in chromium against holdfast serve', () => {
     service = (await store.holdfast(['token', 'create', '--name', 'inspector-test'])).trim();
     alice = (await store.holdfast(['token', 'create', '--user', 'alice'])).trim();
     bob = (await store.holdfast(['token', 'create', '--user', 'bob'])).trim();
+    // Repository bindings clone only from hosts the operator allows: here the loopback git daemon.
+    gitRoot = fs.mkdtempSync(path.join(os.tmpdir(), 'hf-inspector-repo-'));
+    daemon = await startGitDaemon(gitRoot);
+    Object.assign(store.env, {
+      HOLDFAST_GIT_ALLOWED_HOSTS: '127.0.0.1',
+      HOLDFAST_GIT_PROTOCOLS: 'git',
+      HOLDFAST_GIT_ALLOW_PRIVATE_ADDRESSES: 'true',
+    });
     server = await store.serve();
     const deployment = await api('POST', '/v1/deployments', { provider: 'bwrap' });
     // Binding alice's folder needs alice's consent: the run is created with her token.
@@ -110,6 +121,8 @@ describe('inspector in chromium against holdfast serve', () => {
   afterAll(async () => {
     await browser?.close();
     await server?.stop();
+    await daemon?.close();
+    if (gitRoot !== undefined) fs.rmSync(gitRoot, { recursive: true, force: true });
     store?.cleanup();
   });
 
@@ -196,7 +209,7 @@ describe('inspector in chromium against holdfast serve', () => {
   });
 
   it("shows a run's repository checkouts with their checkpoint state", async () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hf-inspector-repo-'));
+    const dir = gitRoot;
     const git = (args: string[], cwd = dir) =>
       execFileSync('git', args, {
         cwd,
@@ -209,7 +222,7 @@ describe('inspector in chromium against holdfast serve', () => {
     git(['commit', '-q', '-m', 'first'], path.join(dir, 'work'));
     git(['push', '-q', 'origin', 'HEAD'], path.join(dir, 'work'));
     const deployment = await api('POST', '/v1/deployments', { provider: 'bwrap' });
-    const url = `file://${path.join(dir, 'origin.git')}`;
+    const url = daemon.url('origin.git');
     const run = await api('POST', '/v1/runs', { deploymentId: deployment.id, bindings: { repos: [{ url, name: 'app' }] } });
     await api('POST', `/v1/runs/${run.id}/turns`, { argv: ['sh', '-c', 'echo change >> "$HOME/repos/app/README.md"'] });
     const { page, close } = await pageFor(service);
@@ -223,7 +236,6 @@ describe('inspector in chromium against holdfast serve', () => {
     await screenshot(page, 'run-repositories');
     await expectAccessible(page);
     await close();
-    fs.rmSync(dir, { recursive: true, force: true });
   });
 
   it('browses a checkpoint, previews text and an image, downloads a verified file, diffs against the parent', async () => {

@@ -10,7 +10,7 @@ import { cloneOnHost } from '../src/git/host-clone.js';
 import { type Holdfast, openHoldfast } from '../src/index.js';
 import { repoAddress } from '../src/model/repo-bindings.js';
 import { DEFAULT_MAX_ENTRIES, DEFAULT_MAX_FILE_BYTES } from '../src/workspace-fs/scan-limits.js';
-import { hostGit, seedRemote } from './support/git-fixture.js';
+import { hostGit, seedManyFiles, seedRemote } from './support/git-fixture.js';
 import { type GitServer, startGitDaemon, startGitHttp } from './support/git-servers.js';
 
 /**
@@ -209,6 +209,24 @@ describe('host clones', () => {
     };
     expect(header('a')).toBe(`Authorization: Basic ${Buffer.from('x-access-token:ghs_tenantAtoken0001').toString('base64')}`);
     expect(header('b')).toBe(`Authorization: Basic ${Buffer.from('x-access-token:ghs_everyonetoken0002').toString('base64')}`);
+    const ssh = gitEnvironment({
+      address: repoAddress('git@github.com:o/r.git'),
+      ip: '140.82.112.4',
+      home: '/x',
+      git: parseGitConfig({ allowedHosts: ['github.com'], credentials: [{ host: 'github.com', sshKeyFile: '/etc/holdfast/deploy-key' }] }),
+      tenant: 'a',
+    });
+    expect(ssh.GIT_ALLOW_PROTOCOL).toBe('ssh');
+    for (const option of [
+      '-F /dev/null',
+      "'HostName=140.82.112.4'",
+      "'HostKeyAlias=github.com'",
+      'IdentityAgent=none',
+      "-i '/etc/holdfast/deploy-key'",
+    ]) {
+      expect(ssh.GIT_SSH_COMMAND).toContain(option);
+    }
+    expect(ssh.SSH_AUTH_SOCK).toBeUndefined();
     const plain = gitEnvironment({
       address: repoAddress('http://github.com/o/r.git'),
       ip: '140.82.112.3',
@@ -220,14 +238,7 @@ describe('host clones', () => {
   });
 
   it('refuses a tree with more files than the limit before checking anything out, and leaves no files behind', async () => {
-    const bare = path.join(dir, 'many.git');
-    hostGit(dir, ['init', '--quiet', '--bare', bare]);
-    const blob = hostGit(bare, ['hash-object', '-w', '--stdin'], 'x\n').trim();
-    const entries = Array.from({ length: DEFAULT_MAX_ENTRIES + 1 }, (_, i) => `100644 blob ${blob}\tf${i}\n`).join('');
-    const tree = hostGit(bare, ['mktree'], entries).trim();
-    const commit = hostGit(bare, ['commit-tree', tree, '-m', 'many'], '').trim();
-    hostGit(bare, ['update-ref', 'refs/heads/master', commit]);
-    hostGit(bare, ['symbolic-ref', 'HEAD', 'refs/heads/master']);
+    seedManyFiles(dir, 'many.git', DEFAULT_MAX_ENTRIES + 1);
     const { checkout, done } = clone(daemon.url('many.git'), git({}));
     await expect(done).rejects.toMatchObject({ code: 'LIMIT_EXCEEDED', data: { limit: DEFAULT_MAX_ENTRIES, repo: 'repo' } });
     expect(fs.readdirSync(checkout)).toEqual(['.git']);

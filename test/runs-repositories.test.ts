@@ -7,9 +7,10 @@ import { type Holdfast, openHoldfast, type TurnContext } from '../src/index.js';
 import { ObjectReader } from '../src/objects/object-reader.js';
 import { SandboxEndpoints, type WorkspaceRoute } from '../src/sandbox/endpoints/sandbox-endpoints.js';
 import type { SandboxProvider } from '../src/sandbox/sandbox-provider.js';
+import { DEFAULT_MAX_ENTRIES } from '../src/workspace-fs/scan-limits.js';
 import { BACKENDS, type BackendCase, type OpenedBackends } from './support/backends.js';
 import { gitImage } from './support/docker-images.js';
-import { GIT_IDENTITY, seedRemote, storedBytes } from './support/git-fixture.js';
+import { GIT_IDENTITY, seedManyFiles, seedRemote, storedBytes } from './support/git-fixture.js';
 import { type GitServer, startGitDaemon } from './support/git-servers.js';
 import { BWRAP_RUNS, dockerRuns, type RunProviderCase } from './support/run-providers.js';
 import { withoutStdinProvider } from './support/shell-handles.js';
@@ -181,6 +182,22 @@ describe(`repository checkpoints in a run: ${backend.name} on bwrap`, () => {
     expect(next?.state).toBe('saved');
     expect(next?.checkpointId).not.toBe(first?.checkpointId);
   });
+
+  it('a repository whose tree is over the checkpoint limits fails the turn before any checkout and leaves no clone on the host', async () => {
+    const { hf, opened, daemon } = state;
+    seedManyFiles(opened.dir, 'many.git', DEFAULT_MAX_ENTRIES + 1);
+    const tmp = fs.mkdtempSync(path.join(opened.dir, 'tmp-'));
+    const saved = process.env.TMPDIR;
+    process.env.TMPDIR = tmp;
+    try {
+      const run = await hf.runs.create({ deploymentId: (await deployment()).id, bindings: { repos: [{ url: daemon.url('many.git') }] } });
+      await expect(hf.runs.turn(run.id, async () => 'never')).rejects.toMatchObject({ code: 'LIMIT_EXCEEDED' });
+      expect(fs.readdirSync(tmp).filter((f) => f.startsWith('holdfast-clone-'))).toEqual([]);
+    } finally {
+      if (saved === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = saved;
+    }
+  }, 120_000);
 
   it('two runs binding the same repository get independent checkouts', async () => {
     const { hf, url } = state;

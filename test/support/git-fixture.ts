@@ -42,6 +42,23 @@ export function seedRemote(dir: string): string {
 }
 
 /**
+ * A bare repository at `<dir>/<name>` whose one commit on `master` holds `count` files, all
+ * the same two-byte blob: a pack of a few hundred KiB that checks out as `count` files.
+ * Returns the repository's directory.
+ */
+export function seedManyFiles(dir: string, name: string, count: number): string {
+  const bare = path.join(dir, name);
+  hostGit(dir, ['init', '--quiet', '--bare', bare]);
+  const blob = hostGit(bare, ['hash-object', '-w', '--stdin'], 'x\n').trim();
+  const entries = Array.from({ length: count }, (_, i) => `100644 blob ${blob}\tf${i}\n`).join('');
+  const tree = hostGit(bare, ['mktree'], entries).trim();
+  const commit = hostGit(bare, ['commit-tree', tree, '-m', 'many'], '').trim();
+  hostGit(bare, ['update-ref', 'refs/heads/master', commit]);
+  hostGit(bare, ['symbolic-ref', 'HEAD', 'refs/heads/master']);
+  return bare;
+}
+
+/**
  * Every byte a checkpoint's tree reaches: each tree object (as stored) and each file's content;
  * git loose objects (`.git/objects/xx/…`) are also given inflated, so a grep sees their text.
  */
