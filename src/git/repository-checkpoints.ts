@@ -68,8 +68,9 @@ export interface RepositoryStatus {
  * through the same workspace endpoint as the run's workspace into an internal workspace of its
  * own (one per run and repository, in {@link REPO_TENANT}; only its head is kept, plus the
  * newest failed save so its error shows). A cold sandbox gets each checkout restored from that
- * head, or, before the first checkpoint, cloned on the host (the sandbox may have no network;
- * the host's credentials are used) and captured first, so fresh and restored checkouts take
+ * head, or, before the first checkpoint, cloned on the host (the sandbox may have no network)
+ * only where the operator's `git` settings allow, with only their credentials (see
+ * `cloneOnHost`), checked against the limits before checkout, and captured first, so fresh and restored checkouts take
  * one path: verified restore, atomic publish, a fresh `.git/config` with `origin` from the
  * binding, then the deployment's setup commands with the checkout as working directory
  * (`HOLDFAST_REPO_DIR`, `HOLDFAST_REPO_NAME` set). A checkout already in the sandbox is never
