@@ -107,3 +107,36 @@ describe('loadConfig', () => {
     }
   });
 });
+
+describe('git settings', () => {
+  it('are absent without HOLDFAST_GIT_* (no host allowed) and parsed with it', () => {
+    expect(loadConfig({ env: {}, cwd }).git).toBeUndefined();
+    const config = loadConfig({
+      env: {
+        HOLDFAST_GIT_ALLOWED_HOSTS: 'GitHub.com, *.example.com',
+        HOLDFAST_GIT_MAX_PACK_BYTES: '1048576',
+        HOLDFAST_GIT_SSH_KNOWN_HOSTS: 'known_hosts',
+      },
+      cwd,
+    });
+    expect(config.git).toMatchObject({
+      allowedHosts: ['github.com', '*.example.com'],
+      protocols: ['https', 'ssh'],
+      credentials: [],
+      allowPrivateAddresses: false,
+      sshKnownHostsFile: '/srv/app/known_hosts',
+      maxPackBytes: 1048576,
+    });
+  });
+
+  it.each([
+    ['HOLDFAST_GIT_ALLOWED_HOSTS', 'http://github.com'],
+    ['HOLDFAST_GIT_PROTOCOLS', 'https,file'],
+    ['HOLDFAST_GIT_PROTOCOLS', 'ext'],
+    ['HOLDFAST_GIT_ALLOW_PRIVATE_ADDRESSES', 'yes'],
+    ['HOLDFAST_GIT_MAX_PACK_BYTES', '-1'],
+    ['HOLDFAST_GIT_CREDENTIALS_FILE', '/nonexistent/credentials.json'],
+  ])('refuses %s=%s naming the variable', (variable, value) => {
+    expect(codeAndVariable(() => loadConfig({ env: { [variable]: value }, cwd }))).toEqual({ code: 'INVALID_INPUT', variable });
+  });
+});

@@ -6,6 +6,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type GitConfig, parseGitConfig } from '../src/config.js';
 import { gitEnvironment } from '../src/git/git-environment.js';
+import { treeBytes } from '../src/git/git-process.js';
 import { cloneOnHost } from '../src/git/host-clone.js';
 import { type Holdfast, openHoldfast } from '../src/index.js';
 import { repoAddress } from '../src/model/repo-bindings.js';
@@ -146,6 +147,18 @@ describe('host clones', () => {
     }
   });
 
+  it('clones over http from a host name pinned to the address it resolved to', async () => {
+    const http = await startGitHttp(dir);
+    try {
+      const { checkout, done } = clone(`http://localhost:${http.port}/remote.git`, git({}));
+      await done;
+      expect(fs.readFileSync(path.join(checkout, 'a.txt'), 'utf8')).toBe('one\n');
+      expect(http.seen.length).toBeGreaterThan(0);
+    } finally {
+      await http.close();
+    }
+  });
+
   it('does not follow a redirect to another host', async () => {
     const target = await startGitHttp(dir);
     const redirect = await startGitHttp(dir, { redirectTo: `http://localhost:${target.port}` });
@@ -265,12 +278,14 @@ describe('host clones', () => {
     const work = path.join(dir, 'noise-work');
     hostGit(dir, ['init', '--quiet', '--bare', '--initial-branch=main', bare]);
     hostGit(dir, ['init', '--quiet', '--initial-branch=main', work]);
-    fs.writeFileSync(path.join(work, 'noise'), randomBytes(4 * 1024 * 1024));
+    fs.writeFileSync(path.join(work, 'noise'), randomBytes(32 * 1024 * 1024));
     hostGit(work, ['add', '-A']);
     hostGit(work, ['commit', '--quiet', '-m', 'noise']);
     hostGit(work, ['push', '--quiet', bare, 'main']);
-    const { done } = clone(daemon.url('noise.git'), git({ maxPackBytes: 256 * 1024 }));
+    const { checkout, done } = clone(daemon.url('noise.git'), git({ maxPackBytes: 256 * 1024 }));
     await expect(done).rejects.toMatchObject({ code: 'LIMIT_EXCEEDED', data: { what: 'bytes fetched' } });
+    // Killed mid-transfer: far less than the 32 MiB pack reached the disk.
+    expect(await treeBytes(checkout)).toBeLessThan(16 * 1024 * 1024);
   });
 
   it("does not reveal host paths in a failed clone's error", async () => {

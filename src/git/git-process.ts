@@ -32,7 +32,9 @@ export interface GitProcessResult {
 /**
  * Runs `git` with `args` in its own process group with stdin closed (nothing can wait on
  * it), and kills the whole group (git's transport helpers and index-pack too) when the time
- * is up, the signal fires, `onStdout` throws or the watched directory grows past its bound.
+ * is up, the signal fires, `onStdout` throws or the watched directory grows past its bound
+ * (measured every {@link WATCH_INTERVAL_MS} and once more when git exits, so a bound passed
+ * between two measurements still counts: `killed: 'watch'`).
  * Never rejects: the caller reads the result.
  */
 export function runGit(args: readonly string[], options: GitProcessOptions): Promise<GitProcessResult> {
@@ -85,10 +87,12 @@ export function runGit(args: readonly string[], options: GitProcessOptions): Pro
     child.on('error', (error) => {
       stderr = `${stderr}${error.message}`.slice(-options.stderrChars);
     });
-    child.on('close', (code) => {
+    child.on('close', async (code) => {
       clearTimeout(timer);
       if (watcher !== undefined) clearInterval(watcher);
       options.signal?.removeEventListener('abort', onAbort);
+      // A fast transfer can finish between two measurements: the last one decides too.
+      if (watch !== undefined && killed === undefined && (await treeBytes(watch.dir)) > watch.maxBytes) killed = 'watch';
       resolve({
         code: killed === undefined && typeof code === 'number' ? code : -1,
         stderr,
