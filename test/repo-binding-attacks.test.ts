@@ -54,7 +54,11 @@ function git(overrides: Partial<GitConfig>): GitConfig {
 
 const clone = (url: string, config: GitConfig, limits: typeof LIMITS & { maxDirs?: number } = LIMITS) => {
   const { parent, checkout } = cloneTarget();
-  return { parent, checkout, done: cloneOnHost({ binding: { name: 'repo', url }, dir: checkout, tenant: 'default', git: config, limits }) };
+  return {
+    parent,
+    checkout,
+    done: cloneOnHost({ binding: { name: 'repo', url }, index: 0, dir: checkout, tenant: 'default', git: config, limits }),
+  };
 };
 
 describe('repository bindings at run creation', () => {
@@ -255,6 +259,24 @@ describe('host clones', () => {
     const { checkout, done } = clone(daemon.url('many.git'), git({}));
     await expect(done).rejects.toMatchObject({ code: 'LIMIT_EXCEEDED', data: { limit: DEFAULT_MAX_ENTRIES, repo: 'repo' } });
     expect(fs.readdirSync(checkout)).toEqual(['.git']);
+  }, 120_000);
+
+  it('counts the tree of the branch a binding names, not the default branch, before checkout', async () => {
+    const bare = seedManyFiles(dir, 'branchy.git', DEFAULT_MAX_ENTRIES + 1);
+    const empty = hostGit(bare, ['mktree'], '').trim();
+    hostGit(bare, ['update-ref', 'refs/heads/main', hostGit(bare, ['commit-tree', empty, '-m', 'small'], '').trim()]);
+    hostGit(bare, ['symbolic-ref', 'HEAD', 'refs/heads/main']);
+    const target = cloneTarget();
+    const done = cloneOnHost({
+      binding: { name: 'repo', url: daemon.url('branchy.git'), branch: 'master' },
+      index: 0,
+      dir: target.checkout,
+      tenant: 'default',
+      git: git({}),
+      limits: LIMITS,
+    });
+    await expect(done).rejects.toMatchObject({ code: 'LIMIT_EXCEEDED', data: { limit: DEFAULT_MAX_ENTRIES } });
+    expect(fs.readdirSync(target.checkout)).toEqual(['.git']);
   }, 120_000);
 
   it('refuses a file larger than the checkout limit (a small pack of a huge file) before checkout', async () => {

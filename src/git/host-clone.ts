@@ -23,6 +23,8 @@ const GIT_HOME_NAME = '.git-home';
 /** One host clone: the binding, where it goes, whose it is and the operator's rules and limits. */
 export interface HostCloneRequest {
   readonly binding: RepoBinding;
+  /** The binding's position in the run's `bindings.repos` (errors name the field by it). */
+  readonly index: number;
   /** The checkout directory (must not exist); its parent is the clone's private temp directory. */
   readonly dir: string;
   /** The tenant's name: credentials scoped to a tenant are used only for it. */
@@ -51,8 +53,8 @@ export interface HostCloneRequest {
  */
 export async function cloneOnHost(request: HostCloneRequest): Promise<void> {
   const { binding, dir, git, signal } = request;
-  checkReposAllowed([binding], git);
-  const address = repoAddress(binding.url);
+  checkReposAllowed([binding], git, request.index);
+  const address = repoAddress(binding.url, `bindings.repos[${request.index}].url`);
   const ip = await pinnedAddress(address.host, git.allowPrivateAddresses);
   const home = path.join(path.dirname(dir), GIT_HOME_NAME);
   await fsp.mkdir(home, { mode: 0o700 });
@@ -68,17 +70,26 @@ export async function cloneOnHost(request: HostCloneRequest): Promise<void> {
     true,
   );
   const { ref, branch } = binding;
-  let commit = await resolveCommit(ref === undefined ? 'HEAD' : ref, dir, env);
-  if (ref !== undefined && commit === undefined) {
-    await run(['fetch', '--no-recurse-submodules', 'origin', '--', ref], dir, CLONE_TIMEOUT_MS, true);
-    commit = await resolveCommit('FETCH_HEAD', dir, env);
+  // The commit that will be checked out, decided before any checkout so its tree is the one counted.
+  let commit: string | undefined;
+  let track = false;
+  if (ref !== undefined) {
+    commit = await resolveCommit(ref, dir, env);
+    if (commit === undefined) {
+      await run(['fetch', '--no-recurse-submodules', 'origin', '--', ref], dir, CLONE_TIMEOUT_MS, true);
+      commit = await resolveCommit('FETCH_HEAD', dir, env);
+    }
+  } else if (branch !== undefined) {
+    commit = await resolveCommit(`refs/remotes/origin/${branch}`, dir, env);
+    track = commit !== undefined;
   }
+  if (ref === undefined && commit === undefined) commit = await resolveCommit('HEAD', dir, env);
   if (commit === undefined) {
+    const field = `bindings.repos[${request.index}].ref`;
+    if (ref !== undefined) {
+      throw new InputError('INVALID_INPUT', `${field}: ${ref} names no commit of ${binding.url}`, { data: { repo: binding.name, field } });
+    }
     // An empty repository (no commit on its default branch): nothing to check out.
-    if (ref !== undefined)
-      throw new InputError('INVALID_INPUT', `bindings.repos.ref: ${ref} names no commit of ${binding.url}`, {
-        data: { repo: binding.name, field: 'ref' },
-      });
     if (branch !== undefined) await run(['checkout', '--quiet', '-b', branch], dir, GIT_TIMEOUT_MS);
     return;
   }
@@ -86,16 +97,10 @@ export async function cloneOnHost(request: HostCloneRequest): Promise<void> {
   await checkCommitTree(dir, commit, limits, env, signal).catch((error: unknown) => {
     throw withRepo(error, binding);
   });
-  if (ref !== undefined) await run(['checkout', '--quiet', '--detach', commit], dir, GIT_TIMEOUT_MS);
+  if (track) await run(['checkout', '--quiet', '-B', branch as string, '--track', `origin/${branch}`], dir, GIT_TIMEOUT_MS);
+  else if (branch !== undefined) await run(['checkout', '--quiet', '-B', branch, commit], dir, GIT_TIMEOUT_MS);
+  else if (ref !== undefined) await run(['checkout', '--quiet', '--detach', commit], dir, GIT_TIMEOUT_MS);
   else await run(['checkout', '--quiet'], dir, GIT_TIMEOUT_MS);
-  if (branch !== undefined) {
-    const remote = `refs/remotes/origin/${branch}`;
-    if (ref === undefined && (await resolveCommit(remote, dir, env)) !== undefined) {
-      await run(['checkout', '--quiet', '-B', branch, '--track', `origin/${branch}`], dir, GIT_TIMEOUT_MS);
-    } else {
-      await run(['checkout', '--quiet', '-B', branch], dir, GIT_TIMEOUT_MS);
-    }
-  }
 }
 
 /**

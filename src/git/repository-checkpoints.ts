@@ -117,7 +117,7 @@ export class RepositoryCheckpoints implements RunExtension {
     for (const [i, repo] of repos.entries()) {
       if (present.has(dirs[i] as string)) continue;
       try {
-        await this.materialise(context, repo);
+        await this.materialise(context, repo, i);
       } catch (error) {
         failure ??= error;
       }
@@ -201,11 +201,11 @@ export class RepositoryCheckpoints implements RunExtension {
   }
 
   /** Restores (or first clones and captures) one checkout, fixes it up and runs setup in it. */
-  private async materialise(context: RunSandboxContext, repo: RepoBinding): Promise<void> {
+  private async materialise(context: RunSandboxContext, repo: RepoBinding, index: number): Promise<void> {
     const workspace = repoWorkspaceName(context.tenant.id, context.run.id, repo.name);
     const ws = await this.snapshots.workspace(workspace, true);
     let checkpointId = ws.headCheckpointId;
-    if (checkpointId === null) checkpointId = await this.captureClone(workspace, repo, context.tenant.name, context.signal);
+    if (checkpointId === null) checkpointId = await this.captureClone(workspace, repo, index, context.tenant.name, context.signal);
     const handle = homeView(context.sandbox, `${REPOS_DIR}/${repo.name}`);
     await this.deps.endpoints.restore(this.snapshots, handle, {
       workspace,
@@ -219,12 +219,12 @@ export class RepositoryCheckpoints implements RunExtension {
   }
 
   /** Clones on the host into a private temp directory and captures it as the workspace's first checkpoint. */
-  private async captureClone(workspace: string, repo: RepoBinding, tenant: string, signal?: AbortSignal): Promise<string> {
+  private async captureClone(workspace: string, repo: RepoBinding, index: number, tenant: string, signal?: AbortSignal): Promise<string> {
     const parent = await fsp.mkdtemp(path.join(this.deps.tempDir ?? os.tmpdir(), 'holdfast-clone-'));
     try {
       const dir = path.join(parent, repo.name);
       const limits: ScanLimits = { maxFileBytes: DEFAULT_MAX_FILE_BYTES, maxEntries: DEFAULT_MAX_ENTRIES, ...this.deps.limits };
-      await cloneOnHost({ binding: repo, dir, tenant, git: this.git, limits, ...(signal === undefined ? {} : { signal }) });
+      await cloneOnHost({ binding: repo, index, dir, tenant, git: this.git, limits, ...(signal === undefined ? {} : { signal }) });
       const result = await this.snapshots.checkpoint({
         dir,
         workspace,

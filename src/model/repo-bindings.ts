@@ -121,11 +121,11 @@ export function hostAllowed(host: string, patterns: readonly string[]): boolean 
  * Checks each binding against the operator's `git` settings: its protocol must be among
  * `git.protocols` (`INVALID_INPUT`) and its host among `git.allowedHosts` (`FORBIDDEN`: the
  * request is well formed, the operator does not allow it). Each error's `data` names the
- * field (`bindings.repos[i].url`) and the host.
+ * field (`bindings.repos[i].url`, counting from `firstIndex`) and the host.
  */
-export function checkReposAllowed(repos: readonly Pick<RepoBinding, 'url'>[], git: GitConfig): void {
+export function checkReposAllowed(repos: readonly Pick<RepoBinding, 'url'>[], git: GitConfig, firstIndex = 0): void {
   for (const [i, repo] of repos.entries()) {
-    const field = `bindings.repos[${i}].url`;
+    const field = `bindings.repos[${firstIndex + i}].url`;
     const address = repoAddress(repo.url, field);
     if (!git.protocols.includes(address.protocol)) {
       throw new InputError(
