@@ -5,6 +5,22 @@ import { answerAs, type RouteDef, readQuery, tenantServices } from '../route.js'
 import { checkpointsPage } from './list-pages.js';
 import { ID_PREFIX_ERRORS, RUN_WORK_ERRORS } from './runs.js';
 import { Checkpoint, CheckpointPage, FilePathQuery, PageQuery, PathQuery, TreeLookup } from './schemas.js';
+import { attachmentDisposition, DOWNLOAD_HEADERS } from './work-folders-content.js';
+
+/**
+ * The headers of a checkpoint file download: those of every work-folder download (never
+ * sniffed, rendered only in a sandbox, always an attachment), except that this route serves
+ * no ranges.
+ */
+function checkpointFileHeaders(path: string, size: number | undefined): Record<string, string> {
+  return {
+    ...DOWNLOAD_HEADERS,
+    'accept-ranges': 'none',
+    'content-type': 'application/octet-stream',
+    'content-disposition': attachmentDisposition(path),
+    ...(size === undefined ? {} : { 'content-length': String(size) }),
+  };
+}
 
 /** Checkpoints: by run, one by id, a directory listing, a file download. */
 export function checkpointRoutes(hf: Holdfast): RouteDef[] {
@@ -79,11 +95,25 @@ export function checkpointRoutes(hf: Holdfast): RouteDef[] {
         method: 'get',
         path: '/v1/checkpoints/:id/file',
         operationId: 'downloadCheckpointFile',
-        summary: "Download a file's bytes from a ready checkpoint (verified as streamed)",
+        summary: "Download a file's bytes from a ready checkpoint (verified as streamed), always as an attachment",
         tags,
         query: FilePathQuery,
         produces: 'application/octet-stream',
-        responseHeaders: { 'Content-Length': { description: 'Bytes of the file', required: true, schema: z.string().regex(/^[0-9]+$/) } },
+        responseHeaders: {
+          'Content-Length': { description: 'Bytes of the file', required: true, schema: z.string().regex(/^[0-9]+$/) },
+          'Content-Disposition': {
+            description: '`attachment` with the file name (ASCII fallback and RFC 8187 UTF-8)',
+            required: true,
+            schema: z.string().regex(/^attachment;/),
+          },
+          'Cache-Control': { description: '`private, no-store`', required: true, schema: z.literal('private, no-store') },
+          'X-Content-Type-Options': { description: '`nosniff`', required: true, schema: z.literal('nosniff') },
+          'Content-Security-Policy': {
+            description: "`sandbox; default-src 'none'`",
+            required: true,
+            schema: z.literal("sandbox; default-src 'none'"),
+          },
+        },
         errors: [...ID_PREFIX_ERRORS, 'INVALID_PATH', 'INTEGRITY'],
         responses: { 400: { description: 'Bad input, or the checkpoint is not ready' } },
       },
@@ -102,9 +132,7 @@ export function checkpointRoutes(hf: Holdfast): RouteDef[] {
           })(),
         );
         const size = lookup.kind === 'entry' && lookup.entry.type === 'file' ? lookup.entry.size : undefined;
-        return new Response(Readable.toWeb(body) as ReadableStream, {
-          headers: { 'content-type': 'application/octet-stream', ...(size === undefined ? {} : { 'content-length': String(size) }) },
-        });
+        return new Response(Readable.toWeb(body) as ReadableStream, { headers: checkpointFileHeaders(path, size) });
       },
     },
   ];
