@@ -107,3 +107,50 @@ describe.each(BACKENDS)('stored-content folder writes on $name', (backend) => {
     expect(await errorCode(folders.applyStored(r, tooMany))).toBe('INVALID_INPUT');
   });
 });
+
+describe.each(BACKENDS)('stored mode changes on $name', (backend) => {
+  let b: OpenedBackends;
+  let folders: Folders;
+  let tenantId: string;
+  let n = 0;
+  const ref = (): FolderRef => ({ tenantId, scope: 'project', ownerId: `mode${++n}` });
+
+  beforeAll(async () => {
+    b = await backend.open();
+    folders = new Folders({ meta: b.meta, blobs: b.blobs, workers: b.workers });
+    tenantId = (await b.snapshots.tenant(true)).id;
+  });
+  afterAll(async () => {
+    await b?.cleanup();
+  });
+
+  it('sets the bit on the content the row holds now, replays by id, and never makes a file where none is live', async () => {
+    const r = ref();
+    const newer = randomBytes(1000);
+    await folders.write(r, 'tool.sh', once(randomBytes(10)), { operationId: 'old' });
+    await folders.write(r, 'tool.sh', once(newer), { operationId: 'new' });
+    await folders.mkdir(r, 'dir', { operationId: 'd' });
+    const [set, replay, none, dir, under] = await folders.applyStored(r, [
+      { op: 'mode', path: 'tool.sh', executable: true, options: { operationId: 'm1' } },
+      { op: 'mode', path: 'tool.sh', executable: true, options: { operationId: 'm1' } },
+      { op: 'mode', path: 'missing.sh', executable: true, options: { operationId: 'm2' } },
+      { op: 'mode', path: 'dir', executable: true, options: { operationId: 'm3' } },
+      { op: 'mode', path: 'tool.sh/x', executable: true, options: { operationId: 'm4' } },
+    ]);
+    expect(set).toMatchObject({ ok: true, applied: true });
+    expect(replay).toMatchObject({ ok: true, applied: false });
+    for (const refused of [none, dir, under]) expect(refused).toMatchObject({ ok: false, error: { code: 'NOT_FOUND' } });
+    const listed = (await folders.list(r)).files.map((e) => [e.path, e.kind, e.sha256, e.executable]);
+    expect(listed).toEqual([
+      ['dir', 'directory', null, false],
+      ['tool.sh', 'file', sha(newer), true],
+    ]);
+    expect(await readAll((await folders.open(r, 'tool.sh')).body)).toEqual(newer);
+    // The same id for another operation is refused, as for every operation.
+    const [reused] = await folders.applyStored(r, [{ op: 'mode', path: 'tool.sh', executable: false, options: { operationId: 'm1' } }]);
+    expect(reused).toMatchObject({ ok: false, error: { code: 'CONFLICT' } });
+    expect(await errorCode(folders.applyStored(r, [{ op: 'mode', path: '../x', executable: true, options: { operationId: 'm5' } }]))).toBe(
+      'INVALID_PATH',
+    );
+  });
+});

@@ -365,6 +365,39 @@ export async function putFileRow(
   return { answer: row, resultId: row.id };
 }
 
+/** The receipt fingerprint of a mode change: the path and the executable bit it sets. */
+export function modeFingerprint(path: string, executable: boolean): unknown[] {
+  return ['mode', path, executable];
+}
+
+/**
+ * Sets the executable bit of the live file at `path`, its content kept exactly as the row holds
+ * it now (`updatedAt` moves). `NOT_FOUND` when no live file is there (none, a directory, or a
+ * path under a file): a mode change never brings content back. Only reads before its write.
+ */
+export async function putFileMode(
+  tx: MetadataTransaction,
+  collection: FolderCollection,
+  path: string,
+  executable: boolean,
+  at: number,
+): Promise<{ answer: FolderFileRecord; resultId: string }> {
+  const [existing] = await tx.folders.liveAt(collection.id, [path]);
+  if (existing === undefined || existing.kind !== 'file') {
+    throw new NotFoundError(`no live file at ${path} to change the mode of`, { data: { path } });
+  }
+  const fields = {
+    size: existing.size,
+    sha256: existing.sha256,
+    chunks: existing.chunks,
+    executable,
+    contentType: existing.contentType,
+    updatedAt: at,
+  };
+  await tx.folders.updateContent(existing.id, fields);
+  return { answer: { ...existing, ...fields }, resultId: existing.id };
+}
+
 export function kindClash(path: string, kind: 'file' | 'directory'): ConflictError {
   return new ConflictError('CONFLICT', `${path} is a ${kind}: pass replaceKind to replace it (the old one goes to the trash)`, {
     data: { path, kind },

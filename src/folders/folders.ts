@@ -344,7 +344,7 @@ export class Folders {
   }
 
   /**
-   * Applies up to {@link MAX_STORED_BATCH_OPERATIONS} stored writes, mkdirs and removes to one
+   * Applies up to {@link MAX_STORED_BATCH_OPERATIONS} stored writes, mode changes, mkdirs and removes to one
    * collection in one transaction (one lock), each with its own receipt, in order. An
    * operation refused on its own merits (`CONFLICT`, `NOT_FOUND`, `LIMIT_EXCEEDED`, …) is
    * answered in its outcome, changed nothing and got no receipt; the others still apply. A

@@ -6,7 +6,9 @@ import {
   type FolderOperations,
   kindClash,
   type MutationItem,
+  modeFingerprint,
   type Outcome,
+  putFileMode,
   putFileRow,
   writeFingerprint,
 } from './folder-operations.js';
@@ -31,9 +33,14 @@ export interface StoredContent {
 /** Options of a stored write: those of `write`, without `expectedSha256` (the content is named by its hash). */
 export type StoredWriteOptions = Omit<WriteOptions, 'expectedSha256'>;
 
-/** One operation of {@link Folders.applyStored}. */
+/**
+ * One operation of {@link Folders.applyStored}. `mode` sets the executable bit of the live
+ * file at `path` and keeps its content as the collection holds it now (`NOT_FOUND` when no
+ * live file is there): what a change of the mode alone is sent as, so it never carries bytes.
+ */
 export type StoredOperation =
   | { readonly op: 'write'; readonly path: string; readonly content: StoredContent; readonly options: StoredWriteOptions }
+  | { readonly op: 'mode'; readonly path: string; readonly executable: boolean; readonly options: OperationOptions }
   | { readonly op: 'mkdir'; readonly path: string; readonly options: MkdirOptions }
   | { readonly op: 'remove'; readonly path: string; readonly options: OperationOptions };
 
@@ -88,6 +95,19 @@ function item(ops: FolderOperations, limits: FolderLimits, op: StoredOperation):
         if (removed === 0) throw notLive(path);
         return { answer: removed, resultId: null };
       },
+    };
+  }
+  if (op.op === 'mode') {
+    if (typeof op.executable !== 'boolean') {
+      throw new InputError('INVALID_INPUT', `a mode change of ${path} needs executable true or false`, {
+        data: { path, field: 'executable' },
+      });
+    }
+    const { executable } = op;
+    return {
+      operationId: op.options.operationId,
+      fingerprint: modeFingerprint(path, executable),
+      apply: (tx, collection, at) => putFileMode(tx, collection, path, executable, at),
     };
   }
   if (op.op === 'mkdir') {

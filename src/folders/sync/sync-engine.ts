@@ -16,7 +16,7 @@ import type { FolderRef, Folders, StoredEntry } from '../folders.js';
 import { MAX_STORED_BATCH_OPERATIONS, type StoredOperation } from '../stored-operations.js';
 import { type ListedEntry, ListedSource } from './listed-source.js';
 import { keepOnlyHead } from './sync-namespace.js';
-import { applied, diskView, type OutgoingChange, planOutgoing, reconcile, signature } from './sync-plan.js';
+import { applied, diskView, type OutgoingChange, pendingTag, planOutgoing, reconcile, signature } from './sync-plan.js';
 
 /** The slice of {@link Folders} a sync uses (a test wraps it to lose a response on purpose). */
 export type SyncFolders = Pick<Folders, 'listContent' | 'applyStored' | 'limits'>;
@@ -44,7 +44,7 @@ export interface SyncTarget {
 
 /** What an outgoing sync did. */
 export interface OutgoingReport {
-  /** Files written, directories made and paths removed in the store. */
+  /** Files written (mode changes among them), directories made and paths removed in the store. */
   readonly written: number;
   readonly made: number;
   readonly removed: number;
@@ -97,7 +97,9 @@ export class FolderSyncEngine {
    * sent. Each change's operation id is stored before it is sent (the pending one reused when
    * the signature is the same, so a lost response replays the same operation instead of
    * writing twice), then changes go in batches of {@link MAX_STORED_BATCH_OPERATIONS}, by
-   * chunk ids (no byte moves again), last-write-wins with `replaceKind`. The baseline moves
+   * chunk ids (no byte moves again), last-write-wins with `replaceKind`; a file whose bytes
+   * equal its baseline's goes as a mode change, never as its (maybe stale) bytes, and one whose
+   * file a newer version removed is left removed. The baseline moves
    * per applied change. Rejects with the first refused change's error after trying them all
    * (the baseline keeps what succeeded), or with the transfer's error.
    */
@@ -130,7 +132,8 @@ export class FolderSyncEngine {
       const batch = changes.slice(i, i + MAX_STORED_BATCH_OPERATIONS);
       for (const change of batch) {
         const before = pending[change.path];
-        pending[change.path] = before?.signature === change.signature ? before : { operationId: randomUUID(), signature: change.signature };
+        const tag = pendingTag(change);
+        pending[change.path] = before?.signature === tag ? before : { operationId: randomUUID(), signature: tag };
       }
       // Stored before the batch is sent: a lost response retries these very ids.
       await this.deps.meta.folderSync.update(key, { pending });
@@ -140,14 +143,17 @@ export class FolderSyncEngine {
       );
       for (const [k, outcome] of outcomes.entries()) {
         const change = batch[k] as OutgoingChange;
-        const done = outcome.ok || (change.op === 'remove' && outcome.error.code === 'NOT_FOUND');
+        // A removal found already gone, and a mode change of a file a newer version removed
+        // (or turned into a directory), are done: the newer state stands, and the next
+        // incoming sync brings it into the sandbox.
+        const done = outcome.ok || ((change.op === 'remove' || change.op === 'mode') && outcome.error.code === 'NOT_FOUND');
         if (!done) {
           failure ??= outcome.error;
           continue;
         }
         applied(baseline, change);
         delete pending[change.path];
-        if (change.op === 'write') counts.written += 1;
+        if (change.op === 'write' || change.op === 'mode') counts.written += 1;
         else if (change.op === 'mkdir') counts.made += 1;
         else counts.removed += 1;
       }
@@ -256,6 +262,7 @@ export function stateKey(target: SyncTarget): FolderSyncKey {
 function operation(change: OutgoingChange, operationId: string): StoredOperation {
   if (change.op === 'remove') return { op: 'remove', path: change.path, options: { operationId } };
   if (change.op === 'mkdir') return { op: 'mkdir', path: change.path, options: { operationId, replaceKind: true } };
+  if (change.op === 'mode') return { op: 'mode', path: change.path, executable: change.executable, options: { operationId } };
   return {
     op: 'write',
     path: change.path,

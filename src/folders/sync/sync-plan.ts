@@ -91,7 +91,23 @@ export function reconcile(
   return next;
 }
 
-/** One change an outgoing sync sends, with the signature it brings the path to. */
+/** The SHA-256 a file signature names, or `null` for a directory, a removal or a malformed one. */
+export function signedSha256(sig: string | undefined): string | null {
+  if (sig === undefined || sig === MISSING) return null;
+  try {
+    const parsed: unknown = JSON.parse(sig);
+    return Array.isArray(parsed) && parsed[0] === 'file' && typeof parsed[1] === 'string' ? parsed[1] : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * One change an outgoing sync sends, with the signature it brings the path to (the sandbox's
+ * side). `mode` is a file whose bytes equal its baseline's and whose executable bit does not:
+ * it sets the bit on whatever content the collection holds now, so a stale copy's bytes are
+ * never published.
+ */
 export type OutgoingChange =
   | { readonly op: 'mkdir'; readonly path: string; readonly signature: string }
   | {
@@ -101,7 +117,16 @@ export type OutgoingChange =
       readonly content: StoredContent;
       readonly executable: boolean;
     }
+  | { readonly op: 'mode'; readonly path: string; readonly signature: string; readonly executable: boolean }
   | { readonly op: 'remove'; readonly path: string; readonly signature: typeof MISSING };
+
+/**
+ * What a stored pending operation of `change` is matched by: its signature, prefixed for a
+ * mode change, so a write's operation id is never replayed as a mode change's (or back).
+ */
+export function pendingTag(change: OutgoingChange): string {
+  return change.op === 'mode' ? `mode:${change.signature}` : change.signature;
+}
 
 /**
  * The changes that bring the store to the sandbox's side, in the order they must apply:
@@ -109,7 +134,10 @@ export type OutgoingChange =
  * changed files, then baseline entries gone from disk (shortest first; a path under one
  * already removed is skipped, as is one under a path the sandbox now holds as a file: that
  * write replaces the subtree). Entries whose signature equals the baseline are never sent:
- * an unchanged stale copy cannot overwrite a newer shared file. Unknown paths are left alone.
+ * an unchanged stale copy cannot overwrite a newer shared file. A file whose bytes equal the
+ * baseline's but whose executable bit changed is a `mode` change: its bytes are never sent,
+ * so a stale copy that was only `chmod`ed cannot overwrite a newer version either. Unknown
+ * paths are left alone.
  */
 export function planOutgoing(view: DiskView, baseline: Readonly<Record<string, string>>): OutgoingChange[] {
   const byLength = (a: string, b: string): number => a.length - b.length || (a < b ? -1 : a > b ? 1 : 0);
@@ -120,7 +148,9 @@ export function planOutgoing(view: DiskView, baseline: Readonly<Record<string, s
     if (entry.kind === 'file') filesOnDisk.add(path);
     if (baseline[path] === entry.signature || underAny(path, view.unknown)) continue;
     if (entry.kind === 'directory') dirs.push({ op: 'mkdir', path, signature: entry.signature });
-    else files.push({ op: 'write', path, signature: entry.signature, content: entry.content, executable: entry.executable });
+    else if (signedSha256(baseline[path]) === entry.content.sha256) {
+      files.push({ op: 'mode', path, signature: entry.signature, executable: entry.executable });
+    } else files.push({ op: 'write', path, signature: entry.signature, content: entry.content, executable: entry.executable });
   }
   const removed = new Set<string>();
   const removals: OutgoingChange[] = [];
