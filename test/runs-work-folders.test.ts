@@ -181,6 +181,34 @@ describe.each(CASES)('work folders in a run: $name', ({ backend, sandboxes }) =>
     expect(recovered).toMatchObject({ state: 'saved', error: null });
   });
 
+  it('a file the sandbox cannot read fails the save of that file only: the turn completes, a takeover save goes on, no operator-only state', async () => {
+    const first = await server('unreadable-a', { leaseTtlMs: 500, heartbeatMs: 3_600_000 });
+    const second = await server('unreadable-b', { leaseTtlMs: 500 });
+    const task = `task-${crypto.randomUUID()}`;
+    const run = await first.runs.create({ deploymentId: (await deployment(first)).id, bindings: { task } });
+    await first.runs.turn(run.id, (ctx) =>
+      inTurn(ctx, 'cd "$HOLDFAST_TASK_DIR" && echo ok > ok.txt && echo locked > locked.txt && chmod 000 locked.txt'),
+    );
+    const [saved] = await first.folderSync.status(first.tenant, { scope: 'task', ownerId: task });
+    expect(saved).toMatchObject({ state: 'saved', error: { code: 'FORBIDDEN' } });
+    expect(saved?.finalCheckpointAt).not.toBeNull();
+    expect((await readFolder(first, ref(first, 'task', task), 'ok.txt')).toString()).toBe('ok\n');
+
+    // The owner dies holding the lease; the next owner's takeover save meets the same file.
+    await first.runs.turn(run.id, (ctx) => inTurn(ctx, 'echo more > "$HOLDFAST_TASK_DIR/more.txt"'));
+    expect(await first.meta.runs.claim(run.id, 'unreadable-a', 500)).toBeDefined();
+    // An edit after the last save: the takeover save is what keeps it.
+    const live = await provider.get((await first.runs.get(run.id)).sandbox?.id as string);
+    const late = await live?.run(['sh', '-c', 'echo unsaved > task/late.txt'], { cwd: live.agentHome });
+    expect(late?.code).toBe(0);
+    await sleep(600);
+    const after = await second.runs.turn(run.id, (ctx) => inTurn(ctx, 'cat "$HOLDFAST_TASK_DIR/late.txt"'));
+    expect(after.value.toString()).toBe('unsaved\n');
+    expect((await second.runs.get(run.id)).lease.state).not.toBe('release_recovery_required');
+    const listed = (await second.folders.list(ref(second, 'task', task))).files.map((e) => e.path);
+    expect(listed).toEqual(['late.txt', 'more.txt', 'ok.txt']);
+  });
+
   it('two runs of different tasks share a project: different files both land; on one file the later accepted write wins', async () => {
     const hf = await server('shared');
     const project = `p-${crypto.randomUUID()}`;

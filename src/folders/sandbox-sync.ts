@@ -7,7 +7,7 @@ import type { TenantScope } from '../model/tenants.js';
 import { isFinalSave, type RunExtension, type RunSandboxContext, type SaveMoment } from '../runs/run-extension.js';
 import { issueRunToken } from '../tenants/tokens.js';
 import type { FolderRef } from './folders.js';
-import { FolderSyncEngine, type FolderSyncEngineDeps, type SyncTarget } from './sync/sync-engine.js';
+import { FolderSyncEngine, type FolderSyncEngineDeps, type OutgoingReport, type SyncTarget } from './sync/sync-engine.js';
 
 /** Environment variable naming each home directory. */
 const DIR_VARIABLES: Readonly<Record<(typeof HOME_DIRS)[number], string>> = {
@@ -64,7 +64,9 @@ export class FolderSync implements RunExtension {
    * collection; warm, first saves every bound directory (the sandbox's unsaved edits), then
    * downloads what changed meanwhile. A directory whose save failed is not downloaded into
    * (its edits are the only copy) and the attach rejects with that failure after the others
-   * ran; a revoked user's directory is left as it is. Resolves with the directories'
+   * ran; one whose save left out entries the sandbox cannot read is not downloaded into
+   * either (a download would remove them), without failing the attach; a revoked user's
+   * directory is left as it is. Resolves with the directories'
    * variables and, for a bound run, `HOLDFAST_RUN_TOKEN`.
    */
   async attach(context: RunSandboxContext, start: 'cold' | 'warm'): Promise<Readonly<Record<string, string>>> {
@@ -90,7 +92,8 @@ export class FolderSync implements RunExtension {
       }
       if (start === 'warm') {
         try {
-          await this.saveOne(target, false);
+          // A download would remove what the sandbox cannot read: the only copy of it.
+          if ((await this.saveOne(target, false)).unreadable.length > 0) skip.add(scope);
         } catch (error) {
           failure ??= error;
           skip.add(scope);
@@ -119,8 +122,10 @@ export class FolderSync implements RunExtension {
    * directory is marked failed with `FORBIDDEN` and left in the sandbox, and the others still
    * save), then `saving`, the outgoing sync, and `saved` with `lastSavedAt` (and
    * `finalCheckpointAt` on a final save) or `failed` with the error, the previous
-   * `lastSavedAt` kept. Rejects, after trying every scope, with the first failure that is not
-   * a revocation.
+   * `lastSavedAt` kept. Entries the sandbox's own user cannot read (a mode-000 file, a
+   * directory it cannot list) are failed saves of those paths alone: the rest of the directory
+   * is saved, the state is `saved` with `error` `FORBIDDEN` naming them, and the save resolves.
+   * Rejects, after trying every scope, with the first failure that is not a revocation.
    */
   async save(context: RunSandboxContext, moment: SaveMoment): Promise<void> {
     let failure: unknown;
@@ -140,14 +145,17 @@ export class FolderSync implements RunExtension {
   /**
    * The run's safe boundary: each directory with a queued refresh whose last save succeeded
    * is downloaded into (`running`, then `none`, or `failed` with the error). A refresh queued
-   * behind a failed save waits: downloading would overwrite the only copy of those edits.
+   * behind a failed save waits: downloading would overwrite the only copy of those edits; so
+   * does one behind a save that left out entries the sandbox cannot read (a download would
+   * remove them), until a save finds them readable.
    */
   async boundary(context: RunSandboxContext): Promise<void> {
     let failure: unknown;
     for (const scope of boundScopes(context.run.bindings)) {
       const key = stateKeyOf(context, scope);
       const state = await this.deps.meta.folderSync.find(key);
-      if (state?.refresh.state !== 'queued' || state.state !== 'saved') continue;
+      // Saved with an error: entries the sandbox cannot read, which a download would remove.
+      if (state?.refresh.state !== 'queued' || state.state !== 'saved' || state.error !== null) continue;
       await this.deps.meta.folderSync.update(key, { refreshState: 'running' });
       try {
         await this.engine.incoming(await this.ready(context, scope));
@@ -204,12 +212,17 @@ export class FolderSync implements RunExtension {
     return out;
   }
 
-  /** One directory's save, with its state moves (see {@link FolderSync.save}). */
-  private async saveOne(target: SyncTarget, final: boolean): Promise<void> {
+  /**
+   * One directory's save, with its state moves (see {@link FolderSync.save}). Entries the
+   * sandbox's user cannot read are failed saves of those paths alone: the rest is saved, the
+   * state is `saved` and its `error` (`FORBIDDEN`) names them; the save resolves with the report.
+   */
+  private async saveOne(target: SyncTarget, final: boolean): Promise<OutgoingReport> {
     const key = { provider: target.sandbox.provider, sandboxId: target.sandbox.id, scope: target.ref.scope };
     await this.deps.meta.folderSync.update(key, { state: 'saving' });
+    let report: OutgoingReport;
     try {
-      await this.engine.outgoing(target);
+      report = await this.engine.outgoing(target);
     } catch (error) {
       await this.deps.meta.folderSync.update(key, { state: 'failed', error: errorRecord(error) }).catch(() => undefined);
       throw error;
@@ -218,9 +231,10 @@ export class FolderSync implements RunExtension {
     await this.deps.meta.folderSync.update(key, {
       state: 'saved',
       lastSavedAt: at,
-      error: null,
+      error: report.unreadable.length === 0 ? null : unreadableRecord(target.ref.scope, report.unreadable),
       ...(final ? { finalCheckpointAt: at } : {}),
     });
+    return report;
   }
 
   /** The sync target of a bound scope, its state row created on first use. */
@@ -306,6 +320,19 @@ function sameBindings(a: StoredRunBindings, b: StoredRunBindings): boolean {
 
 function stateKeyOf(context: RunSandboxContext, scope: FolderScope): FolderSyncKey {
   return { provider: context.sandbox.provider, sandboxId: context.sandbox.id, scope };
+}
+
+/** Unreadable paths a stored error names at most (the rest are counted). */
+const MAX_NAMED_UNREADABLE = 20;
+
+/** The `FORBIDDEN` record of a save that left out the entries the sandbox cannot read, naming them. */
+function unreadableRecord(scope: FolderScope, paths: readonly string[]): SyncErrorRecord {
+  const named = paths.slice(0, MAX_NAMED_UNREADABLE).map((p) => JSON.stringify(`${scope}/${p}`));
+  const more = paths.length > named.length ? ` and ${paths.length - named.length} more` : '';
+  return {
+    code: 'FORBIDDEN',
+    message: `not saved, the sandbox cannot read them (the rest of the folder was saved): ${named.join(', ')}${more}`,
+  };
 }
 
 function errorRecord(error: unknown): SyncErrorRecord {

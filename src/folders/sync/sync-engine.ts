@@ -10,6 +10,7 @@ import { ObjectReader } from '../../objects/object-reader.js';
 import type { SandboxEndpoints } from '../../sandbox/endpoints/sandbox-endpoints.js';
 import { homeView } from '../../sandbox/handle-views.js';
 import type { SandboxHandle } from '../../sandbox/sandbox-provider.js';
+import type { CheckpointResult } from '../../snapshot/checkpoint/checkpoint.js';
 import { Snapshots } from '../../snapshot/snapshots.js';
 import { checkpointLimits, type FlatTree, flattenTree } from '../../snapshot/tree-walk.js';
 import type { FolderRef, Folders, StoredEntry } from '../folders.js';
@@ -17,6 +18,7 @@ import { MAX_STORED_BATCH_OPERATIONS, type StoredOperation } from '../stored-ope
 import { type ListedEntry, ListedSource } from './listed-source.js';
 import { keepOnlyHead } from './sync-namespace.js';
 import { applied, diskView, type OutgoingChange, pendingTag, planOutgoing, reconcile, signature } from './sync-plan.js';
+import { exactPattern, listUnreadable, MAX_UNREADABLE_ENTRIES } from './unreadable.js';
 
 /** The slice of {@link Folders} a sync uses (a test wraps it to lose a response on purpose). */
 export type SyncFolders = Pick<Folders, 'listContent' | 'applyStored' | 'limits'>;
@@ -50,9 +52,17 @@ export interface OutgoingReport {
   readonly removed: number;
   /** The sandbox's tree was the one the last save saw: nothing was compared. */
   readonly unchanged: boolean;
-  /** Paths the sandbox holds that were neither sent nor deleted (secret rules, symlinks, unstorable paths). */
+  /** Paths the sandbox holds that were neither sent nor deleted (secret rules, symlinks, unstorable paths, unreadable ones). */
   readonly unknown: readonly string[];
+  /**
+   * Files and directories the sandbox's user cannot read (or list), shortest first: each a
+   * failed save of that path alone (kept only in the sandbox, its stored copy untouched).
+   */
+  readonly unreadable: readonly string[];
 }
+
+/** Checkpoints of the directory one outgoing sync makes at most, each leaving out the unreadable entries found after the last one. */
+const MAX_UNREADABLE_ATTEMPTS = 3;
 
 /** What an incoming sync did. */
 export interface IncomingReport {
@@ -105,18 +115,13 @@ export class FolderSyncEngine {
    */
   async outgoing(target: SyncTarget): Promise<OutgoingReport> {
     const key = stateKey(target);
-    const result = await this.deps.endpoints.checkpoint(this.snapshots, homeView(target.sandbox, target.ref.scope), {
-      workspace: syncWorkspaceName(target.ref.tenantId, target.runId, target.ref.scope),
-      reason: 'manual',
-      excludes: { cacheExcludes: false },
-      ...(target.signal === undefined ? {} : { signal: target.signal }),
-    });
+    const { result, unreadable } = await this.checkpointReadable(target);
     await keepOnlyHead(this.deps.meta, result.checkpoint);
     let state = await this.state(key);
     const rootTree = result.checkpoint.rootTree as Sha256Hex;
     const unknownPaths = result.excluded.filter((e) => e.reason !== 'mode-stripped').map((e) => e.path);
     if (rootTree === state.lastRootTree && state.intents === null && Object.keys(state.pending).length === 0) {
-      return { written: 0, made: 0, removed: 0, unchanged: true, unknown: unknownPaths };
+      return { written: 0, made: 0, removed: 0, unchanged: true, unknown: unknownPaths, unreadable };
     }
     const flat = await flattenTree(this.reader, rootTree, undefined, checkpointLimits(result.checkpoint));
     const view = diskView(flat, result.excluded, this.deps.folders.limits.maxPathBytes);
@@ -162,7 +167,40 @@ export class FolderSyncEngine {
     // A refused change keeps the old tree as "last seen", so the next save compares again.
     await this.deps.meta.folderSync.update(key, { lastRootTree: failure === undefined ? rootTree : state.lastRootTree });
     if (failure !== undefined) throw failure;
-    return { ...counts, unchanged: false, unknown: unknownPaths };
+    return { ...counts, unchanged: false, unknown: unknownPaths, unreadable };
+  }
+
+  /**
+   * The outgoing checkpoint of the directory. One the transport fails (a file the sandbox's
+   * user cannot read, a directory it cannot list: `FORBIDDEN` from the agent) is tried again
+   * with the entries the sandbox cannot read left out, as the sandbox's own user lists them
+   * (up to {@link MAX_UNREADABLE_ATTEMPTS} times, as more turn up): those are never sent and
+   * never deleted from the store, and the rest of the directory is saved. Rejects with the
+   * checkpoint's own error when nothing unreadable explains it.
+   */
+  private async checkpointReadable(target: SyncTarget): Promise<{ result: CheckpointResult; unreadable: string[] }> {
+    const unreadable: string[] = [];
+    const patterns: string[] = [];
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        const result = await this.deps.endpoints.checkpoint(this.snapshots, homeView(target.sandbox, target.ref.scope), {
+          workspace: syncWorkspaceName(target.ref.tenantId, target.runId, target.ref.scope),
+          reason: 'manual',
+          excludes: { cacheExcludes: false, ...(patterns.length === 0 ? {} : { exclude: [...patterns] }) },
+          ...(target.signal === undefined ? {} : { signal: target.signal }),
+        });
+        return { result, unreadable };
+      } catch (error) {
+        if (attempt >= MAX_UNREADABLE_ATTEMPTS || target.signal?.aborted === true) throw error;
+        const found = await listUnreadable(target.sandbox, target.ref.scope, target.signal).catch(() => []);
+        const fresh = found.filter((p) => !unreadable.includes(p) && exactPattern(p) !== undefined);
+        if (fresh.length === 0 || unreadable.length + fresh.length > MAX_UNREADABLE_ENTRIES) throw error;
+        for (const p of fresh) {
+          unreadable.push(p);
+          patterns.push(exactPattern(p) as string);
+        }
+      }
+    }
   }
 
   /**

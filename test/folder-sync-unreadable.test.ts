@@ -1,0 +1,103 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { body, inSandbox, openSyncFixture, SYNC_CASES, type SyncFixture, sha, writeIn } from './support/folder-sync.js';
+
+/** The bwrap cases: there the sandbox's own user reads the directory, and the agent refuses what it cannot read. */
+const BWRAP_CASES = SYNC_CASES.filter((c) => c.provider === 'bwrap');
+
+describe.each(BWRAP_CASES)('a sandbox cannot stall its own saves with an unreadable entry: $name', ({ provider, backend }) => {
+  let f: SyncFixture;
+  let n = 0;
+  const owner = (p: string) => `${p}${++n}`;
+
+  beforeAll(async () => {
+    f = await openSyncFixture(backend, provider);
+  }, 120_000);
+  afterAll(async () => {
+    await f?.close();
+  });
+
+  const stored = async (ref: ReturnType<SyncFixture['ref']>) =>
+    (await f.folders.list(ref)).files.map((e) => [e.path, e.kind, e.sha256] as const);
+
+  it('a mode-000 file, a mode-000 directory and a FIFO: each unreadable one is a failed save of that path, the rest is saved', async () => {
+    const task = f.ref('task', owner('locked'));
+    await f.folders.write(task, 'kept.txt', body('stored before'), { operationId: 'k' });
+    await f.folders.write(task, 'was-readable.txt', body('stored copy'), { operationId: 'w' });
+    const sync = f.sync();
+    const ctx = await f.context(await f.run({ task: task.ownerId }));
+    await sync.attach(ctx, 'cold');
+    await writeIn(ctx.sandbox, 'task/new.txt', 'saved anyway');
+    await writeIn(ctx.sandbox, 'task/kept.txt', 'edited');
+    await writeIn(ctx.sandbox, 'task/locked.txt', 'nobody reads this');
+    await writeIn(ctx.sandbox, 'task/sealed/inside.txt', 'behind a closed directory');
+    await writeIn(ctx.sandbox, 'task/was-readable.txt', 'edited, then locked');
+    await inSandbox(ctx.sandbox, 'chmod 000 task/locked.txt task/sealed task/was-readable.txt && mkfifo task/pipe');
+
+    // The run's own save resolves (no operator-only state for it), the rest of the folder saved.
+    await sync.save(ctx, 'turn_end');
+    expect(await stored(task)).toEqual([
+      ['kept.txt', 'file', sha('edited')],
+      ['new.txt', 'file', sha('saved anyway')],
+      // Its stored copy is untouched: neither overwritten nor deleted.
+      ['was-readable.txt', 'file', sha('stored copy')],
+    ]);
+    const [status] = await sync.status(f.tenant, task);
+    expect(status).toMatchObject({ state: 'saved', error: { code: 'FORBIDDEN' } });
+    expect(status?.lastSavedAt).not.toBeNull();
+    expect(status?.finalCheckpointAt).toBe(status?.lastSavedAt);
+
+    // The save's own report names each unreadable path.
+    const report = await sync.sync.outgoing({ ref: task, runId: ctx.run.id, sandbox: ctx.sandbox });
+    expect(report.unreadable).toEqual(['sealed', 'locked.txt', 'was-readable.txt']);
+    expect(report.unknown).toEqual(expect.arrayContaining(['sealed', 'locked.txt', 'was-readable.txt']));
+
+    // Readable again: the next save sends them, and the error clears.
+    await inSandbox(ctx.sandbox, 'chmod 755 task/sealed && chmod 644 task/locked.txt task/was-readable.txt');
+    await sync.save(ctx, 'turn_end');
+    expect(await stored(task)).toEqual([
+      ['kept.txt', 'file', sha('edited')],
+      ['locked.txt', 'file', sha('nobody reads this')],
+      ['new.txt', 'file', sha('saved anyway')],
+      ['sealed', 'directory', null],
+      ['sealed/inside.txt', 'file', sha('behind a closed directory')],
+      ['was-readable.txt', 'file', sha('edited, then locked')],
+    ]);
+    expect((await sync.status(f.tenant, task))[0]).toMatchObject({ state: 'saved', error: null });
+  });
+
+  it('a directory holding an unreadable file is never downloaded into (that would remove it): warm attach and refresh wait for it', async () => {
+    const task = f.ref('task', owner('warm'));
+    await f.folders.write(task, 'a.txt', body('a1'), { operationId: 'a' });
+    const sync = f.sync();
+    const ctx = await f.context(await f.run({ task: task.ownerId }));
+    await sync.attach(ctx, 'cold');
+    await writeIn(ctx.sandbox, 'task/mine.txt', 'only here');
+    await inSandbox(ctx.sandbox, 'chmod 000 task/mine.txt');
+    await f.folders.write(task, 'a.txt', body('a2 from elsewhere'), { operationId: 'a2' });
+
+    // The warm attach resolves; the directory keeps the unreadable file, so nothing is downloaded yet.
+    await sync.attach(ctx, 'warm');
+    expect((await inSandbox(ctx.sandbox, 'cat task/a.txt')).toString()).toBe('a1');
+    expect((await inSandbox(ctx.sandbox, 'stat -c %s task/mine.txt')).toString().trim()).toBe('9');
+    expect((await sync.status(f.tenant, task))[0]).toMatchObject({ state: 'saved', error: { code: 'FORBIDDEN' } });
+    // A queued refresh waits at the boundary too.
+    const running = { ...ctx, run: { ...ctx.run, sandbox: { provider: ctx.sandbox.provider, id: ctx.sandbox.id } } };
+    await f.b.meta.folderSync.update(
+      { provider: ctx.sandbox.provider, sandboxId: ctx.sandbox.id, scope: 'task' },
+      { refreshState: 'queued' },
+    );
+    await sync.boundary(running);
+    expect((await inSandbox(ctx.sandbox, 'cat task/a.txt')).toString()).toBe('a1');
+    expect((await sync.status(f.tenant, task))[0]?.refresh.state).toBe('queued');
+
+    // Readable again: the next save sends it, then the download comes.
+    await inSandbox(ctx.sandbox, 'chmod 644 task/mine.txt');
+    await sync.attach(ctx, 'warm');
+    expect((await inSandbox(ctx.sandbox, 'cat task/a.txt task/mine.txt')).toString()).toBe('a2 from elsewhereonly here');
+    expect(await stored(task)).toEqual([
+      ['a.txt', 'file', sha('a2 from elsewhere')],
+      ['mine.txt', 'file', sha('only here')],
+    ]);
+    expect((await sync.status(f.tenant, task))[0]).toMatchObject({ state: 'saved', error: null });
+  });
+});
