@@ -378,6 +378,50 @@ describe('inspector in chromium against holdfast serve', () => {
     await asBob.close();
   });
 
+  it('refuses dot segments as ids in a route: a not-found view, and no request leaves the page', async () => {
+    for (const [token, hashes] of [
+      [
+        service,
+        [
+          '#/runs/..',
+          '#/runs/%2E%2E',
+          '#/runs/.',
+          '#/checkpoints/..',
+          '#/checkpoints/.%2e?run=..',
+          `#/checkpoints/${lastCheckpoint}?run=..`,
+          '#/folders?run=..&tab=task',
+          '#/folders?task=..&tab=task',
+          '#/folders?project=.&tab=project',
+        ],
+      ],
+      [alice, ['#/folders?user=..&tab=user', '#/folders?task=%2e%2e&tab=task']],
+    ] as const) {
+      const { page, close } = await pageFor(token);
+      // Off the start view first: what it still fetches (its list, its polls) is not counted.
+      await page.goto(`${server.url}/ui/#/folders?task=..`);
+      await page.getByRole('heading', { name: 'Not found' }).waitFor();
+      await page.waitForTimeout(500);
+      const requests: string[] = [];
+      page.on('request', (r) => {
+        const url = new URL(r.url());
+        if (!url.pathname.startsWith('/ui/')) requests.push(url.pathname);
+      });
+      for (const hash of hashes) {
+        await page.goto(`${server.url}/ui/${hash}`);
+        await page.getByRole('heading', { name: 'Not found' }).waitFor();
+        await page.waitForTimeout(200);
+        expect(
+          requests.filter((p) => p !== '/api/whoami'),
+          hash,
+        ).toEqual([]);
+        requests.length = 0;
+      }
+      await screenshot(page, 'not-found-dot-segment');
+      await expectAccessible(page);
+      await close();
+    }
+  });
+
   it('reads well in a narrow window: no sideways scrolling of the page', async () => {
     const { page, close } = await pageFor(service, NARROW);
     const noOverflow = () => page.evaluate('document.documentElement.scrollWidth <= window.innerWidth');

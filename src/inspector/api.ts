@@ -3,6 +3,7 @@
  * pasted (kept in `sessionStorage`, so it goes when the tab closes). A 401 signs out; every
  * other error answer becomes an {@link ApiError} with the service's `code`.
  */
+import { isPathSegment } from './router.js';
 
 const TOKEN_KEY = 'holdfast.inspector.token';
 
@@ -79,7 +80,12 @@ export function post<T>(path: string, body: unknown, idempotencyKey: string = cr
   });
 }
 
-/** Encodes one path segment of a URL. */
+/**
+ * Encodes one path segment of a URL. A dot segment (`.`, `..`) or an empty one is refused (it
+ * throws): URL resolution would drop it or climb with it, even percent-encoded, and the request
+ * would reach another route. The router refuses such ids before a view asks.
+ */
 export function seg(value: string): string {
+  if (!isPathSegment(value)) throw new Error(`refusing ${JSON.stringify(value)} as a path segment of an API URL`);
   return encodeURIComponent(value);
 }

@@ -10,7 +10,8 @@
 import { ApiError, json, onSignedOut, storedToken, storeToken } from './api.js';
 import { h, message, replace } from './dom.js';
 import type { WhoAmI } from './model.js';
-import type { View, ViewContext } from './view.js';
+import { parseRoute } from './router.js';
+import { titled, type View, type ViewContext } from './view.js';
 import { checkpointView } from './views/checkpoint.js';
 import { runView } from './views/run.js';
 import { runsView } from './views/runs-list.js';
@@ -29,19 +30,27 @@ function show(): void {
     replace(app, signInView(signIn));
     return;
   }
-  const [pathPart = '', query = ''] = location.hash.replace(/^#\/?/, '').split('?', 2);
-  const parts = pathPart
-    .split('/')
-    .filter((p) => p !== '')
-    .map(decodeURIComponent);
+  const { route, params } = parseRoute(location.hash, who.kind);
   const main = h('main', { id: 'main', tabindex: -1 });
   replace(app, h('a', { href: '#main', class: 'skip' }, 'Skip to content'), header(who), main);
-  const context: ViewContext = { who, main, params: new URLSearchParams(query) };
-  const services = who.kind === 'service';
-  if (parts[0] === 'runs' && parts[1] !== undefined && services) current = runView(context, parts[1]);
-  else if (parts[0] === 'checkpoints' && parts[1] !== undefined && services) current = checkpointView(context, parts[1]);
-  else if (parts[0] === 'folders' || !services) current = workFoldersView(context);
-  else current = runsView(context);
+  const context: ViewContext = { who, main, params };
+  if (route.view === 'run') current = runView(context, route.runId);
+  else if (route.view === 'checkpoint') current = checkpointView(context, route.checkpointId);
+  else if (route.view === 'folders') current = workFoldersView(context);
+  else if (route.view === 'runs') current = runsView(context);
+  else current = notFoundView(context, route.what);
+}
+
+/** A route the page refuses (an id URL resolution would rewrite): says so, fetches nothing. */
+function notFoundView(context: ViewContext, what: string): View {
+  titled('Not found');
+  replace(
+    context.main,
+    h('h1', {}, 'Not found'),
+    message(`There is no such page: ${what} is not an id.`, 'error'),
+    h('p', {}, h('a', { href: who?.kind === 'service' ? '#/runs' : '#/folders' }, 'Back to the start')),
+  );
+  return { dispose() {} };
 }
 
 function header(signedIn: WhoAmI): HTMLElement {
