@@ -189,6 +189,7 @@ export class FolderSyncEngine {
           excludes: { cacheExcludes: false, ...(patterns.length === 0 ? {} : { exclude: [...patterns] }) },
           ...(target.signal === undefined ? {} : { signal: target.signal }),
         });
+        unreadable.sort((a, b) => a.length - b.length || (a < b ? -1 : a > b ? 1 : 0));
         return { result, unreadable };
       } catch (error) {
         if (attempt >= MAX_UNREADABLE_ATTEMPTS || target.signal?.aborted === true) throw error;
