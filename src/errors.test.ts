@@ -43,6 +43,7 @@ describe('HoldfastError', () => {
   it('has a closed, duplicate-free list of codes', () => {
     expect(new Set(ERROR_CODES).size).toBe(ERROR_CODES.length);
     expect(ERROR_CODES).toContain('WORKSPACE_CHANGED');
+    expect(ERROR_CODES).toContain('INTERRUPTED');
   });
 });
 

@@ -29,6 +29,7 @@ export type ErrorCode =
   | 'SETUP_FAILED'
   | 'TIMEOUT'
   | 'CANCELLED'
+  | 'INTERRUPTED'
   | 'INTERNAL';
 
 /** All codes, for exhaustiveness checks and for the HTTP mapping. */
@@ -56,6 +57,7 @@ export const ERROR_CODES: readonly ErrorCode[] = Object.freeze([
   'SETUP_FAILED',
   'TIMEOUT',
   'CANCELLED',
+  'INTERRUPTED',
   'INTERNAL',
 ]);
 

@@ -34,7 +34,7 @@ export { DEFAULT_TENANT } from './model/tenants.js';
 export { BUNDLE_WORKSPACE } from './model/workspace-names.js';
 export type { RebuildOptions, RebuildReport } from './objects/index-rebuild.js';
 export { Checkpoints } from './runs/checkpoints.js';
-export type { ShutdownReport } from './runs/drain.js';
+export { INTERRUPTED_TURN_GRACE_MS, type ShutdownReport } from './runs/drain.js';
 export { isFinalSave, type RunExtension, type RunSandboxContext, type SaveMoment } from './runs/run-extension.js';
 export type { RunLogEvent } from './runs/run-log-event.js';
 export { DEFAULT_RUN_SETTINGS, type RunSettings, STRAY_SWEEP_INTERVAL_MS } from './runs/run-settings.js';

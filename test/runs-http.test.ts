@@ -142,6 +142,7 @@ function lifecycleCases(fixture: () => Fixture): void {
       'restore:ok',
       'setup:failed',
       'discard_sandbox:ok',
+      'abandoned:failed',
     ]);
     expect((await svc.outside.list()).filter((s) => s.labels['holdfast.run'] === runId).map((s) => s.id)).toEqual([onV2.sandbox.id]);
 

@@ -103,7 +103,7 @@ describe.each(CASES)('run lifecycle through the library: $name', ({ backend, san
     expect(bytes.toString()).toBe('partial\n');
   });
 
-  it('shutdown checkpoints idle sandboxes inside the deadline and reports the turn that did not finish', async () => {
+  it('shutdown checkpoints idle sandboxes inside the deadline and reports the turn that did not finish, which fails INTERRUPTED', async () => {
     const hf = await server('drain');
     const [a, b, busy] = [await newRun(hf), await newRun(hf), await newRun(hf)];
     await hf.runs.turn(a.id, exec('echo a > a.txt'));
@@ -115,7 +115,9 @@ describe.each(CASES)('run lifecycle through the library: $name', ({ backend, san
     expect(report.incomplete).toEqual([{ runId: busy.id, what: 'turn', error: 'TIMEOUT' }]);
     expect(report.durationMs).toBeLessThan(2000 + 3000);
     for (const run of [a, b]) expect((await hf.checkpoints.list(run.id))[0]).toMatchObject({ reason: 'shutdown', status: 'ready' });
-    await started;
+    // The turn cut at the deadline did not finish: it fails with INTERRUPTED, and so does its row.
+    expect(await started).toMatchObject({ code: 'INTERRUPTED', data: { reason: 'shutdown_deadline', deadlineMs: 2000 } });
+    expect((await hf.runs.turns(busy.id))[0]).toMatchObject({ status: 'failed', error: { code: 'INTERRUPTED' } });
     await expect(hf.runs.turn(a.id, exec('true'))).rejects.toMatchObject({ code: 'CANCELLED' });
   });
 

@@ -1,8 +1,16 @@
 import { forEachLimit } from '../core/concurrency.js';
-import { isHoldfastError } from '../errors.js';
+import { HoldfastError, isHoldfastError } from '../errors.js';
 import type { TouchedRun } from './in-flight.js';
 import type { RunHost } from './run-host.js';
 import { RunSession } from './run-session.js';
+
+/**
+ * How long, past the shutdown deadline, a turn aborted at it gets to settle: its command is
+ * killed, its `final` checkpoint saves what it wrote, and it is recorded `failed` with
+ * `INTERRUPTED` before the stores close. A turn still unsettled after it is left `running`,
+ * and the next owner of the run fails it on takeover.
+ */
+export const INTERRUPTED_TURN_GRACE_MS = 10_000;
 
 /** What a graceful shutdown did, by run id. */
 export interface ShutdownReport {
@@ -18,7 +26,9 @@ export interface ShutdownReport {
 /**
  * Graceful shutdown of the runs layer: no new turns are accepted; idle sandboxes this process
  * used are checkpointed, a few at a time, while running turns finish; whatever is still
- * running at the deadline is aborted and reported (and logged) as incomplete.
+ * running at the deadline is aborted and reported (and logged) as incomplete. An aborted turn
+ * fails with `INTERRUPTED` (`data.reason` `shutdown_deadline`); the drain waits up to
+ * {@link INTERRUPTED_TURN_GRACE_MS} for it to record that and save its `final` checkpoint.
  */
 export async function shutdownRuns(host: RunHost, options: { deadlineMs?: number; concurrency?: number } = {}): Promise<ShutdownReport> {
   const started = performance.now();
@@ -48,15 +58,39 @@ export async function shutdownRuns(host: RunHost, options: { deadlineMs?: number
   await Promise.race([finished, new Promise((resolve) => expired.signal.addEventListener('abort', resolve, { once: true }))]);
   clearTimeout(timer);
   if (expired.signal.aborted) {
-    for (const turn of host.inFlight.activeTurns()) {
-      turn.abort.abort();
+    const aborted = host.inFlight.activeTurns();
+    for (const turn of aborted) {
+      turn.abort.abort(interrupted(turn.runId, deadlineMs));
       report.incomplete.push({ runId: turn.runId, what: 'turn', error: 'TIMEOUT' });
     }
     for (const runId of saving) report.incomplete.push({ runId, what: 'checkpoint', error: 'TIMEOUT' });
+    await settled(
+      aborted.map((t) => t.done),
+      INTERRUPTED_TURN_GRACE_MS,
+    );
   }
   for (const item of report.incomplete)
     host.events.log({ event: 'shutdown_incomplete', level: 'warn', msg: 'shutdown incomplete', ...item });
   return { ...report, durationMs: Math.round(performance.now() - started) };
+}
+
+/** Why a turn still running at the shutdown deadline stops: the reason its abort carries and the turn fails with. */
+function interrupted(runId: string, deadlineMs: number): HoldfastError {
+  return new HoldfastError(
+    'INTERRUPTED',
+    `the server shut down and the turn did not finish inside the shutdown deadline of ${deadlineMs} ms: its command was stopped; run the turn again`,
+    { data: { reason: 'shutdown_deadline', runId, deadlineMs } },
+  );
+}
+
+/** Resolves once every promise of `all` settled, or after `ms`, whichever is first. */
+async function settled(all: readonly Promise<unknown>[], ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, ms);
+  });
+  await Promise.race([Promise.allSettled(all), timeout]);
+  clearTimeout(timer);
 }
 
 /** Checkpoints one idle run's live sandbox under its lease (claimed without waiting); `skipped` when there is nothing to save here. */

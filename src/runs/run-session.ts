@@ -102,8 +102,9 @@ export class RunSession {
   /**
    * Makes sure the run has a live sandbox: after a takeover the previous owner's sandbox is
    * stopped first (see {@link completeTakeover}); with `upgrade`, a move to the channel's active
-   * deployment is attempted under the `automatic` policy (a failure is logged and keeps the old
-   * sandbox); a missing sandbox is rebuilt from the head checkpoint.
+   * deployment is attempted under the `automatic` policy (a failure keeps the old sandbox, and is
+   * logged and recorded in the run's events as an `abandoned` step of kind `upgrade` naming the
+   * target deployment and the error); a missing sandbox is rebuilt from the head checkpoint.
    */
   async ensureSandbox(options: { upgrade: boolean }): Promise<ReadySandbox> {
     if (this.takeoverPending) await this.completeTakeover();
@@ -119,6 +120,11 @@ export class RunSession {
       return await this.upgrade(target);
     } catch (error) {
       if (isHoldfastError(error, 'STALE_LEASE')) throw error;
+      await this.host.sandboxes.recorder(this.current.id, 'upgrade').record('abandoned', 'failed', 0, {
+        from: current.id,
+        to: target.id,
+        error: errorToJson(error),
+      });
       this.host.events.log({
         event: 'upgrade_failed',
         level: 'warn',

@@ -1,4 +1,4 @@
-import { errorToJson, isHoldfastError } from '../errors.js';
+import { errorToJson, HoldfastError, isHoldfastError } from '../errors.js';
 import type { Checkpoint, Run, Turn } from '../metadata/metadata-store.js';
 import type { SandboxHandle } from '../sandbox/sandbox-provider.js';
 import { PeriodicCheckpoints } from './periodic-checkpoints.js';
@@ -43,6 +43,12 @@ export interface TurnOutcome<T> {
  * transaction, then the extensions' `boundary`. A body that throws, or a `turn_end` save that
  * fails, still gets a `final` checkpoint, so the work is not lost, and the turn fails with that
  * error (the body's first).
+ *
+ * A turn stopped before its body finished (its signal fired: the server shut down, the lease
+ * was lost, the caller cancelled) did not finish, whatever the body returned (a killed
+ * command's result): it fails with the reason of the stop (`INTERRUPTED` from the shutdown
+ * drain, `STALE_LEASE`, else `CANCELLED`), after its `final` checkpoint, and the run's events
+ * get an `interrupted` step of kind `turn` naming that reason.
  */
 export async function executeTurn<T>(
   host: RunHost,
@@ -81,11 +87,19 @@ async function runTurn<T>(
   let value: T | undefined;
   let bodyError: unknown;
   let failed = false;
+  const bodyStarted = performance.now();
   try {
     value = await body({ sandbox, run, turn, signal: abort.signal });
   } catch (error) {
     failed = true;
     bodyError = error;
+  }
+  if (abort.signal.aborted) {
+    failed = true;
+    bodyError = stopReason(abort.signal.reason, turn);
+    await host.sandboxes
+      .recorder(run.id, 'turn')
+      .record('interrupted', 'failed', performance.now() - bodyStarted, { turn: turn.id, error: errorToJson(bodyError) });
   }
   await periodic.stop();
   try {
@@ -123,4 +137,13 @@ async function runTurn<T>(
     host.events.log({ event: 'turn_failed', level: 'warn', msg: 'turn failed', runId: run.id, turn: turn.id, error });
     throw error;
   }
+}
+
+/** What a turn stopped by its signal fails with: the abort's own error when it is one, else `CANCELLED`. */
+function stopReason(reason: unknown, turn: Turn): HoldfastError {
+  if (isHoldfastError(reason)) return reason;
+  return new HoldfastError('CANCELLED', `turn ${turn.id} was cancelled before its command finished`, {
+    cause: reason,
+    data: { reason: 'cancelled', turn: turn.id },
+  });
 }

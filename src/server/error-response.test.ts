@@ -31,6 +31,7 @@ describe('statusForCode', () => {
     expect(statusForCode('STORE_UNAVAILABLE')).toBe(503);
     expect(statusForCode('TIMEOUT')).toBe(504);
     expect(statusForCode('CANCELLED')).toBe(409);
+    expect(statusForCode('INTERRUPTED')).toBe(503);
     expect(statusForCode('INTEGRITY')).toBe(500);
   });
 });

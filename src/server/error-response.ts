@@ -42,6 +42,8 @@ const STATUS_BY_CODE: Readonly<Record<ErrorCode, number>> = {
   TIMEOUT: 504,
   // 499 is nginx-only; a cancelled operation conflicts with the caller's expectation.
   CANCELLED: 409,
+  // The server stopped the work (it shut down, its deadline passed) before it finished: try again on a live one.
+  INTERRUPTED: 503,
   INTERNAL: 500,
 };
 

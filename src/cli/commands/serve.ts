@@ -13,8 +13,9 @@ const DEFAULT_PORT = 7420;
 /** Highest TCP port. */
 const MAX_PORT = 65_535;
 /**
- * Extra time, past the run shutdown deadline, that in-flight HTTP responses get before their
- * connections are cut: a turn aborted at the deadline still answers its client.
+ * Extra time, past the run shutdown deadline and the grace an aborted turn gets to settle
+ * (`INTERRUPTED_TURN_GRACE_MS`), that in-flight HTTP responses get before their connections
+ * are cut: a turn aborted at the deadline still answers its client (with `INTERRUPTED`).
  */
 const RESPONSE_GRACE_AFTER_DEADLINE_MS = 2_000;
 /** Tenant and label of the admin token `--init` creates. */
@@ -78,14 +79,19 @@ export function registerServe(program: Command): void {
         shutdownDeadlineMs: flags.shutdownDeadlineMs ?? envInt('HOLDFAST_SHUTDOWN_DEADLINE_MS', 1),
         straySweepIntervalMs: flags.straySweepIntervalMs ?? envInt('HOLDFAST_STRAY_SWEEP_INTERVAL_MS', 0),
       });
-      const [{ openHoldfast, DEFAULT_RUN_SETTINGS, GC_SWEEP_INTERVAL_MS }, { createJsonLogger }, { Metrics }, { createApp }, { listen }] =
-        await Promise.all([
-          import('../../index.js'),
-          import('../../server/logger.js'),
-          import('../../server/metrics.js'),
-          import('../../server/app.js'),
-          import('../../server/http-server.js'),
-        ]);
+      const [
+        { openHoldfast, DEFAULT_RUN_SETTINGS, GC_SWEEP_INTERVAL_MS, INTERRUPTED_TURN_GRACE_MS },
+        { createJsonLogger },
+        { Metrics },
+        { createApp },
+        { listen },
+      ] = await Promise.all([
+        import('../../index.js'),
+        import('../../server/logger.js'),
+        import('../../server/metrics.js'),
+        import('../../server/app.js'),
+        import('../../server/http-server.js'),
+      ]);
       const settings = { ...DEFAULT_RUN_SETTINGS, ...runSettings };
       const gcSweepIntervalMs = flags.gcSweepIntervalMs ?? envInt('HOLDFAST_GC_SWEEP_INTERVAL_MS', 0) ?? GC_SWEEP_INTERVAL_MS;
       const log = createJsonLogger();
@@ -102,7 +108,8 @@ export function registerServe(program: Command): void {
       try {
         if (flags.init === true) created = await initAdminToken(hf);
         const app = createApp({ hf, log, metrics: new Metrics(), version });
-        server = await listen(app, { host, port, closeGraceMs: settings.shutdownDeadlineMs + RESPONSE_GRACE_AFTER_DEADLINE_MS });
+        const closeGraceMs = settings.shutdownDeadlineMs + INTERRUPTED_TURN_GRACE_MS + RESPONSE_GRACE_AFTER_DEADLINE_MS;
+        server = await listen(app, { host, port, closeGraceMs });
       } catch (error) {
         await hf.close();
         throw error;

@@ -22,12 +22,14 @@ import {
 /**
  * What work in a run's sandbox (a turn, an upgrade, a checkpoint, a restore) may answer: the
  * run busy, ended or taken over (409), setup or validation failing (422), a timeout (504), the
- * store full (507), corrupt or incomplete data (500).
+ * server shutting down before the work finished (503), the store full (507), corrupt or
+ * incomplete data (500).
  */
 export const RUN_WORK_ERRORS: readonly ErrorCode[] = [
   'CONFLICT',
   'STALE_LEASE',
   'CANCELLED',
+  'INTERRUPTED',
   'WORKSPACE_CHANGED',
   'SETUP_FAILED',
   'TIMEOUT',
