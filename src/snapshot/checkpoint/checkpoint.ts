@@ -195,6 +195,8 @@ async function capture(deps: SnapshotDeps, options: CheckpointOptions, checkpoin
   const sink = new ContentSink(deps.meta, writer);
   const maxAttempts = options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
   const totals = { filesHashed: 0, bytesHashed: 0 };
+  /** The last file found changed while it was read, for the error when no attempt settles. */
+  let torn: string | undefined;
 
   for (let attempt = 1; attempt <= maxAttempts; attempt += 1) {
     signal?.throwIfAborted();
@@ -212,10 +214,14 @@ async function capture(deps: SnapshotDeps, options: CheckpointOptions, checkpoin
       ...(onProgress === undefined ? {} : { onProgress }),
     });
     await sink.flush();
+    if (read.changedWhileReading) {
+      torn = read.changedPaths.at(-1);
+      continue;
+    }
     const { rootId, trees, hardlinks } = buildTrees(scan.root, read.ids, { cache: sourceScan.trees, hits: read.hits, next: read.cache });
     await sink.addTrees(trees);
     onProgress?.({ phase: 'upload', files: scan.files, filesTotal: scan.files, bytes: scan.bytes, bytesTotal: scan.bytes });
-    if (read.changedWhileReading || !(await source.unchanged(sourceScan, (p) => !read.hits.has(p)))) continue;
+    if (!(await source.unchanged(sourceScan, (p) => !read.hits.has(p)))) continue;
     const written = await writer.finish();
     const included = listFiles(scan.root).filter((f) => read.ids.has(f.path));
     const excluded = [...scan.excluded, ...read.excluded];
@@ -235,7 +241,12 @@ async function capture(deps: SnapshotDeps, options: CheckpointOptions, checkpoin
     return { rootId, written, stats, excluded, allowed: sourceScan.allowances, cache: read.cache, scan: sourceScan, ids: read.ids };
   }
   // Packs already uploaded stay unreferenced until GC removes them.
-  throw new ConflictError('WORKSPACE_CHANGED', `${source.label} kept changing during ${maxAttempts} scans; checkpoint when it is quiet`, {
-    data: { attempts: maxAttempts },
-  });
+  const last = torn === undefined ? '' : ` (${JSON.stringify(torn)} changed while it was read)`;
+  throw new ConflictError(
+    'WORKSPACE_CHANGED',
+    `${source.label} kept changing during ${maxAttempts} scans${last}; checkpoint when it is quiet`,
+    {
+      data: { attempts: maxAttempts, ...(torn === undefined ? {} : { path: torn }) },
+    },
+  );
 }

@@ -34,8 +34,10 @@ export interface ReadFilesResult {
   readonly hits: Set<string>;
   readonly excluded: Exclusion[];
   readonly cache: StatCacheBuilder;
-  /** A file's size differed from its scan while it was read. */
+  /** A file's size differed from its scan while it was read, or it went: the attempt must scan again. */
   readonly changedWhileReading: boolean;
+  /** The paths that changed while they were read (their ids are left out of `ids`), in the order seen. */
+  readonly changedPaths: readonly string[];
 }
 
 interface Batch {
@@ -61,11 +63,22 @@ export async function readFiles(input: ReadFilesInput): Promise<ReadFilesResult>
   const next = new StatCacheBuilder(scan.startedAtMs);
   const maxInFlight = 2 * deps.workers.threads;
   const inFlight: Array<Promise<Done>> = [];
-  let changedWhileReading = false;
+  const changedPaths: string[] = [];
   let batch: Batch = { files: [], bytes: 0 };
 
+  const changed = (file: ScannedFile): void => {
+    changedPaths.push(file.path);
+  };
+  /**
+   * Keeps what was read of `file`, unless it is not the file the scan saw: bytes of another
+   * size than the scan's (rewritten between the stat and the read, or while it was read) are a
+   * torn read, never paired with the scanned size in a tree; the attempt scans again.
+   */
   const record = (file: ScannedFile, sha256: Sha256Hex, chunks: Sha256Hex[], size: number): void => {
-    if (size !== file.size) changedWhileReading = true;
+    if (size !== file.size) {
+      changed(file);
+      return;
+    }
     ids.set(file.path, { sha256, chunks });
     next.add(file.path, { ...identityOf(file), sha256, chunks });
     totals.filesHashed += 1;
@@ -77,7 +90,7 @@ export async function readFiles(input: ReadFilesInput): Promise<ReadFilesResult>
       if (outcome.kind === 'secret') excluded.push({ path: file.path, reason: 'secret-content', rule: outcome.rule });
       else if (outcome.kind === 'error') {
         // Gone or unreadable since the scan: the second look will see the tree moved.
-        changedWhileReading = true;
+        changed(file);
       } else {
         // A one-chunk file's chunk id is its hash: one string for both, not two copies held per file.
         const ids = outcome.chunks.map((c) => (c.id === outcome.sha256 ? outcome.sha256 : c.id));
@@ -113,7 +126,7 @@ export async function readFiles(input: ReadFilesInput): Promise<ReadFilesResult>
     } else {
       const content = await source.readLarge(file, (chunk) => sink.offerRaw(chunk.id, chunk.bytes));
       if (content.kind === 'secret') excluded.push({ path: file.path, reason: 'secret-content', rule: content.finding.rule });
-      else if (content.kind === 'changed') changedWhileReading = true;
+      else if (content.kind === 'changed') changed(file);
       else record(file, content.sha256, content.chunkIds, content.size);
     }
     filesDone += 1;
@@ -123,7 +136,7 @@ export async function readFiles(input: ReadFilesInput): Promise<ReadFilesResult>
   }
   await dispatch();
   while (inFlight.length > 0) await consume(await (inFlight.shift() as Promise<Done>));
-  return { ids, hits, excluded, cache: next, changedWhileReading };
+  return { ids, hits, excluded, cache: next, changedWhileReading: changedPaths.length > 0, changedPaths };
 }
 
 function identityOf(file: ScannedFile): StatIdentity {
