@@ -18,6 +18,7 @@ describe('deployment specs', () => {
       limits: null,
       bundle: null,
       bundlePath: null,
+      cwd: 'workspace',
     });
     expect(deploymentId(a)).toBe(deploymentId(b));
     expect(deploymentId(a)).toMatch(/^[0-9a-f]{64}$/);
@@ -86,6 +87,22 @@ describe('deployment specs', () => {
     expect(normalizeDeploymentSpec({ provider: 'bwrap', setup: [['git', 'clone', 'https://github.com/acme/app.git']] }).setup).toHaveLength(
       1,
     );
+  });
+
+  it('cwd: workspace by default and outside the id, home part of it, anything else refused naming cwd', () => {
+    const legacy =
+      '{"provider":"bwrap","image":null,"setup":[],"env":{},"workspaceRoot":null,"workspaceUpgradePolicy":"automatic","validate":null}';
+    expect(deploymentId(normalizeDeploymentSpec({ provider: 'bwrap', cwd: 'workspace' }))).toBe(sha256Hex(legacy));
+    expect(parseStoredSpec(legacy).cwd).toBe('workspace');
+    const home = normalizeDeploymentSpec({ provider: 'bwrap', cwd: 'home' });
+    expect(home.cwd).toBe('home');
+    expect(deploymentId(home)).not.toBe(sha256Hex(legacy));
+    expect(parseStoredSpec(canonicalSpecJson(home))).toEqual(home);
+    for (const cwd of ['/tmp', 'HOME', '', 1, {}]) {
+      expect(() => normalizeDeploymentSpec({ provider: 'bwrap', cwd: cwd as 'home' })).toThrow(
+        expect.objectContaining({ code: 'INVALID_INPUT', data: { field: 'cwd' } }),
+      );
+    }
   });
 
   it('bundles: part of the id only when set, so a spec from before bundles keeps its id', () => {

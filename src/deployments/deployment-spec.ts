@@ -9,6 +9,13 @@ import { type BundleRecord, checkedBundlePath, checkedBundleRecord } from './bun
 export type WorkspaceUpgradePolicy = 'automatic' | 'manual';
 
 /**
+ * Where a turn's command starts: `workspace`, the deployment's workspace root (Holdfast's
+ * default); `home`, the sandbox home (`$HOME`, beside the task, agent, user and project
+ * folders), where the agent specification starts it.
+ */
+export type TurnCwd = 'workspace' | 'home';
+
+/**
  * An immutable deployment: what a run's sandbox is made from. Its id is the SHA-256 of the
  * canonical JSON of these fields, so the same spec always has the same id.
  */
@@ -43,6 +50,8 @@ export interface DeploymentSpec {
    * under the home; an absolute one must lie outside the workspace root. Part of the id only when set.
    */
   readonly bundlePath: string | null;
+  /** Where a turn's command starts (see {@link TurnCwd}). Part of the id only when not the default `workspace`. */
+  readonly cwd: TurnCwd;
 }
 
 /** What callers pass: every field but `provider` has a default. */
@@ -100,6 +109,7 @@ export function normalizeDeploymentSpec(input: DeploymentSpecInput): DeploymentS
     limits: checkedLimits(input.limits),
     bundle: input.bundle === undefined || input.bundle === null ? null : checkedBundleRecord(input.bundle),
     bundlePath: checkedBundlePath(input.bundlePath, workspaceRoot === null ? null : workspaceRoot.replace(/\/+$/, '') || '/'),
+    cwd: checkedCwd(input.cwd),
   };
   if (spec.bundlePath !== null && spec.bundle === null) throw invalid('bundlePath needs a bundle', 'bundlePath');
   refuseCredentials(spec);
@@ -133,10 +143,10 @@ function refuseCredentials(spec: DeploymentSpec): void {
 
 /**
  * Canonical JSON of a normalized spec: fixed key order, sorted env; `limits`, `bundle` and
- * `bundlePath` only when set (so a spec from before they existed keeps its id).
+ * `bundlePath` only when set, `cwd` only when `home` (so a spec from before they existed keeps its id).
  */
 export function canonicalSpecJson(spec: DeploymentSpec): string {
-  const { provider, image, setup, env, workspaceRoot, workspaceUpgradePolicy, validate, limits, bundle, bundlePath } = spec;
+  const { provider, image, setup, env, workspaceRoot, workspaceUpgradePolicy, validate, limits, bundle, bundlePath, cwd } = spec;
   const bounds =
     limits === null || limits === undefined
       ? {}
@@ -144,12 +154,25 @@ export function canonicalSpecJson(spec: DeploymentSpec): string {
   const bundled =
     bundle === null || bundle === undefined ? {} : { bundle: { rootTree: bundle.rootTree, files: bundle.files, bytes: bundle.bytes } };
   const placed = bundlePath === null || bundlePath === undefined ? {} : { bundlePath };
-  return JSON.stringify({ provider, image, setup, env, workspaceRoot, workspaceUpgradePolicy, validate, ...bounds, ...bundled, ...placed });
+  const started = cwd === 'home' ? { cwd } : {};
+  return JSON.stringify({
+    provider,
+    image,
+    setup,
+    env,
+    workspaceRoot,
+    workspaceUpgradePolicy,
+    validate,
+    ...bounds,
+    ...bundled,
+    ...placed,
+    ...started,
+  });
 }
 
 /**
  * A stored spec (canonical JSON) as a complete {@link DeploymentSpec}: fields a spec from
- * before they existed lacks (`limits`, `bundle`, `bundlePath`) read as `null`.
+ * before they existed lacks (`limits`, `bundle`, `bundlePath`) read as `null`, `cwd` as `workspace`.
  */
 export function parseStoredSpec(json: string): DeploymentSpec {
   const stored = JSON.parse(json) as Partial<DeploymentSpec> & Pick<DeploymentSpec, 'provider'>;
@@ -158,7 +181,15 @@ export function parseStoredSpec(json: string): DeploymentSpec {
     limits: stored.limits ?? null,
     bundle: stored.bundle ?? null,
     bundlePath: stored.bundlePath ?? null,
+    cwd: stored.cwd ?? 'workspace',
   } as DeploymentSpec;
+}
+
+/** Checks `cwd`: `workspace` (the default) or `home`. */
+function checkedCwd(input: unknown): TurnCwd {
+  if (input === undefined || input === null) return 'workspace';
+  if (input !== 'workspace' && input !== 'home') throw invalid('cwd must be workspace or home', 'cwd');
+  return input;
 }
 
 /** Checks limits: an object of positive numbers (memoryBytes and pids integers), or null. */

@@ -2,9 +2,11 @@
  * `deployments/`: immutable deployments and their channels, deployment specs, and deployment
  * bundles (capture, tar upload, install into a sandbox).
  */
+import { posixWithin } from '../core/paths.js';
 import { InputError, isHoldfastError, NotFoundError } from '../errors.js';
 import type { Channel, MetadataStore } from '../metadata/metadata-store.js';
 import type { TenantScope } from '../model/tenants.js';
+import type { SandboxCapabilities } from '../sandbox/sandbox-provider.js';
 import type { BundleRecord } from './bundle-record.js';
 import { findCapturedBundle } from './bundles.js';
 import {
@@ -40,24 +42,26 @@ const CHANNEL_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 export class Deployments {
   /**
    * `openProvider` resolves a provider name as runs will (throwing for an unknown one), so a
-   * deployment naming a provider this service cannot open is refused when it is created, not
-   * at its first turn.
+   * deployment naming a provider this service cannot open, or a `workspaceRoot` that provider
+   * cannot host (see `SandboxCapabilities.workspaceRootsUnder`), is refused when it is created,
+   * not at its first turn.
    */
   constructor(
     private readonly meta: MetadataStore,
     readonly tenant: TenantScope,
-    private readonly openProvider?: (name: string) => unknown,
+    private readonly openProvider?: (name: string) => { readonly capabilities: SandboxCapabilities },
   ) {}
 
   /**
    * Stores a deployment (idempotent). `INVALID_INPUT`/`LIMIT_EXCEEDED`/`SECRET_EXCLUDED` for a
-   * bad spec, `INVALID_INPUT` for a provider this service cannot open, `NOT_FOUND` for a
+   * bad spec, `INVALID_INPUT` for a provider this service cannot open or a `workspaceRoot` it
+   * cannot host (`data.field` `workspaceRoot`), `NOT_FOUND` for a
    * `bundle` this tenant did not capture. The bundle's file count and bytes are taken from its
    * capture, never from the input.
    */
   async create(input: DeploymentCreateInput): Promise<Deployment & { readonly created: boolean }> {
     const spec = normalizeDeploymentSpec({ ...input, bundle: await this.capturedBundle(input.bundle) });
-    this.requireProvider(spec.provider);
+    this.requireHostable(spec, this.requireProvider(spec.provider));
     const id = deploymentId(spec);
     const { deployment, created } = await this.meta.deployments.put({ tenantId: this.tenant.id, id, spec: canonicalSpecJson(spec) });
     return { id, spec, createdAt: deployment.createdAt, created };
@@ -75,10 +79,11 @@ export class Deployments {
     return findCapturedBundle(this.meta, this.tenant.id, rootTree);
   }
 
-  private requireProvider(name: string): void {
-    if (this.openProvider === undefined) return;
+  /** The capabilities of provider `name` as runs will open it; `undefined` when this service opens none (a library without providers). */
+  private requireProvider(name: string): SandboxCapabilities | undefined {
+    if (this.openProvider === undefined) return undefined;
     try {
-      this.openProvider(name);
+      return this.openProvider(name).capabilities;
     } catch (cause) {
       if (isHoldfastError(cause, 'INVALID_INPUT')) throw cause;
       throw new InputError('INVALID_INPUT', `this service has no sandbox provider ${JSON.stringify(name)}`, {
@@ -86,6 +91,21 @@ export class Deployments {
         cause,
       });
     }
+  }
+
+  /** Refuses a `workspaceRoot` outside what the provider declares it can host (`INVALID_INPUT` naming the field). */
+  private requireHostable(spec: DeploymentSpec, capabilities: SandboxCapabilities | undefined): void {
+    const root = spec.workspaceRoot;
+    if (root === null || capabilities === undefined) return;
+    const under = capabilities.workspaceRootsUnder;
+    if (under !== null && posixWithin(root, under)) return;
+    const hostable =
+      under === null
+        ? `each of its sandboxes has a workspace of its own, so leave workspaceRoot unset`
+        : `use ${under} or a directory inside it`;
+    throw new InputError('INVALID_INPUT', `provider ${spec.provider} cannot host workspaceRoot ${root}: ${hostable}`, {
+      data: { field: 'workspaceRoot', provider: spec.provider, workspaceRoot: root, hostableUnder: under },
+    });
   }
 
   /** The deployment `id`; `NOT_FOUND` when this tenant has none. */

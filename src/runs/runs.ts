@@ -233,8 +233,8 @@ export class Runs {
   }
 
   /**
-   * Runs one command as a turn (what the HTTP API's turns are): `argv` in the workspace root,
-   * bounded by `timeoutMs` (default 10 min) and {@link MAX_TURN_OUTPUT_BYTES} of output per
+   * Runs one command as a turn (what the HTTP API's turns are): `argv` in the workspace root
+   * (in the sandbox home for a deployment with `cwd: 'home'`), bounded by `timeoutMs` (default 10 min) and {@link MAX_TURN_OUTPUT_BYTES} of output per
    * stream. A non-zero exit still completes the turn; the exit code is stored with it. The
    * command gets the run extensions' environment under `env` (which wins on a shared name).
    */
@@ -242,9 +242,9 @@ export class Runs {
     const argv = checkedArgv(input.argv, 'argv');
     return this.turn(
       id,
-      ({ sandbox, signal }) =>
+      ({ sandbox, deployment, signal }) =>
         sandbox.run(argv, {
-          cwd: sandbox.workspaceRoot,
+          cwd: deployment.spec.cwd === 'home' ? sandbox.agentHome : sandbox.workspaceRoot,
           ...(input.stdin === undefined ? {} : { stdin: input.stdin }),
           ...(input.env === undefined ? {} : { env: { ...input.env } }),
           timeoutMs: input.timeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS,

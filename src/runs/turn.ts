@@ -1,3 +1,4 @@
+import type { Deployment } from '../deployments/deployments.js';
 import { errorToJson, HoldfastError, isHoldfastError } from '../errors.js';
 import type { Checkpoint, Run, Turn } from '../metadata/metadata-store.js';
 import type { SandboxHandle } from '../sandbox/sandbox-provider.js';
@@ -11,6 +12,8 @@ export interface TurnContext {
   readonly sandbox: SandboxHandle;
   readonly run: Run;
   readonly turn: Turn;
+  /** The deployment the sandbox is of (its `spec.cwd` says where a turn's command starts). */
+  readonly deployment: Deployment;
   /** Aborted when the lease is lost, the caller's signal fires, or the server shuts down. */
   readonly signal: AbortSignal;
 }
@@ -73,7 +76,7 @@ async function runTurn<T>(
   abort: AbortController,
 ): Promise<TurnOutcome<T>> {
   await session.ensureSandbox({ upgrade: true });
-  const { run, sandbox } = await session.attach(abort.signal);
+  const { run, sandbox, deployment } = await session.attach(abort.signal);
   let turn = await session.startTurn();
   const periodic = new PeriodicCheckpoints(host.settings.checkpointIntervalMs, async () => {
     try {
@@ -89,7 +92,7 @@ async function runTurn<T>(
   let failed = false;
   const bodyStarted = performance.now();
   try {
-    value = await body({ sandbox, run, turn, signal: abort.signal });
+    value = await body({ sandbox, run, turn, deployment, signal: abort.signal });
   } catch (error) {
     failed = true;
     bodyError = error;

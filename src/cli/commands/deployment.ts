@@ -17,6 +17,7 @@ interface CreateFlags {
   readonly manual?: boolean;
   readonly bundle?: string;
   readonly bundlePath?: string;
+  readonly cwd?: string;
   readonly publish?: string;
 }
 
@@ -41,6 +42,7 @@ export function registerDeployment(program: Command): void {
     .option('--env <NAME=VALUE>', 'a variable of every sandbox command (repeatable; never a credential)', collect)
     .option('--workspace-root <path>', 'workspace directory inside the sandbox')
     .option('--validate <argv-json>', 'runtime check after setup, a JSON argv list')
+    .option('--cwd <where>', "where a turn's command starts: workspace (the default) or home (the sandbox $HOME)")
     .option('--manual', 'runs move to this deployment only when asked (default: automatically)')
     .option('--bundle <dir>', 'capture DIR as the deployment bundle (restored read-only into every new sandbox, never checkpointed)')
     .option(
@@ -62,6 +64,7 @@ export function registerDeployment(program: Command): void {
           workspaceUpgradePolicy: flags.manual === true ? 'manual' : 'automatic',
           bundle,
           bundlePath: flags.bundlePath,
+          cwd: cwdFlag(flags.cwd),
         });
         const channel = flags.publish === undefined ? null : await services.deployments.publish(flags.publish, created.id);
         output.result({ ...created, tenant: flags.tenant, channel }, () =>
@@ -115,6 +118,7 @@ function describe(d: Deployment): string {
     `  setup     ${spec.setup.length === 0 ? '-' : spec.setup.map((a) => JSON.stringify(a)).join(' ; ')}`,
     `  bundle    ${spec.bundle === null ? '-' : `${spec.bundle.rootTree} (${spec.bundle.files} files, ${spec.bundle.bytes} bytes) at ${spec.bundlePath ?? '~/.deployment'}`}`,
     `  policy    ${spec.workspaceUpgradePolicy}`,
+    `  cwd       ${spec.cwd}`,
     `  created   ${isoTime(d.createdAt)}`,
   ].join('\n');
 }
@@ -134,4 +138,9 @@ function envFlag(value: string): [string, string] {
   const at = value.indexOf('=');
   if (at <= 0) throw new InputError('INVALID_INPUT', `--env takes NAME=VALUE, got ${JSON.stringify(value)}`, { data: { field: '--env' } });
   return [value.slice(0, at), value.slice(at + 1)];
+}
+
+function cwdFlag(value: string | undefined): 'workspace' | 'home' | undefined {
+  if (value === undefined || value === 'workspace' || value === 'home') return value;
+  throw new InputError('INVALID_INPUT', `--cwd takes workspace or home, got ${JSON.stringify(value)}`, { data: { field: '--cwd' } });
 }

@@ -33,6 +33,8 @@ export const DeploymentBody = z.strictObject({
   /** A bundle this tenant captured: its record, or its rootTree alone. */
   bundle: z.union([BundleRecordSchema, z.string().regex(/^[0-9a-f]{64}$/)]).nullish(),
   bundlePath: z.string().max(1024).nullish(),
+  /** Where a turn's command starts: the workspace root (default) or the sandbox home. */
+  cwd: z.enum(['workspace', 'home']).optional(),
 });
 
 /** What every stored JSON object may hold (stats, error data, event data): any JSON values by name. */
@@ -65,6 +67,7 @@ export const DeploymentSpecSchema = z
     limits: z.object({ memoryBytes: Count.optional(), cpus: z.number().positive().optional(), pids: Count.optional() }).nullable(),
     bundle: BundleRecordSchema.nullable(),
     bundlePath: z.string().nullable(),
+    cwd: z.enum(['workspace', 'home']).describe("Where a turn's command starts: the workspace root or the sandbox home ($HOME)"),
   })
   .meta({ id: 'DeploymentSpec' });
 
