@@ -73,6 +73,14 @@ export interface SandboxCapabilities {
   killableProcesses: boolean;
   /** A new sandbox cannot open network connections, not even to the host's own addresses (loopback inside the sandbox is allowed). */
   networkIsolation: boolean;
+  /**
+   * Which workspace roots a deployment may name: the path every sandbox's workspace is at (the
+   * same in each, {@link SandboxHandle.workspaceRoot}), and a `workspaceRoot` inside it (itself
+   * included) can be hosted. `null` when each sandbox's workspace is at a path of its own (a host
+   * directory per sandbox), so a deployment can only use the default root. A deployment naming
+   * a root the provider cannot host is refused when it is created.
+   */
+  workspaceRootsUnder: string | null;
 }
 
 /**

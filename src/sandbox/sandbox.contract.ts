@@ -201,9 +201,13 @@ export function describeSandboxProviderContract(options: SandboxProviderContract
       await cleanup();
     });
 
-    it('declares its capabilities as booleans, with exec', async () => {
+    it('declares its capabilities as booleans, with exec, and the workspace roots it can host', async () => {
       for (const key of CAPABILITY_KEYS) expect(typeof provider.capabilities[key]).toBe('boolean');
       expect(provider.capabilities.exec).toBe(true);
+      // workspaceRootsUnder: the one path every sandbox's workspace is at, or null when each has its own.
+      const under = provider.capabilities.workspaceRootsUnder;
+      if (under === null) expect((await provider.create({ labels: { role: 'roots' } })).workspaceRoot).not.toBe(sandbox.workspaceRoot);
+      else expect(sandbox.workspaceRoot).toBe(under);
       expect(sandbox.provider).toBe(provider.name);
     });
 

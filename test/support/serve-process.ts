@@ -34,8 +34,8 @@ export interface CliStore {
   readonly env: Record<string, string>;
   /** Runs `holdfast args…`; rejects with stderr when it exits non-zero. Resolves with stdout. */
   holdfast(args: readonly string[]): Promise<string>;
-  /** Starts `holdfast serve --port 0` on this store. */
-  serve(args?: readonly string[]): Promise<ServeProcess>;
+  /** Starts `holdfast serve --port 0` on this store, with `extraEnv` over the store's environment. */
+  serve(args?: readonly string[], extraEnv?: Readonly<Record<string, string>>): Promise<ServeProcess>;
   /** Removes the directory (stop every server first). */
   cleanup(): void;
 }
@@ -62,7 +62,7 @@ export function openCliStore(prefix: string): CliStore {
       if (run.code !== 0) throw new Error(`holdfast ${args.join(' ')} failed: ${run.stderr}`);
       return run.stdout;
     },
-    serve: (args = []) => startServe(env, args),
+    serve: (args = [], extraEnv = {}) => startServe({ ...env, ...extraEnv }, args),
     cleanup: () => fs.rmSync(dir, { recursive: true, force: true }),
   };
 }

@@ -65,6 +65,7 @@ export class BwrapSandboxProvider implements SandboxProvider {
     durableFilesystem: false,
     killableProcesses: true,
     networkIsolation: true,
+    workspaceRootsUnder: BWRAP_WORKSPACE,
   });
   private readonly dirs: SandboxDirs;
   private systemMounts: string[] | undefined;

@@ -93,6 +93,7 @@ export class DockerSandboxProvider implements SandboxProvider {
       durableFilesystem: false,
       killableProcesses: true,
       networkIsolation: this.network === 'none',
+      workspaceRootsUnder: DOCKER_WORKSPACE,
     });
   }
 

@@ -43,6 +43,7 @@ export class LocalSandboxProvider implements SandboxProvider {
     durableFilesystem: false,
     killableProcesses: true,
     networkIsolation: false,
+    workspaceRootsUnder: null,
   });
   private readonly dirs: SandboxDirs;
 
