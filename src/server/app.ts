@@ -37,6 +37,12 @@ export interface AppOptions {
   readonly log: Logger;
   readonly metrics: Metrics;
   readonly version: string;
+  /**
+   * Whether the inspector (`/ui`, `/ui/*`) is served; default true. Off, its paths answer 404
+   * `NOT_FOUND` like any unknown path and leave the OpenAPI document (the API routes it reads,
+   * such as who-am-I and checkpoint diffs, stay: they are API routes of their own).
+   */
+  readonly inspector?: boolean;
 }
 
 /** The document's own shape, as much of it as a client relies on (`GET /v1/openapi.json`). */
@@ -86,7 +92,6 @@ const PUBLIC_DOCS: readonly RouteDoc[] = [
     tags: ['ops'],
     response: OpenApiDocument,
   },
-  ...INSPECTOR_DOCS,
 ];
 
 /** The document's tags, with what each groups. */
@@ -119,6 +124,7 @@ const DESCRIPTION = [
  */
 export function createApp(options: AppOptions): Hono<AppEnv> {
   const { hf, log, metrics } = options;
+  const inspector = options.inspector ?? true;
   const app = new Hono<AppEnv>();
   app.use(requestLogger(log));
   app.use(httpMetrics(metrics));
@@ -139,7 +145,13 @@ export function createApp(options: AppOptions): Hono<AppEnv> {
   const uploads = bundleRoutes(hf);
   // The receipt middleware keeps answers of writes only (`idempotency.ts`).
   const receipted = routes.map((r): RouteDoc => (r.doc.method === 'get' ? r.doc : { ...r.doc, idempotent: true }));
-  const docs = [...PUBLIC_DOCS, ...receipted, ...uploads.map((r) => r.doc), ...folderRoutes.map((r) => r.doc)];
+  const docs = [
+    ...PUBLIC_DOCS,
+    ...(inspector ? INSPECTOR_DOCS : []),
+    ...receipted,
+    ...uploads.map((r) => r.doc),
+    ...folderRoutes.map((r) => r.doc),
+  ];
   const info = { title: 'Holdfast API', version: options.version, description: DESCRIPTION, license: LICENSE, tags: TAGS };
   const openapi = OpenApiDocument.parse(buildOpenApi(info, docs));
   app.notFound(routeNotFound(docs));
@@ -152,7 +164,7 @@ export function createApp(options: AppOptions): Hono<AppEnv> {
   });
   app.get('/metrics', async (c) => c.body(await metrics.render(), 200, { 'content-type': PROMETHEUS_CONTENT_TYPE }));
   app.get('/v1/openapi.json', (c) => c.json(openapi));
-  mountInspector(app);
+  if (inspector) mountInspector(app);
 
   // Service and user tokens pass here; each route then serves only its own kinds (`servesKind`).
   app.use(

@@ -31,7 +31,12 @@ interface ServeFlags {
   readonly straySweepIntervalMs?: number;
   readonly gcSweepIntervalMs?: number;
   readonly init?: boolean;
+  /** False with `--no-inspector`. */
+  readonly inspector: boolean;
 }
+
+/** Values of `HOLDFAST_INSPECTOR`: whether `serve` serves the inspector at `/ui/`. */
+const INSPECTOR_SWITCH: Readonly<Record<string, boolean>> = { on: true, true: true, '1': true, off: false, false: false, '0': false };
 
 /**
  * `holdfast serve`: the HTTP API over the configured store, with JSON logs on stdout, until
@@ -69,10 +74,12 @@ export function registerServe(program: Command): void {
       intFlag('--gc-sweep-interval-ms', 0),
     )
     .option('--init', 'if the store holds no live token, create an admin token for tenant default and print it once')
+    .option('--no-inspector', 'do not serve the inspector at /ui/ (its paths answer 404; default $HOLDFAST_INSPECTOR or on)')
     .action(async (flags: ServeFlags, command: Command) => {
       const { config } = contextOf(command);
       const host = flags.host ?? process.env.HOLDFAST_HOST ?? DEFAULT_HOST;
       const port = flags.port ?? envInt('HOLDFAST_PORT', 0, MAX_PORT) ?? DEFAULT_PORT;
+      const inspector = flags.inspector && envSwitch('HOLDFAST_INSPECTOR', INSPECTOR_SWITCH, true);
       const runSettings = definedOnly<RunSettings>({
         leaseTtlMs: flags.leaseTtlMs ?? envInt('HOLDFAST_LEASE_TTL_MS', 1),
         checkpointIntervalMs: flags.checkpointIntervalMs ?? envInt('HOLDFAST_CHECKPOINT_INTERVAL_MS', 0),
@@ -107,7 +114,7 @@ export function registerServe(program: Command): void {
       const version = packageVersion();
       try {
         if (flags.init === true) created = await initAdminToken(hf);
-        const app = createApp({ hf, log, metrics: new Metrics(), version });
+        const app = createApp({ hf, log, metrics: new Metrics(), version, inspector });
         const closeGraceMs = settings.shutdownDeadlineMs + INTERRUPTED_TURN_GRACE_MS + RESPONSE_GRACE_AFTER_DEADLINE_MS;
         server = await listen(app, { host, port, closeGraceMs });
       } catch (error) {
@@ -130,6 +137,7 @@ export function registerServe(program: Command): void {
         shutdownDeadlineMs,
         straySweepIntervalMs,
         gcSweepIntervalMs,
+        inspector,
       });
       process.stderr.write(banner(server.url, version, flags.init === true, created));
 
@@ -200,6 +208,19 @@ function envInt(variable: string, min: number, max = Number.MAX_SAFE_INTEGER): n
     throw new InputError('INVALID_INPUT', `${variable}=${value}: expected an integer from ${min} to ${max}`, { data: { variable } });
   }
   return n;
+}
+
+/** Reads an on/off variable by `values`; `fallback` when unset or empty, `INVALID_INPUT` for anything else. */
+function envSwitch(variable: string, values: Readonly<Record<string, boolean>>, fallback: boolean): boolean {
+  const value = process.env[variable];
+  if (value === undefined || value === '') return fallback;
+  const key = value.toLowerCase();
+  const on = Object.hasOwn(values, key) ? values[key] : undefined;
+  if (on === undefined) {
+    const accepted = Object.keys(values).join(', ');
+    throw new InputError('INVALID_INPUT', `${variable}=${value}: expected one of ${accepted}`, { data: { variable } });
+  }
+  return on;
 }
 
 /** Drops `undefined` values, as exactOptionalPropertyTypes requires of a `Partial`. */
