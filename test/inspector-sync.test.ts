@@ -80,7 +80,10 @@ describe('inspector save state (needs the work-folder sync route)', () => {
     await expect.poll(() => label(page).textContent(), { timeout: LABEL_TIMEOUT_MS }).toBe('Save failed');
     const region = page.getByRole('region', { name: 'Save state' });
     expect(await region.getByRole('alert').textContent()).toContain('STORE_UNAVAILABLE');
-    expect(await region.getByRole('alert').getByRole('link', { name: run.id }).getAttribute('href')).toBe(`#/runs/${run.id}`);
+    // The link says what it opens; the run's id stands beside it.
+    const alert = region.getByRole('alert');
+    expect(await alert.getByRole('link', { name: "View the failed save's run" }).getAttribute('href')).toBe(`#/runs/${run.id}`);
+    expect(await alert.textContent()).toContain(run.id);
     await screenshot(page, 'sync-failed');
     await context.close();
   });

@@ -5,7 +5,7 @@
  * every FILES_REFRESH_MS and the save state every SYNC_REFRESH_MS; each says when it last was.
  */
 import { ApiError, json, post, seg } from '../api.js';
-import { h, link, message, replace } from '../dom.js';
+import { type Child, h, link, message, replace } from '../dom.js';
 import { fetchVerified, MAX_PREVIEW_BYTES, previewOf } from '../files.js';
 import { buildTree, type TreeNode, toggleSelection, topMost, trashUnits } from '../folder-tree.js';
 import { formatBytes, formatTime } from '../format.js';
@@ -14,6 +14,9 @@ import { type SaveInputs, saveLabel } from '../save-state.js';
 import { route, type View } from '../view.js';
 import { downloadButton } from './checkpoint.js';
 import { describe } from './runs-list.js';
+
+/** The text of a failed save's link to its run: what the link opens, not just an id. */
+export const FAILED_SAVE_RUN_LINK = "View the failed save's run";
 
 /** How often the file listing is read again. */
 export const FILES_REFRESH_MS = 15_000;
@@ -151,6 +154,11 @@ export function folderPanel(options: FolderPanelOptions): View {
       who.kind === 'service'
         ? link(route(`runs/${encodeURIComponent(runId)}`), runId, { class: 'mono' })
         : h('span', { class: 'mono' }, runId);
+    // A failed save's link says what it opens (the run whose save failed), with the run's id beside it.
+    const failedRunLink = (runId: string): Child[] =>
+      who.kind === 'service'
+        ? [' · ', link(route(`runs/${encodeURIComponent(runId)}`), FAILED_SAVE_RUN_LINK), ' ', h('span', { class: 'mono' }, runId)]
+        : [' · run ', h('span', { class: 'mono' }, runId)];
     const head = h(
       'p',
       { class: `save-label state-${label.kind}` },
@@ -166,8 +174,7 @@ export function folderPanel(options: FolderPanelOptions): View {
           'p',
           { class: 'flag', role: label.kind === 'failed' ? 'alert' : null },
           `${label.error.code}: ${label.error.message}`,
-          label.runId === undefined ? '' : ' · run ',
-          label.runId === undefined ? '' : runLink(label.runId),
+          ...(label.runId === undefined ? [] : failedRunLink(label.runId)),
         ),
       );
     lines.push(
