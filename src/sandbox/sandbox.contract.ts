@@ -206,8 +206,15 @@ export function describeSandboxProviderContract(options: SandboxProviderContract
       expect(provider.capabilities.exec).toBe(true);
       // workspaceRootsUnder: the one path every sandbox's workspace is at, or null when each has its own.
       const under = provider.capabilities.workspaceRootsUnder;
-      if (under === null) expect((await provider.create({ labels: { role: 'roots' } })).workspaceRoot).not.toBe(sandbox.workspaceRoot);
-      else expect(sandbox.workspaceRoot).toBe(under);
+      if (under !== null) expect(sandbox.workspaceRoot).toBe(under);
+      else {
+        const other = await provider.create({ labels: { role: 'roots' } });
+        try {
+          expect(other.workspaceRoot).not.toBe(sandbox.workspaceRoot);
+        } finally {
+          await provider.destroy(other.id);
+        }
+      }
       expect(sandbox.provider).toBe(provider.name);
     });
 
