@@ -1,9 +1,11 @@
 /**
  * `sandbox/`: the `SandboxProvider` port and its providers (`providers/` local, bwrap,
  * docker); the in-sandbox agent split by side (`agent/` wire, host, inside); and
- * `endpoints/`, the one place a route to a sandbox's workspace is chosen (agent or shell).
+ * `endpoints/`, the one place a route to a sandbox's workspace is chosen (agent or shell);
+ * `file-api/`, the port and route for sandboxes that expose their files through a file API.
  */
 import type { Readable, Writable } from 'node:stream';
+import type { SandboxFiles } from './file-api/sandbox-files.js';
 
 /**
  * The port for replaceable compute. A SandboxProvider creates, finds and destroys sandboxes;
@@ -81,6 +83,12 @@ export interface SandboxCapabilities {
    * a root the provider cannot host is refused when it is created.
    */
   workspaceRootsUnder: string | null;
+  /**
+   * The workspace is reachable through a byte-safe file API ({@link SandboxHandle.files}):
+   * checkpoints and restores go through it, needing neither a byte-clean exec nor stdin.
+   * Absent means false.
+   */
+  files?: boolean;
 }
 
 /**
@@ -196,6 +204,8 @@ export interface SandboxHandle {
   readonly agentHome: string;
   /** Host path of the workspace, set only when `capabilities.localPath`. */
   readonly localPath?: string;
+  /** The workspace's file API, rooted at `workspaceRoot`; set only when `capabilities.files` (see `file-api/sandbox-files.ts`). */
+  readonly files?: SandboxFiles;
 
   /**
    * Runs `argv` directly (no shell: arguments are passed as they are). Throws `INVALID_INPUT`

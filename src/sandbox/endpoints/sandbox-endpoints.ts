@@ -2,6 +2,7 @@ import type { CheckpointResult } from '../../snapshot/checkpoint/checkpoint.js';
 import type { RestoreReceipt } from '../../snapshot/restore/restore.js';
 import type { Snapshots } from '../../snapshot/snapshots.js';
 import { AgentPool, type AgentSource, ONE_SHOT_AGENTS } from '../agent/host/agent-pool.js';
+import { fileApiEndpoints } from '../file-api/file-api-endpoints.js';
 import { findSandbox, openSandboxProvider } from '../open-provider.js';
 import type { SandboxHandle, SandboxProvider } from '../sandbox-provider.js';
 import { AgentWorkspaceSource } from './agent-source.js';
@@ -21,8 +22,8 @@ export interface SandboxSelector {
 /** Turns a provider name into a provider: the shipped ones by default, or those a library user injected (`openHoldfast({ providers })`). */
 export type ProviderLookup = (name: string) => SandboxProvider;
 
-/** How a sandbox's workspace is reached: its host path, or one of the exec transports. */
-export type WorkspaceRoute = 'local' | Transport;
+/** How a sandbox's workspace is reached: its host path, its declared file API, or one of the exec transports. */
+export type WorkspaceRoute = 'local' | 'files' | Transport;
 
 /** Options of {@link SandboxEndpoints}. */
 export interface SandboxEndpointsOptions {
@@ -35,7 +36,8 @@ export interface SandboxEndpointsOptions {
 /**
  * How Holdfast reaches sandboxes' workspaces for checkpoints and restores: the one place the
  * route to a sandbox is chosen. A provider that exposes the workspace as a host path
- * (`localPath`) is read and written directly; otherwise the sandbox is probed once (one exec,
+ * (`localPath`) is read and written directly; one that declares a file API (`files`, see
+ * `file-api/sandbox-files.ts`) is reached through it, with no probe and no exec; otherwise the sandbox is probed once (one exec,
  * no stdin; remembered per sandbox) and, with the provider's declared `stdin`, gets the
  * in-sandbox agent (Node >= 18 and stdin), the shell transport with stdin, or the shell
  * transport over exec arguments alone (see `chooseTransport`). Whatever the route, the
@@ -57,6 +59,7 @@ export class SandboxEndpoints {
   async route(handle: SandboxHandle): Promise<WorkspaceRoute> {
     if (handle.localPath !== undefined) return 'local';
     const { capabilities } = this.providers(handle.provider);
+    if (capabilities.files === true && handle.files !== undefined) return 'files';
     requireExec(capabilities);
     return chooseTransport(capabilities, await this.probes.get(handle));
   }
@@ -77,6 +80,7 @@ export class SandboxEndpoints {
   async checkpoint(snapshots: Snapshots, handle: SandboxHandle, input: CheckpointInput): Promise<CheckpointResult> {
     const route = await this.route(handle);
     if (route === 'local') return snapshots.checkpoint({ ...input, dir: handle.localPath as string });
+    if (route === 'files') return snapshots.checkpoint({ ...input, source: this.files(handle).source });
     if (route === 'agent') {
       return this.agents.use(handle, (client) =>
         snapshots.checkpoint({ ...input, source: (context) => new AgentWorkspaceSource(client, handle.workspaceRoot, handle.id, context) }),
@@ -91,6 +95,7 @@ export class SandboxEndpoints {
     await snapshots.restorePoint(input.workspace, input.checkpoint);
     const route = await this.route(handle);
     if (route === 'local') return snapshots.restore({ ...input, dir: handle.localPath as string });
+    if (route === 'files') return snapshots.restore({ ...input, target: this.files(handle).target });
     if (route === 'agent') {
       return this.agents.use(handle, (client) =>
         snapshots.restore({ ...input, target: () => new AgentWorkspaceTarget(client, handle.workspaceRoot, handle.id) }),
@@ -108,6 +113,11 @@ export class SandboxEndpoints {
   /** Closes pooled agent connections. */
   async close(): Promise<void> {
     if (this.agents instanceof AgentPool) await this.agents.close();
+  }
+
+  /** The file-API endpoints of a handle that declares them; the host's stat cache is keyed by provider, sandbox and root. */
+  private files(handle: SandboxHandle) {
+    return fileApiEndpoints(handle.files as NonNullable<SandboxHandle['files']>, `${handle.provider}/${handle.id}${handle.workspaceRoot}`);
   }
 
   private async shell(handle: SandboxHandle, transport: Exclude<Transport, 'agent'>) {
