@@ -161,12 +161,13 @@ export class FileApiRestoreSession implements TargetSession {
     for (const d of children.filter((c) => c.path.includes('/'))) await this.applyDir(this.at(d.path), d);
     await this.swap();
     this.published = true;
+    // The previous copy goes once the new one is in place, before the root's time is set (removing it moves that time).
+    await this.files.remove(this.old);
     for (const d of children.filter((c) => !c.path.includes('/'))) await this.applyDir(d.path, d);
     const root = flat.dirs[0];
     // A checkpoint older than its root record leaves the root 0755 with its mtime untouched.
     if (root !== undefined && rootRecorded) await this.applyDir('', root);
     else await this.applyDir('', { path: '', mode: 0o755 });
-    await this.files.remove(this.old);
     await this.saveCache();
   }
 
