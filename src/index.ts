@@ -49,6 +49,16 @@ export {
   type TurnOutcome,
 } from './runs/runs.js';
 export type { StraySandbox, StraySweepReport } from './runs/sandbox/stray-sweep.js';
+export { DirectoryFiles } from './sandbox/file-api/directory-files.js';
+export { fileApiEndpoints } from './sandbox/file-api/file-api-endpoints.js';
+export {
+  FILE_API_READ_BYTES,
+  FILE_API_WRITE_BYTES,
+  type FileStat,
+  type ListedEntry,
+  type SandboxFiles,
+} from './sandbox/file-api/sandbox-files.js';
+export { TanStackFiles, type TanStackSandboxSlice } from './sandbox/file-api/tanstack-files.js';
 export type { SandboxHandle, SandboxProvider } from './sandbox/sandbox-provider.js';
 export type { CheckpointProgress, CheckpointResult, CheckpointStats } from './snapshot/checkpoint/checkpoint.js';
 export type { GcOptions, GcReport } from './snapshot/gc/gc.js';
