@@ -36,6 +36,7 @@ export type {
 } from './schema.js';
 export type {
   Checkpoint,
+  CheckpointDamage,
   CreateCheckpointInput,
   JsonObject,
   ListCheckpointsOptions,

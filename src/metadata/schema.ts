@@ -51,6 +51,10 @@ export interface PacksTable {
   created_at: number;
   /** Set when GC condemns the pack; its objects then count as missing. */
   condemned_at: number | null;
+  /** When the pack was found missing from the blob store (migration 12); its objects then count as missing. */
+  missing_at: Generated<number | null>;
+  /** When the checkpoints referencing this missing pack were last assessed (migration 12). */
+  damage_checked_at: Generated<number | null>;
 }
 
 /** `objects`: the object index, object id (SHA-256 of the raw bytes) -> place in a pack. */
@@ -93,6 +97,8 @@ export interface CheckpointsTable {
   error: string | null;
   created_at: number;
   finished_at: number | null;
+  /** JSON of what a ready checkpoint lost to missing packs (migration 12); `NULL` while whole. */
+  damage: Generated<string | null>;
 }
 
 /** `gc_queue`: a pack blob no index row names, and when GC first saw it so (migration 2). */

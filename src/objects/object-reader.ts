@@ -24,6 +24,9 @@ interface Span {
  * Reads objects back from packs: looks them up in the index, merges neighbours into ranged
  * reads, decompresses (each solid block once per call), and checks every object's SHA-256 and length. Missing objects fail
  * with `RESTORE_INCOMPLETE`, damaged ones with `INTEGRITY`; nothing unverified is returned.
+ * A pack the blob store answers `NOT_FOUND` for is recorded missing in the index before the
+ * read fails (data `{pack}`): from then on dedup no longer hands out its objects, so the next
+ * checkpoint that has their bytes writes them again (restore, verify, cat, GC: every reader).
  */
 export class ObjectReader {
   constructor(
@@ -68,6 +71,9 @@ export class ObjectReader {
       bytes = await this.blobs.get(packKey(span.packId), { offset: span.offset, length: span.end - span.offset });
     } catch (error) {
       if (isHoldfastError(error, 'NOT_FOUND')) {
+        // Best effort: the read fails with the pack named either way; an index that cannot be
+        // written now learns of the loss from the next presence sweep.
+        await this.meta.objects.markPacksMissing([span.packId]).catch(() => undefined);
         throw new IntegrityError('RESTORE_INCOMPLETE', `pack ${span.packId} is missing from the ${this.blobs.name} store`, {
           data: { pack: span.packId },
           cause: error,

@@ -34,6 +34,25 @@ export interface Checkpoint {
   readonly createdAt: number;
   /** When it left `pending`; `null` while pending. */
   readonly finishedAt: number | null;
+  /**
+   * What a ready checkpoint lost to packs missing from the blob store, as last assessed;
+   * `null` while it is whole. It stays listed and `ready` (its other files still restore), but
+   * a restore of it fails `RESTORE_INCOMPLETE` naming a missing pack until a later checkpoint
+   * writes the lost objects again.
+   */
+  readonly damage: CheckpointDamage | null;
+}
+
+/** What one checkpoint lost, as a damage assessment found it. */
+export interface CheckpointDamage {
+  /** Missing packs holding objects it references, ascending. */
+  readonly packs: readonly string[];
+  /** The first damaged paths (`''` is the root), at most a few hundred, sorted. */
+  readonly paths: readonly string[];
+  /** Damaged paths in all (files and directories whose object is lost), at least `paths.length`. */
+  readonly pathCount: number;
+  /** When the assessment ran (epoch ms). */
+  readonly assessedAt: number;
 }
 
 /** Input of {@link CheckpointsRepo.createPending}. */
@@ -97,6 +116,11 @@ export interface CheckpointsRepo {
    * rows were deleted.
    */
   deleteMany(ids: readonly string[]): Promise<number>;
+  /**
+   * Records (or, with `null`, clears) what ready checkpoint `id` lost to missing packs; status
+   * and everything else stay as they are. Unknown ids are ignored.
+   */
+  setDamage(id: string, damage: CheckpointDamage | null): Promise<void>;
 }
 
 /** Builds the checkpoints repository over `context.db` (a store or a transaction). */
@@ -135,6 +159,7 @@ export function createCheckpointsRepo({ db, dialect, now }: RepoContext): Checkp
         error: null,
         created_at: now(),
         finished_at: null,
+        damage: null,
       };
       try {
         await db.insertInto('checkpoints').values(row).execute();
@@ -211,6 +236,10 @@ export function createCheckpointsRepo({ db, dialect, now }: RepoContext): Checkp
       }
       return deleted;
     },
+    async setDamage(id, damage) {
+      const text = damage === null ? null : toJsonText(damage as unknown as JsonObject, 'damage');
+      await db.updateTable('checkpoints').set({ damage: text }).where('id', '=', id).execute();
+    },
   };
 }
 
@@ -229,5 +258,6 @@ function toCheckpoint(row: Selectable<CheckpointsTable>): Checkpoint {
     error: recordedErrorFromText(row.error),
     createdAt: row.created_at,
     finishedAt: row.finished_at,
+    damage: fromJsonText(row.damage) as CheckpointDamage | null,
   };
 }

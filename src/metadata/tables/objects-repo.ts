@@ -55,19 +55,27 @@ export interface PackInfo extends PackRecord {
   readonly createdAt: number;
   /** When GC condemned it; `null` while its objects count as present. */
   readonly condemnedAt: number | null;
+  /** When it was found missing from the blob store; `null` while it is not known missing. */
+  readonly missingAt: number | null;
+  /** When the checkpoints referencing it were last assessed for damage (only meaningful while missing). */
+  readonly damageCheckedAt: number | null;
 }
 
 /**
  * The object index (`packs`, `objects`). An object is *present* when it has a row whose pack
- * is not condemned; objects of condemned packs count as missing everywhere.
+ * is neither condemned nor known missing from the blob store; objects of condemned and of
+ * missing packs count as missing everywhere (dedup included), so a checkpoint that has their
+ * bytes writes them again. The rows of a missing pack are kept: they say what was lost, and
+ * they count again if the pack comes back.
  */
 export interface ObjectIndexRepo {
   /**
    * Registers packs and their objects, atomically (inside the caller's transaction, or a
    * new one), in batches of {@link INSERT_BATCH_ROWS}. Idempotent: a pack or object already
-   * present is left as it is (the first writer's location wins). Re-registering a condemned
-   * pack revives it; an object whose row points into a condemned pack is re-pointed to the
-   * new location, so re-uploading what GC condemned makes it present again. Duplicate ids in
+   * present is left as it is (the first writer's location wins). Re-registering a condemned or
+   * missing pack revives it (its writer just stored it); an object whose row points into a
+   * condemned or missing pack is re-pointed to the new location, so re-uploading what GC
+   * condemned or what the blob store lost makes it present again. Duplicate ids in
    * the input are collapsed to their first occurrence.
    */
   insertPacksAndObjects(packs: readonly PackRecord[], objects: readonly ObjectRecord[]): Promise<void>;
@@ -75,8 +83,10 @@ export interface ObjectIndexRepo {
   findMissing(ids: Iterable<string>): Promise<Set<string>>;
   /**
    * Locations of the present objects among `ids`; missing ids have no entry. With
-   * `includeCondemned`, objects of condemned packs are located too: their blobs stay readable
-   * through GC's grace period, so a reader need not fail while GC is deciding.
+   * `includeCondemned`, objects of condemned and of known-missing packs are located too:
+   * condemned blobs stay readable through GC's grace period, so a reader need not fail while
+   * GC is deciding, and a read of a missing pack fails naming the pack (or succeeds, if it came
+   * back since).
    */
   locate(ids: Iterable<string>, options?: { readonly includeCondemned?: boolean }): Promise<Map<string, ObjectLocation>>;
   /**
@@ -104,6 +114,22 @@ export interface ObjectIndexRepo {
   /** Every pack row, condemned ones included, ordered by id. */
   listPacks(): Promise<PackInfo[]>;
   /**
+   * Records packs as found missing from the blob store at `at` (epoch ms, default the store's
+   * clock): their objects count as missing from now on. Condemned, already-missing and unknown
+   * packs are ignored. Resolves with the ids this call marked, ascending.
+   */
+  markPacksMissing(packIds: readonly string[], at?: number): Promise<string[]>;
+  /**
+   * Clears the missing mark of packs seen present again (an operator restored the blob): their
+   * objects that no writer re-pointed count as present again. Resolves with how many packs
+   * this call cleared.
+   */
+  markPacksPresent(packIds: readonly string[]): Promise<number>;
+  /** Ids of the uncondemned packs known missing, ascending; a cheap indexed lookup (usually none). */
+  missingPackIds(): Promise<string[]>;
+  /** Stamps `damage_checked_at` (epoch ms) on the given packs: their damage was assessed at `at`. */
+  markDamageChecked(packIds: readonly string[], at: number): Promise<void>;
+  /**
    * Every object row pointing into one of `packIds` (condemned packs included), whatever the
    * pack's state; used to compare the index with pack trailers and to re-check liveness.
    */
@@ -126,7 +152,7 @@ export interface ObjectIndexRepo {
 export function createObjectIndexRepo({ db, dialect, now }: RepoContext): ObjectIndexRepo {
   const presentRows = (executor: Kysely<Database>, ids: readonly string[], includeCondemned = false) => {
     const rows = executor.selectFrom('objects').innerJoin('packs', 'packs.seq', 'objects.pack_seq').where('objects.id', 'in', ids);
-    return includeCondemned ? rows : rows.where('packs.condemned_at', 'is', null);
+    return includeCondemned ? rows : rows.where('packs.condemned_at', 'is', null).where('packs.missing_at', 'is', null);
   };
   /** Object rows joined with their pack's id, as every reader wants them. */
   const rowsWithPack = (executor: Kysely<Database>) =>
@@ -152,7 +178,12 @@ export function createObjectIndexRepo({ db, dialect, now }: RepoContext): Object
           await trx
             .insertInto('packs')
             .values(batch)
-            .onConflict((oc) => oc.column('id').doUpdateSet({ condemned_at: null }).where('packs.condemned_at', 'is not', null))
+            .onConflict((oc) =>
+              oc
+                .column('id')
+                .doUpdateSet({ condemned_at: null, missing_at: null })
+                .where((eb) => eb.or([eb('packs.condemned_at', 'is not', null), eb('packs.missing_at', 'is not', null)])),
+            )
             .execute();
         }
         const seqs = await packSeqs(
@@ -191,7 +222,7 @@ export function createObjectIndexRepo({ db, dialect, now }: RepoContext): Object
                     selectFrom('packs')
                       .select('packs.id')
                       .whereRef('packs.seq', '=', 'objects.pack_seq')
-                      .where('packs.condemned_at', 'is not', null),
+                      .where((eb) => eb.or([eb('packs.condemned_at', 'is not', null), eb('packs.missing_at', 'is not', null)])),
                   ),
                 ),
             )
@@ -274,7 +305,56 @@ export function createObjectIndexRepo({ db, dialect, now }: RepoContext): Object
         objectCount: r.object_count,
         createdAt: r.created_at,
         condemnedAt: r.condemned_at,
+        missingAt: r.missing_at,
+        damageCheckedAt: r.damage_checked_at,
       }));
+    },
+
+    async markPacksMissing(packIds, at = now()) {
+      const marked: string[] = [];
+      for (const batch of batches([...new Set(packIds)], LOOKUP_BATCH_IDS)) {
+        const rows = await db
+          .updateTable('packs')
+          .set({ missing_at: at })
+          .where('id', 'in', batch)
+          .where('condemned_at', 'is', null)
+          .where('missing_at', 'is', null)
+          .returning('id')
+          .execute();
+        marked.push(...rows.map((r) => r.id));
+      }
+      return marked.sort();
+    },
+
+    async markPacksPresent(packIds) {
+      let cleared = 0;
+      for (const batch of batches([...new Set(packIds)], LOOKUP_BATCH_IDS)) {
+        const result = await db
+          .updateTable('packs')
+          .set({ missing_at: null, damage_checked_at: null })
+          .where('id', 'in', batch)
+          .where('missing_at', 'is not', null)
+          .executeTakeFirst();
+        cleared += Number(result.numUpdatedRows);
+      }
+      return cleared;
+    },
+
+    async missingPackIds() {
+      const rows = await db
+        .selectFrom('packs')
+        .select('id')
+        .where('missing_at', 'is not', null)
+        .where('condemned_at', 'is', null)
+        .orderBy('id')
+        .execute();
+      return rows.map((r) => r.id);
+    },
+
+    async markDamageChecked(packIds, at) {
+      for (const batch of batches([...new Set(packIds)], LOOKUP_BATCH_IDS)) {
+        await db.updateTable('packs').set({ damage_checked_at: at }).where('id', 'in', batch).execute();
+      }
     },
 
     async objectsInPacks(packIds) {

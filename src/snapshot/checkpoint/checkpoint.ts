@@ -85,6 +85,13 @@ export interface CheckpointResult {
  * re-scan to prove nothing moved, and in one transaction register the packs, mark the
  * checkpoint ready and move the head by compare-and-swap. On any failure the checkpoint is
  * marked failed with its error and the head stays where it was.
+ *
+ * A checkpoint never becomes ready referencing an object whose pack is known missing from the
+ * blob store: the commit checks every id it references (reused ones included) against the
+ * known-missing packs. If one is there, the capture runs once more without the stat cache's
+ * and the tree cache's shortcuts, so every file is read again and the lost objects (which
+ * dedup no longer finds) are written anew; a second loss fails the checkpoint with a
+ * transient `STORE_UNAVAILABLE`.
  */
 export async function createCheckpoint(deps: SnapshotDeps, options: CheckpointOptions): Promise<CheckpointResult> {
   const started = performance.now();
@@ -97,30 +104,25 @@ export async function createCheckpoint(deps: SnapshotDeps, options: CheckpointOp
     reason: options.reason ?? 'manual',
   });
   try {
-    const captured = await capture(deps, options, pending.id);
-    if (performance.now() - started > MAX_CHECKPOINT_MS) {
-      throw new HoldfastError('TIMEOUT', `checkpoint of ${options.source.label} took longer than ${MAX_CHECKPOINT_MS / 60_000} minutes`);
-    }
-    options.onProgress?.({
-      phase: 'commit',
-      files: captured.stats.files,
-      filesTotal: captured.stats.files,
-      bytes: captured.stats.bytes,
-      bytesTotal: captured.stats.bytes,
-    });
-    const stats: CheckpointStats = { ...captured.stats, durationMs: Math.round(performance.now() - started) };
-    const checkpoint = await deps.meta.transaction(async (tx) => {
-      await guardPreexistingPacks(tx, captured.written.preexistingPacks, startedAtMs);
-      await tx.objects.insertPacksAndObjects(captured.written.packs, captured.written.objects);
-      await tx.gc.releaseIntents(pending.id);
-      const ready = await tx.checkpoints.markReady(pending.id, {
-        rootTree: captured.rootId,
-        stats: { ...stats, excluded: captured.excluded.slice(0, STORED_EXCLUSIONS), allowed: captured.allowed },
+    let captured = await capture(deps, options, pending.id, true);
+    let committed: Committed;
+    try {
+      committed = await commit(deps, options, pending.id, captured, started, startedAtMs);
+    } catch (error) {
+      if (!(error instanceof LostObjects)) throw error;
+      captured = await capture(deps, options, pending.id, false);
+      committed = await commit(deps, options, pending.id, captured, started, startedAtMs).catch((again: unknown) => {
+        if (!(again instanceof LostObjects)) throw again;
+        throw new StoreError(
+          `packs ${again.packs.join(', ')} went missing from the blob store while this checkpoint ran; retry the checkpoint`,
+          {
+            transient: true,
+            data: { packs: again.packs },
+          },
+        );
       });
-      await options.onCommit?.(tx, ready);
-      await tx.workspaces.casHead(workspace.id, workspace.headVersion, pending.id);
-      return ready;
-    });
+    }
+    const { checkpoint, stats } = committed;
     await options.source.saveCache(captured.scan, captured.cache, captured.ids, checkpoint.id).catch(() => undefined);
     return { checkpoint, stats, excluded: captured.excluded, allowed: captured.allowed };
   } catch (error) {
@@ -135,6 +137,87 @@ export async function createCheckpoint(deps: SnapshotDeps, options: CheckpointOp
     await deps.meta.gc.releaseIntents(pending.id).catch(() => undefined);
     throw reported;
   }
+}
+
+/** The commit found a referenced object in a pack known missing (see {@link refuseLostObjects}). */
+class LostObjects extends Error {
+  constructor(readonly packs: readonly string[]) {
+    super(`referenced objects are in missing packs ${packs.join(', ')}`);
+  }
+}
+
+/**
+ * Every object id `captured` references: each included file's chunks and every tree, the
+ * encoded ones and those reused from the tree cache.
+ */
+function* referencedIds(captured: Captured): Generator<string> {
+  for (const file of captured.ids.values()) yield* file.chunks;
+  yield* captured.treeIds;
+}
+
+/**
+ * Throws {@link LostObjects} when an object this checkpoint references (and did not write
+ * itself: its own rows were just re-pointed by the insert) still points into a pack known
+ * missing. One indexed query when no pack is missing, the normal case.
+ */
+async function refuseLostObjects(tx: MetadataTransaction, captured: Captured): Promise<void> {
+  const missing = await tx.objects.missingPackIds();
+  if (missing.length === 0) return;
+  const lost = new Map((await tx.objects.objectsInPacks(missing)).map((o) => [o.id, o.packId]));
+  if (lost.size === 0) return;
+  const packs = new Set<string>();
+  for (const id of referencedIds(captured)) {
+    const pack = lost.get(id);
+    if (pack !== undefined) packs.add(pack);
+  }
+  if (packs.size > 0) throw new LostObjects([...packs].sort());
+}
+
+/**
+ * One transaction: register the packs, refuse lost objects, mark the checkpoint ready and move
+ * the head by compare-and-swap (the caller's `onCommit` in between).
+ */
+async function commit(
+  deps: SnapshotDeps,
+  options: CheckpointOptions,
+  pendingId: string,
+  captured: Captured,
+  started: number,
+  startedAtMs: number,
+): Promise<Committed> {
+  const { workspace } = options;
+  if (performance.now() - started > MAX_CHECKPOINT_MS) {
+    throw new HoldfastError('TIMEOUT', `checkpoint of ${options.source.label} took longer than ${MAX_CHECKPOINT_MS / 60_000} minutes`);
+  }
+  options.onProgress?.({
+    phase: 'commit',
+    files: captured.stats.files,
+    filesTotal: captured.stats.files,
+    bytes: captured.stats.bytes,
+    bytesTotal: captured.stats.bytes,
+  });
+  const stats: CheckpointStats = { ...captured.stats, durationMs: Math.round(performance.now() - started) };
+  const pending = { id: pendingId };
+  const checkpoint = await deps.meta.transaction(async (tx) => {
+    await guardPreexistingPacks(tx, captured.written.preexistingPacks, startedAtMs);
+    await tx.objects.insertPacksAndObjects(captured.written.packs, captured.written.objects);
+    await refuseLostObjects(tx, captured);
+    await tx.gc.releaseIntents(pending.id);
+    const ready = await tx.checkpoints.markReady(pending.id, {
+      rootTree: captured.rootId,
+      stats: { ...stats, excluded: captured.excluded.slice(0, STORED_EXCLUSIONS), allowed: captured.allowed },
+    });
+    await options.onCommit?.(tx, ready);
+    await tx.workspaces.casHead(workspace.id, workspace.headVersion, pending.id);
+    return ready;
+  });
+  return { checkpoint, stats };
+}
+
+/** A ready checkpoint and the figures its commit recorded. */
+interface Committed {
+  readonly checkpoint: Checkpoint;
+  readonly stats: CheckpointStats;
 }
 
 /**
@@ -182,9 +265,16 @@ interface Captured {
   readonly cache: StatCacheBuilder;
   readonly scan: SourceScan;
   readonly ids: ReadonlyMap<string, FileIds>;
+  /** Every tree the checkpoint references: encoded by it or reused from the tree cache. */
+  readonly treeIds: readonly Sha256Hex[];
 }
 
-async function capture(deps: SnapshotDeps, options: CheckpointOptions, checkpointId: string): Promise<Captured> {
+/**
+ * Scans, reads and uploads until two scans agree. With `reuse` false no file's ids are taken
+ * from the stat cache and no directory keeps a cached tree id: everything is offered to the
+ * index again, so what it lacks (a lost pack's objects) is written.
+ */
+async function capture(deps: SnapshotDeps, options: CheckpointOptions, checkpointId: string, reuse: boolean): Promise<Captured> {
   const { source, workspace, signal, onProgress } = options;
   const limits: ScanLimits = {
     maxFileBytes: options.limits?.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES,
@@ -210,6 +300,7 @@ async function capture(deps: SnapshotDeps, options: CheckpointOptions, checkpoin
       sourceScan,
       sink,
       totals,
+      reuse,
       ...(signal === undefined ? {} : { signal }),
       ...(onProgress === undefined ? {} : { onProgress }),
     });
@@ -218,7 +309,12 @@ async function capture(deps: SnapshotDeps, options: CheckpointOptions, checkpoin
       torn = read.changedPaths.at(-1);
       continue;
     }
-    const { rootId, trees, hardlinks } = buildTrees(scan.root, read.ids, { cache: sourceScan.trees, hits: read.hits, next: read.cache });
+    const { rootId, trees, reused, hardlinks } = buildTrees(scan.root, read.ids, {
+      cache: sourceScan.trees,
+      hits: read.hits,
+      next: read.cache,
+      encodeAll: !reuse,
+    });
     await sink.addTrees(trees);
     onProgress?.({ phase: 'upload', files: scan.files, filesTotal: scan.files, bytes: scan.bytes, bytesTotal: scan.bytes });
     if (!(await source.unchanged(sourceScan, (p) => !read.hits.has(p)))) continue;
@@ -238,7 +334,18 @@ async function capture(deps: SnapshotDeps, options: CheckpointOptions, checkpoin
       root: { mode: scan.root.mode, mtimeMs: scan.root.mtimeMs },
       ...written.stats,
     };
-    return { rootId, written, stats, excluded, allowed: sourceScan.allowances, cache: read.cache, scan: sourceScan, ids: read.ids };
+    const treeIds = [...trees.map((t) => t.id), ...reused];
+    return {
+      rootId,
+      written,
+      stats,
+      excluded,
+      allowed: sourceScan.allowances,
+      cache: read.cache,
+      scan: sourceScan,
+      ids: read.ids,
+      treeIds,
+    };
   }
   // Packs already uploaded stay unreferenced until GC removes them.
   const last = torn === undefined ? '' : ` (${JSON.stringify(torn)} changed while it was read)`;

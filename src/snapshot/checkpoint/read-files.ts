@@ -23,6 +23,12 @@ export interface ReadFilesInput {
   readonly sink: ContentSink;
   /** Running totals across attempts. */
   readonly totals: { filesHashed: number; bytesHashed: number };
+  /**
+   * Default true: take the ids of files the stat cache (or an untrusted source's base) vouches
+   * for without reading them. False reads every file, so every chunk is offered to the sink
+   * again (a checkpoint rewriting objects a lost pack held).
+   */
+  readonly reuse?: boolean;
   readonly signal?: AbortSignal;
   readonly onProgress?: (progress: CheckpointProgress) => void;
 }
@@ -114,7 +120,7 @@ export async function readFiles(input: ReadFilesInput): Promise<ReadFilesResult>
   let bytesDone = 0;
   for (const file of listFiles(scan.root)) {
     signal?.throwIfAborted();
-    const hit = sourceScan.lookup(file);
+    const hit = input.reuse === false ? undefined : sourceScan.lookup(file);
     if (hit !== undefined) {
       ids.set(file.path, hit);
       hits.add(file.path);

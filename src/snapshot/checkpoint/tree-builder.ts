@@ -27,6 +27,8 @@ export interface TreeReuse {
   readonly hits: ReadonlySet<string>;
   /** Where this checkpoint's directory identities and tree ids are recorded. */
   readonly next: StatCacheBuilder;
+  /** Encode every directory afresh, reusing no cached tree id (identities are still recorded in `next`). */
+  readonly encodeAll?: boolean;
 }
 
 /** The identity of a scanned directory as the stat cache records it. */
@@ -44,7 +46,7 @@ function identityOf(dir: ScannedDir): DirIdentity {
  * and included names are unchanged, whose files all came from the stat cache, whose
  * subdirectories were all reused and which holds no symlink (a symlink's mtime can change
  * without its directory's) keeps its cached tree id: nothing is encoded, and the tree is
- * known to exist. Returns the root id and the trees that were encoded. Every tree passes the
+ * known to exist. Returns the root id, the trees that were encoded and the ids that were reused. Every tree passes the
  * validation a restore applies (`INVALID_INPUT` otherwise, e.g. a setuid mode or an escaping
  * symlink a source reported): a checkpoint never stores a tree it could not restore.
  *
@@ -57,14 +59,15 @@ export function buildTrees(
   root: ScannedDir,
   ids: ReadonlyMap<string, FileIds>,
   reuse?: TreeReuse,
-): { rootId: Sha256Hex; trees: EncodedTree[]; hardlinks: number } {
+): { rootId: Sha256Hex; trees: EncodedTree[]; reused: Sha256Hex[]; hardlinks: number } {
   const trees: EncodedTree[] = [];
+  const reused: Sha256Hex[] = [];
   const leaders = linkGroups(root, ids);
   const encodeDir = (dir: ScannedDir): { id: Sha256Hex; reused: boolean } => {
     // Children first (their ids go into this tree); then decide whether this tree can be reused
     // before building any entry objects for it.
     const subtrees = new Map<ScannedDir, Sha256Hex>();
-    let unchanged = reuse !== undefined;
+    let unchanged = reuse !== undefined && reuse.encodeAll !== true;
     for (const child of dir.children) {
       if (child.type === 'dir') {
         const sub = encodeDir(child);
@@ -78,11 +81,12 @@ export function buildTrees(
     }
     const identity = reuse === undefined ? undefined : identityOf(dir);
     const cached = unchanged && identity !== undefined ? reuse?.cache.treeOf(dir.path, identity) : undefined;
+    if (cached !== undefined) reused.push(cached);
     const id = cached ?? encodeAndKeep(entriesOf(dir, ids, subtrees, leaders), trees);
     if (identity !== undefined) reuse?.next.addDir(dir.path, identity, id);
     return { id, reused: cached !== undefined };
   };
-  return { rootId: encodeDir(root).id, trees, hardlinks: leaders.size };
+  return { rootId: encodeDir(root).id, trees, reused, hardlinks: leaders.size };
 }
 
 /**

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { collectGarbage, type GcDeps, type GcOptions, type GcReport } from './gc.js';
+import { checkPackPresence, type PresenceReport } from './pack-presence.js';
 import type { RetentionPolicy } from './retention.js';
 
 /** How often the service sweeps (DESIGN section 10): every 3 minutes. */
@@ -20,7 +21,7 @@ const MIN_CLAIM_TTL_MS = 1000;
 
 /** What a sweep attempt did. */
 export type GcSweepOutcome =
-  | { readonly kind: 'swept'; readonly report: GcReport }
+  | { readonly kind: 'swept'; readonly report: GcReport; readonly presence: PresenceReport }
   /** Another replica holds the claim: this one did nothing. */
   | { readonly kind: 'skipped'; readonly holder: string | null };
 
@@ -39,7 +40,9 @@ export interface GcSweeperOptions {
 /**
  * The service's periodic GC sweep, on one replica at a time: each tick claims
  * {@link GC_SWEEP_CLAIM} in the metadata store for one interval (renewed while the sweep
- * runs) and runs GC only if it got the claim. The claim is left to expire rather than
+ * runs) and, only if it got the claim, checks that every indexed pack is still in the blob
+ * store ({@link checkPackPresence}: one listing, no pack read; first, so a GC that cannot run
+ * still finds lost packs) and runs GC. The claim is left to expire rather than
  * released, so replicas between them sweep about once per interval, not once each; a replica
  * that dies mid-sweep loses the claim when it expires. Started and stopped with the service.
  */
@@ -108,8 +111,10 @@ export class GcSweeper {
     }, ttl / RENEW_FRACTION);
     renew.unref();
     try {
+      const now = this.options.gc?.now;
+      const presence = await checkPackPresence(this.deps, now === undefined ? {} : { now });
       const report = await collectGarbage(this.deps, { retention: SWEEP_RETENTION, ...this.options.gc });
-      return { kind: 'swept', report };
+      return { kind: 'swept', report, presence };
     } finally {
       clearInterval(renew);
     }

@@ -177,11 +177,16 @@ export async function collectGarbage(deps: GcDeps, options: GcOptions = {}): Pro
   const open = packs.filter((p) => p.condemnedAt === null);
   const liveRows = (p: PackInfo): number => usage.get(p.id)?.liveRows ?? 0;
   const empty = open.filter((p) => liveRows(p) === 0);
+  // A pack known missing cannot be read, so it is never rewritten: its live objects come back
+  // only when a checkpoint that has their bytes writes them again (then it empties and goes).
+  const readable = open.filter((p) => p.missingAt === null);
   // A pack with no dead object is never sparse, however small: rewriting it would give the same bytes.
-  const sparse = open.filter((p) => liveRows(p) > 0 && liveRows(p) < p.objectCount && (usage.get(p.id)?.liveBytes ?? 0) < ratio * p.size);
+  const sparse = readable.filter(
+    (p) => liveRows(p) > 0 && liveRows(p) < p.objectCount && (usage.get(p.id)?.liveBytes ?? 0) < ratio * p.size,
+  );
   const sparseIds = new Set(sparse.map((p) => p.id));
   const small = selectSmallPacks(
-    open.filter((p) => liveRows(p) > 0 && !sparseIds.has(p.id)),
+    readable.filter((p) => liveRows(p) > 0 && !sparseIds.has(p.id)),
     { belowBytes: compactBelow, now },
   );
 

@@ -7,6 +7,7 @@ import { ObjectReader } from '../../objects/object-reader.js';
 import { type PackTrailer, packIdFromKey, packKey } from '../../objects/pack-format.js';
 import { inspectPackBytes, readPackTrailer } from '../../objects/pack-inspector.js';
 import { emptyReachable, walkReachable } from '../reachability.js';
+import { assessDamage, type PackDamage } from './damage.js';
 
 /** Packs checked at once (with `readData` each holds one whole pack, about 16 MiB, in memory). */
 export const VERIFY_PACK_CONCURRENCY = 4;
@@ -54,6 +55,13 @@ export interface VerifyReport {
   /** Findings, at most {@link MAX_REPORTED_PROBLEMS}; `problemCounts` has the full tally. */
   readonly problems: VerifyProblem[];
   readonly problemCounts: Readonly<Record<VerifyProblemKind, number>>;
+  /**
+   * Every pack known missing that still holds objects (recorded by this run or earlier ones),
+   * with the ready checkpoints that reference them and the damaged paths in each; those
+   * checkpoints are marked damaged (`Checkpoint.damage`), and marks that no longer hold are
+   * cleared. A missing pack whose objects were all written again since is healed and absent.
+   */
+  readonly damage: readonly PackDamage[];
   /** True when nothing but unindexed packs (garbage awaiting GC) was found. */
   readonly ok: boolean;
 }
@@ -71,6 +79,11 @@ export interface VerifyReport {
  *   and a sample would miss exactly the one pack a rebuild would need.
  * - with `readData`, every pack holding a reachable object is read whole: its SHA-256 must
  *   equal its id and every object in it must decompress to bytes that hash to the object id.
+ *
+ * Packs found missing (absent from the listing, or answering `NOT_FOUND` to a read) are
+ * recorded missing in the index, packs known missing that are back are recorded present, and
+ * the damage is assessed and recorded ({@link assessDamage}). A missing pack none of whose
+ * objects is still indexed in it (all written again by later checkpoints) is not a problem.
  *
  * Problems are collected, not thrown, so one report lists them all. Store outages reject.
  */
@@ -120,10 +133,16 @@ export async function verifyStore(
     if (!known.has(id))
       problems.add('unindexed-pack', id, 'in the blob store but not in the index (left by a failed checkpoint; GC removes it)');
   const live = allPacks.filter((p) => p.condemnedAt === null);
+  const absent = live.filter((p) => !stored.has(p.id)).map((p) => p.id);
+  await deps.meta.objects.markPacksMissing(absent);
+  await deps.meta.objects.markPacksPresent(live.filter((p) => p.missingAt !== null && stored.get(p.id) === p.size).map((p) => p.id));
+  const holding = new Set((await deps.meta.objects.objectsInPacks(absent)).map((o) => o.packId));
   const present = live.filter((p) => {
     const size = stored.get(p.id);
-    if (size === undefined) problems.add('missing-pack', p.id, `indexed but missing from the ${deps.blobs.name} store`);
-    else if (size !== p.size) problems.add('damaged-pack', p.id, `is ${size} bytes in the blob store, the index says ${p.size}`);
+    if (size === undefined && holding.has(p.id))
+      problems.add('missing-pack', p.id, `indexed but missing from the ${deps.blobs.name} store`);
+    else if (size !== undefined && size !== p.size)
+      problems.add('damaged-pack', p.id, `is ${size} bytes in the blob store, the index says ${p.size}`);
     return size !== undefined;
   });
 
@@ -135,9 +154,11 @@ export async function verifyStore(
         ? await readWhole(blobs, pack, problems)
         : await readTrailer(blobs, pack, size, problems);
     if (trailer !== undefined) await compareWithIndex(deps.meta, pack, trailer, problems);
+    else if (problems.has('missing-pack', pack.id)) await deps.meta.objects.markPacksMissing([pack.id]);
     done += 1;
     options.onProgress?.({ phase: 'packs', done, total: present.length });
   });
+  const damage = (await assessDamage(deps, Date.now())).packs.filter((p) => p.objects > 0);
 
   return {
     checkpoints: checkpoints.length,
@@ -147,6 +168,7 @@ export async function verifyStore(
     bytesRead: blobs.bytesRead,
     problems: problems.list,
     problemCounts: problems.counts,
+    damage,
     ok: problems.damaging === 0,
   };
 }
@@ -215,6 +237,11 @@ class Problems {
   };
   damaging = 0;
   private readonly seen = new Set<string>();
+
+  /** Whether a problem of `kind` about `id` was found. */
+  has(kind: VerifyProblemKind, id: string): boolean {
+    return this.seen.has(`${kind} ${id}`);
+  }
 
   add(kind: VerifyProblemKind, id: string, detail: string): void {
     const key = `${kind} ${id}`;
