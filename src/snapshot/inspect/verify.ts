@@ -110,13 +110,15 @@ export async function verifyStore(
 
   const ids = [...reachable.trees, ...reachable.data];
   const reachablePacks = new Set<string>();
+  // An object in a pack known missing is one `missing-pack` problem (and damage), not one per object.
+  const condemned = new Set((await deps.meta.objects.listPacks()).filter((p) => p.condemnedAt !== null).map((p) => p.id));
   for (let i = 0; i < ids.length; i += LOCATE_BATCH_IDS) {
     options.onProgress?.({ phase: 'index', done: i, total: ids.length });
     const batch = ids.slice(i, i + LOCATE_BATCH_IDS);
-    const found = await deps.meta.objects.locate(batch);
+    const found = await deps.meta.objects.locate(batch, { includeCondemned: true });
     for (const id of batch) {
       const loc = found.get(id);
-      if (loc === undefined)
+      if (loc === undefined || condemned.has(loc.packId))
         problems.add('missing-object', id, 'referenced by a checkpoint but not in the index (or only in a condemned pack)');
       else reachablePacks.add(loc.packId);
     }
