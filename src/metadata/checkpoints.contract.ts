@@ -84,6 +84,22 @@ function describeCheckpointCases(fixture: Fixture): void {
       });
     });
 
+    it('a ready checkpoint records and clears its damage; nothing else about it changes', async () => {
+      const { store } = await fixture();
+      const { workspaceId } = await makeWorkspace(store);
+      const pending = await store.checkpoints.createPending({ workspaceId, reason: 'turn' });
+      expect(pending.damage).toBeNull();
+      const ready = await store.checkpoints.markReady(pending.id, { rootTree: sha256('damaged-root'), stats: { files: 2 } });
+      expect(ready.damage).toBeNull();
+      const damage = { packs: [sha256('lost-pack')], paths: ['a.txt', 'dir/b.bin'], pathCount: 7, assessedAt: 1_234 };
+      await store.checkpoints.setDamage(ready.id, damage);
+      expect(await store.checkpoints.get(ready.id)).toEqual({ ...ready, damage });
+      expect((await store.checkpoints.listByWorkspace(workspaceId))[0]?.damage).toEqual(damage);
+      await store.checkpoints.setDamage(ready.id, null);
+      expect(await store.checkpoints.get(ready.id)).toEqual(ready);
+      await store.checkpoints.setDamage('no-such-checkpoint', damage);
+    });
+
     it('pending -> failed keeps its error, and a failed checkpoint stays failed', async () => {
       const { store } = await fixture();
       const { workspaceId } = await makeWorkspace(store);

@@ -97,6 +97,67 @@ export function describeObjectIndexCases(ctx: ContractContext): void {
       expect((await store.objects.findMissing(objects.map((o) => o.id))).size).toBe(0);
     });
 
+    it('objects of a pack known missing count as missing to dedup, stay locatable for readers, and are re-pointed when written again', async () => {
+      const { store } = await fixture();
+      const { packs, objects } = makeObjects('missing', 20, 10);
+      await store.objects.insertPacksAndObjects(packs, objects);
+      const [lost, kept] = packs as [PackRecord, PackRecord];
+      const lostIds = objects.filter((o) => o.packId === lost.id).map((o) => o.id);
+      expect(await store.objects.markPacksMissing([lost.id, lost.id, sha256('no-such-pack')], 1_000)).toEqual([lost.id]);
+      expect(await store.objects.markPacksMissing([lost.id], 2_000)).toEqual([]);
+      expect(await store.objects.missingPackIds()).toContain(lost.id);
+      expect(await store.objects.missingPackIds()).not.toContain(kept.id);
+      expect((await store.objects.listPacks()).find((p) => p.id === lost.id)).toMatchObject({ missingAt: 1_000, damageCheckedAt: null });
+      expect([...(await store.objects.findMissing(objects.map((o) => o.id)))].sort()).toEqual([...lostIds].sort());
+      expect((await store.objects.locate(lostIds)).size).toBe(0);
+      // Readers still find where the bytes were, so a read fails naming the pack (or succeeds if it came back).
+      expect((await store.objects.locate(lostIds, { includeCondemned: true })).get(lostIds[0] as string)?.packId).toBe(lost.id);
+      expect((await store.objects.objectsInPacks([lost.id])).length).toBe(10);
+      await store.objects.markDamageChecked([lost.id], 1_500);
+      expect((await store.objects.listPacks()).find((p) => p.id === lost.id)?.damageCheckedAt).toBe(1_500);
+
+      // A checkpoint writes three of them again, into a new pack: those rows move there.
+      const newPack: PackRecord = { id: sha256('missing-rewritten'), kind: 'data', size: 3_064, objectCount: 3 };
+      const rewritten = objects
+        .filter((o) => o.packId === lost.id)
+        .slice(0, 3)
+        .map((o, i) => ({ ...o, packId: newPack.id, offset: i * 9 }));
+      await store.objects.insertPacksAndObjects([newPack], rewritten);
+      expect((await store.objects.findMissing(lostIds)).size).toBe(7);
+      expect((await store.objects.objectsInPacks([lost.id])).length).toBe(7);
+      expect((await store.objects.locate([rewritten[1]?.id as string])).get(rewritten[1]?.id as string)).toMatchObject({
+        packId: newPack.id,
+        offset: 9,
+      });
+    });
+
+    it('a missing pack seen again, or registered again by a writer, counts as present', async () => {
+      const { store } = await fixture();
+      const { packs, objects } = makeObjects('returned', 10, 5);
+      await store.objects.insertPacksAndObjects(packs, objects);
+      const [first, second] = packs as [PackRecord, PackRecord];
+      expect(await store.objects.markPacksMissing([first.id, second.id])).toEqual([first.id, second.id].sort());
+      expect(await store.objects.markPacksPresent([first.id, sha256('no-such-pack')])).toBe(1);
+      expect(await store.objects.markPacksPresent([first.id])).toBe(0);
+      await store.objects.insertPacksAndObjects(
+        [second],
+        objects.filter((o) => o.packId === second.id),
+      );
+      expect((await store.objects.findMissing(objects.map((o) => o.id))).size).toBe(0);
+      const states = (await store.objects.listPacks()).filter((p) => p.id === first.id || p.id === second.id);
+      expect(states.map((p) => p.missingAt)).toEqual([null, null]);
+      expect(await store.objects.missingPackIds()).not.toEqual(expect.arrayContaining([first.id]));
+    });
+
+    it('a condemned pack is never marked missing (GC is deleting it)', async () => {
+      const { store } = await fixture();
+      const { packs, objects } = makeObjects('condemned-missing', 3);
+      await store.objects.insertPacksAndObjects(packs, objects);
+      await store.objects.condemnPacks(packs.map((p) => p.id));
+      expect(await store.objects.markPacksMissing(packs.map((p) => p.id))).toEqual([]);
+      expect(await store.objects.missingPackIds()).not.toContain(packs[0]?.id);
+    });
+
     it('block members keep their block offset through locate and objectsInPacks; lone objects have none', async () => {
       const { store } = await fixture();
       const { packs, objects } = makeObjects('blocks', 4);
