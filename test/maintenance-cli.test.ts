@@ -90,5 +90,15 @@ describe('holdfast verify / gc / index rebuild (CLI)', () => {
     expect(run.code).toBe(1);
     expect(json<{ ok: boolean; problems: Array<{ kind: string }> }>(run).problems.map((p) => p.kind)).toContain('missing-pack');
     expect((JSON.parse(run.stderr) as { error: { code: string } }).error.code).toBe('INTEGRITY');
+    // The report says which checkpoints lost what to the missing pack, in --json and in text.
+    const lost = path.basename(file ?? 'none').replace(/~$/, '');
+    const { damage } = json<{ damage: Array<{ pack: string; checkpoints: Array<{ checkpointId: string; paths: string[] }> }> }>(run);
+    expect(damage.map((d) => d.pack)).toEqual([lost]);
+    const damaged = damage[0]?.checkpoints ?? [];
+    expect(damaged.length).toBeGreaterThan(0);
+    const text = await holdfast('verify');
+    expect(text.code).toBe(1);
+    expect(text.stdout).toContain(lost);
+    for (const c of damaged) expect(text.stdout).toContain(c.checkpointId);
   }, 60_000);
 });

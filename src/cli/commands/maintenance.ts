@@ -11,6 +11,8 @@ const UNIT_MS: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h
 const GC_PHASES: readonly GcPhase[] = ['resume', 'retention', 'mark', 'repack', 'condemn', 'sweep', 'orphans'];
 /** Problems printed in text mode; `--json` lists them all. */
 const SHOWN_PROBLEMS = 50;
+/** Damaged checkpoints printed per missing pack in text mode; `--json` lists them all. */
+const SHOWN_DAMAGED_CHECKPOINTS = 20;
 /** What verify counts in each of its phases. */
 const VERIFY_NOUNS: Readonly<Record<VerifyProgress['phase'], string>> = { trees: 'checkpoint', index: 'object', packs: 'pack' };
 /** Items of each GC listing printed in text mode; `--json` lists them all. */
@@ -144,6 +146,17 @@ function renderVerify(r: VerifyReport): string {
     ...r.problems.slice(0, SHOWN_PROBLEMS).map((p) => `    ${p.kind}  ${p.id}  ${p.detail}`),
   ];
   if (r.problems.length > SHOWN_PROBLEMS) lines.push(`    … and ${r.problems.length - SHOWN_PROBLEMS} more (--json lists them)`);
+  for (const d of r.damage) {
+    lines.push(`  missing pack ${d.pack}: ${plural(d.objects, 'object')} lost, ${plural(d.checkpoints.length, 'damaged checkpoint')}`);
+    for (const c of d.checkpoints.slice(0, SHOWN_DAMAGED_CHECKPOINTS)) {
+      const more = c.pathCount > c.paths.length ? ` … and ${c.pathCount - c.paths.length} more` : '';
+      lines.push(`    checkpoint ${c.checkpointId}: ${c.paths.map((p) => (p === '' ? '(root)' : p)).join(', ')}${more}`);
+    }
+    if (d.checkpoints.length > SHOWN_DAMAGED_CHECKPOINTS)
+      lines.push(`    … and ${d.checkpoints.length - SHOWN_DAMAGED_CHECKPOINTS} more (--json lists them)`);
+  }
+  if (r.damage.length > 0)
+    lines.push('  a later checkpoint of a workspace that still has those files writes them again; what none has stays lost');
   return lines.join('\n');
 }
 
