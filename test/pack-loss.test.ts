@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Holdfast, openHoldfast } from '../src/index.js';
 import type { PackInfo } from '../src/metadata/metadata-store.js';
 import { packKey } from '../src/objects/pack-format.js';
 import { checkPackPresence } from '../src/snapshot/gc/pack-presence.js';
@@ -179,6 +180,57 @@ describe.each(BACKENDS)('a pack missing from the blob store on $name', (backend)
     expect(next.stats.packsWritten).toBe(2);
     expect(await b.meta.objects.missingPackIds()).toEqual([]);
     expect((await b.meta.objects.findMissing(rows.map((r) => r.id))).size).toBe(0);
+    expect(await verifyStore(b, { readData: true })).toMatchObject({ ok: true, damage: [] });
+  });
+});
+
+/** The service's periodic sweep (one replica at a time, by claim) checks pack presence before it collects garbage. */
+describe('the service sweep finds a lost pack nobody read', () => {
+  let b: OpenedBackends;
+  let hf: Holdfast;
+  beforeAll(async () => {
+    b = await (BACKENDS[0] as (typeof BACKENDS)[number]).open();
+    hf = await openHoldfast({ blobs: b.blobs, meta: b.meta, cacheDir: path.join(b.dir, 'cache'), gcSweepIntervalMs: 0 });
+  }, 120_000);
+  afterAll(async () => {
+    await hf?.close();
+    await b?.cleanup();
+  });
+
+  it('a sweep records the pack missing and the damaged head; the next checkpoint is a whole head again', async () => {
+    const dir = path.join(b.dir, 'ws');
+    writeFile(dir, 'notes.txt', 'what the agent wrote this turn\n'.repeat(50));
+    writeFile(dir, 'data/table.bin', seededBytes(64 * 1024, 'sweep-table'));
+    const first = await hf.snapshots.checkpoint({ dir, workspace: 'swept' });
+    const [data] = (await b.meta.objects.listPacks()).filter((p) => p.kind === 'data');
+    await b.blobs.delete(packKey(data?.id as string));
+
+    const outcome = await hf.sweepGarbage();
+    expect(outcome.kind).toBe('swept');
+    if (outcome.kind !== 'swept') return;
+    expect(outcome.presence.found).toEqual([data?.id]);
+    expect(outcome.presence.damage?.packs).toEqual([
+      {
+        pack: data?.id,
+        objects: data?.objectCount,
+        checkpoints: [
+          {
+            checkpointId: first.checkpoint.id,
+            workspaceId: first.checkpoint.workspaceId,
+            paths: ['data/table.bin', 'notes.txt'],
+            pathCount: 2,
+          },
+        ],
+      },
+    ]);
+    // GC kept what the damaged head still references in other packs, and the missing pack's rows.
+    expect(outcome.report.packsCondemned).toBe(0);
+    const head = (await hf.snapshots.workspaces()).find((w) => w.name === 'swept')?.head;
+    expect(head?.damage).toMatchObject({ packs: [data?.id], pathCount: 2 });
+
+    const next = await hf.snapshots.checkpoint({ dir, workspace: 'swept' });
+    expect(next.checkpoint.status).toBe('ready');
+    expect(next.checkpoint.damage).toBeNull();
     expect(await verifyStore(b, { readData: true })).toMatchObject({ ok: true, damage: [] });
   });
 });
