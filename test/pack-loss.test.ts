@@ -7,6 +7,8 @@ import { packKey } from '../src/objects/pack-format.js';
 import { checkPackPresence } from '../src/snapshot/gc/pack-presence.js';
 import { verifyStore } from '../src/snapshot/inspect/verify.js';
 import type { Snapshots } from '../src/snapshot/snapshots.js';
+import type { SourceScan } from '../src/snapshot/workspace-source.js';
+import { LocalWorkspaceSource } from '../src/snapshot/workspace-source.js';
 import { BACKENDS, type OpenedBackends } from './support/backends.js';
 import { describeTree, seededBytes, writeFile } from './support/trees.js';
 
@@ -165,6 +167,36 @@ describe.each(BACKENDS)('a pack missing from the blob store on $name', (backend)
     expect(gc.listing.packsDeleted.map((p) => p.id)).toContain(ws.data.id);
     expect(await packState(ws.data.id)).toBeUndefined();
     expect(await verifyStore(b, { readData: false })).toMatchObject({ ok: true, damage: [] });
+  });
+
+  it('a pack lost while a checkpoint runs (after dedup chose it, before the commit) is caught by the commit: the objects are written again', async () => {
+    const ws = await checkpointed(defaultFiles('race'));
+    // A new path with old content: not in the stat cache, so dedup asks the index, which still vouches for the pack.
+    fs.copyFileSync(path.join(ws.dir, 'a.bin'), path.join(ws.dir, 'copy-of-a.bin'));
+    const lose = async () => {
+      await b.blobs.delete(packKey(ws.data.id));
+      await checkPackPresence(b);
+    };
+    let lost = false;
+    const next = await snapshots.checkpoint({
+      workspace: ws.name,
+      source: (context) =>
+        new (class extends LocalWorkspaceSource {
+          override async unchanged(scan: SourceScan, wasRead: (path: string) => boolean): Promise<boolean> {
+            if (!lost) {
+              lost = true;
+              await lose();
+            }
+            return super.unchanged(scan, wasRead);
+          }
+        })(ws.dir, context.workspace.id, context.cacheDir, context.workers),
+    });
+    expect(lost).toBe(true);
+    expect(next.checkpoint.status).toBe('ready');
+    expect(await verifyStore(b, { readData: true })).toMatchObject({ ok: true, damage: [] });
+    const target = path.join(b.dir, `${ws.name}-target`);
+    await snapshots.restore({ dir: target, workspace: ws.name });
+    expect(describeTree(target)).toEqual(describeTree(ws.dir));
   });
 
   it('a checkpoint whose files the stat cache vouches for never commits objects of a pack known missing: it reads them again', async () => {
