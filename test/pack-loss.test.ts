@@ -263,6 +263,10 @@ describe('the service sweep finds a lost pack nobody read', () => {
     const next = await hf.snapshots.checkpoint({ dir, workspace: 'swept' });
     expect(next.checkpoint.status).toBe('ready');
     expect(next.checkpoint.damage).toBeNull();
+    // The next sweep re-assesses (the checkpoint wrote the lost objects again): the old checkpoint is whole, its mark gone.
+    const after = await hf.sweepGarbage();
+    expect(after.kind === 'swept' ? after.presence.damage : undefined).toMatchObject({ checkpointsCleared: 1, checkpointsDamaged: 0 });
+    expect((await hf.snapshots.getCheckpoint(first.checkpoint.id)).damage).toBeNull();
     expect(await verifyStore(b, { readData: true })).toMatchObject({ ok: true, damage: [] });
   });
 });

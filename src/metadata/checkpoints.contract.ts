@@ -95,8 +95,10 @@ function describeCheckpointCases(fixture: Fixture): void {
       await store.checkpoints.setDamage(ready.id, damage);
       expect(await store.checkpoints.get(ready.id)).toEqual({ ...ready, damage });
       expect((await store.checkpoints.listByWorkspace(workspaceId))[0]?.damage).toEqual(damage);
+      expect((await store.checkpoints.listDamaged()).map((c) => c.id)).toContain(ready.id);
       await store.checkpoints.setDamage(ready.id, null);
       expect(await store.checkpoints.get(ready.id)).toEqual(ready);
+      expect((await store.checkpoints.listDamaged()).map((c) => c.id)).not.toContain(ready.id);
       await store.checkpoints.setDamage('no-such-checkpoint', damage);
     });
 

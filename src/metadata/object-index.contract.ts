@@ -115,6 +115,8 @@ export function describeObjectIndexCases(ctx: ContractContext): void {
       expect((await store.objects.objectsInPacks([lost.id])).length).toBe(10);
       await store.objects.markDamageChecked([lost.id], 1_500);
       expect((await store.objects.listPacks()).find((p) => p.id === lost.id)?.damageCheckedAt).toBe(1_500);
+      await store.objects.markDamageChecked([lost.id], null);
+      expect((await store.objects.listPacks()).find((p) => p.id === lost.id)?.damageCheckedAt).toBeNull();
 
       // A checkpoint writes three of them again, into a new pack: those rows move there.
       const newPack: PackRecord = { id: sha256('missing-rewritten'), kind: 'data', size: 3_064, objectCount: 3 };

@@ -8,8 +8,9 @@ import type { Migration } from './migration.js';
  * has the bytes writes them again. `packs.damage_checked_at` is when the checkpoints that
  * reference a missing pack were last assessed. `checkpoints.damage` is the JSON of what a
  * ready checkpoint lost (missing packs, the first damaged paths and their count), `NULL` when
- * it is whole. The partial index keeps "which packs are known missing?" (asked by every
- * checkpoint commit) a lookup of a few rows.
+ * it is whole. The partial indexes keep "which packs are known missing?" (asked by every
+ * checkpoint commit) and "which checkpoints are damaged?" (asked by every presence sweep)
+ * lookups of a few rows.
  */
 function packPresence(t: { text: string; int: string }): string[] {
   return [
@@ -17,6 +18,7 @@ function packPresence(t: { text: string; int: string }): string[] {
     `ALTER TABLE packs ADD COLUMN damage_checked_at ${t.int}`,
     `ALTER TABLE checkpoints ADD COLUMN damage ${t.text}`,
     'CREATE INDEX packs_missing_idx ON packs (missing_at) WHERE missing_at IS NOT NULL',
+    'CREATE INDEX checkpoints_damaged_idx ON checkpoints (id) WHERE damage IS NOT NULL',
   ];
 }
 

@@ -121,6 +121,8 @@ export interface CheckpointsRepo {
    * and everything else stay as they are. Unknown ids are ignored.
    */
   setDamage(id: string, damage: CheckpointDamage | null): Promise<void>;
+  /** Every checkpoint with a damage mark, ordered by id (an indexed lookup; usually none). */
+  listDamaged(): Promise<Checkpoint[]>;
 }
 
 /** Builds the checkpoints repository over `context.db` (a store or a transaction). */
@@ -239,6 +241,10 @@ export function createCheckpointsRepo({ db, dialect, now }: RepoContext): Checkp
     async setDamage(id, damage) {
       const text = damage === null ? null : toJsonText(damage as unknown as JsonObject, 'damage');
       await db.updateTable('checkpoints').set({ damage: text }).where('id', '=', id).execute();
+    },
+    async listDamaged() {
+      const rows = await db.selectFrom('checkpoints').selectAll().where('damage', 'is not', null).orderBy('id').execute();
+      return rows.map(toCheckpoint);
     },
   };
 }

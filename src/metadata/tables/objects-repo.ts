@@ -127,8 +127,11 @@ export interface ObjectIndexRepo {
   markPacksPresent(packIds: readonly string[]): Promise<number>;
   /** Ids of the uncondemned packs known missing, ascending; a cheap indexed lookup (usually none). */
   missingPackIds(): Promise<string[]>;
-  /** Stamps `damage_checked_at` (epoch ms) on the given packs: their damage was assessed at `at`. */
-  markDamageChecked(packIds: readonly string[], at: number): Promise<void>;
+  /**
+   * Stamps `damage_checked_at` (epoch ms) on the given packs: their damage was assessed at
+   * `at`; `null` asks for a new assessment (a writer re-pointed some of their objects).
+   */
+  markDamageChecked(packIds: readonly string[], at: number | null): Promise<void>;
   /**
    * Every object row pointing into one of `packIds` (condemned packs included), whatever the
    * pack's state; used to compare the index with pack trailers and to re-check liveness.

@@ -139,7 +139,7 @@ export async function createCheckpoint(deps: SnapshotDeps, options: CheckpointOp
   }
 }
 
-/** The commit found a referenced object in a pack known missing (see {@link refuseLostObjects}). */
+/** The commit found a referenced object in a pack known missing (see {@link insertRefusingLost}). */
 class LostObjects extends Error {
   constructor(readonly packs: readonly string[]) {
     super(`referenced objects are in missing packs ${packs.join(', ')}`);
@@ -155,15 +155,28 @@ function* referencedIds(captured: Captured): Generator<string> {
   yield* captured.treeIds;
 }
 
-/**
- * Throws {@link LostObjects} when an object this checkpoint references (and did not write
- * itself: its own rows were just re-pointed by the insert) still points into a pack known
- * missing. One indexed query when no pack is missing, the normal case.
- */
-async function refuseLostObjects(tx: MetadataTransaction, captured: Captured): Promise<void> {
+/** Object id -> pack of every row still pointing into a pack known missing (one indexed query when none is, the normal case). */
+async function lostObjects(tx: MetadataTransaction): Promise<Map<string, string>> {
   const missing = await tx.objects.missingPackIds();
-  if (missing.length === 0) return;
-  const lost = new Map((await tx.objects.objectsInPacks(missing)).map((o) => [o.id, o.packId]));
+  if (missing.length === 0) return new Map();
+  return new Map((await tx.objects.objectsInPacks(missing)).map((o) => [o.id, o.packId]));
+}
+
+/**
+ * Registers the checkpoint's packs and objects, then throws {@link LostObjects} when an
+ * object it references (and did not write itself: its own rows were just re-pointed by the
+ * insert) still points into a pack known missing. A missing pack some of whose objects this
+ * checkpoint wrote again is flagged for a new damage assessment (older checkpoints may be
+ * whole again), which the next presence sweep makes.
+ */
+async function insertRefusingLost(tx: MetadataTransaction, captured: Captured): Promise<void> {
+  const before = await lostObjects(tx);
+  await tx.objects.insertPacksAndObjects(captured.written.packs, captured.written.objects);
+  if (before.size === 0) return;
+  const lost = await lostObjects(tx);
+  const healed = new Set<string>();
+  for (const [id, pack] of before) if (!lost.has(id)) healed.add(pack);
+  if (healed.size > 0) await tx.objects.markDamageChecked([...healed], null);
   if (lost.size === 0) return;
   const packs = new Set<string>();
   for (const id of referencedIds(captured)) {
@@ -200,8 +213,7 @@ async function commit(
   const pending = { id: pendingId };
   const checkpoint = await deps.meta.transaction(async (tx) => {
     await guardPreexistingPacks(tx, captured.written.preexistingPacks, startedAtMs);
-    await tx.objects.insertPacksAndObjects(captured.written.packs, captured.written.objects);
-    await refuseLostObjects(tx, captured);
+    await insertRefusingLost(tx, captured);
     await tx.gc.releaseIntents(pending.id);
     const ready = await tx.checkpoints.markReady(pending.id, {
       rootTree: captured.rootId,

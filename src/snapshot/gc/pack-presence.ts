@@ -24,8 +24,8 @@ export interface PresenceReport {
   /** Every uncondemned pack known missing after this run, ascending. */
   readonly missing: readonly string[];
   /**
-   * The damage assessment, when this run needed one: a pack went missing or came back, or a
-   * pack a reader found missing was not assessed since. Undefined otherwise.
+   * The damage assessment, when this run needed one (see {@link checkPackPresence}); undefined
+   * otherwise.
    */
   readonly damage: DamageReport | undefined;
 }
@@ -36,7 +36,8 @@ export interface PresenceReport {
  * cannot condemn a pack), then records what it found: absent packs as missing (their objects
  * stop counting as present, so the next checkpoint that has their bytes writes them again),
  * missing packs that are back (same size) as present. When the set of missing packs changed,
- * or a reader recorded one since the last assessment, it assesses and records which
+ * a reader recorded one or a writer re-pointed objects of one since the last assessment, or a
+ * checkpoint's damage mark names a pack no longer missing, it assesses and records which
  * checkpoints lost what ({@link assessDamage}).
  *
  * The index is read before the listing starts: a pack is registered only after its blob is
@@ -68,7 +69,10 @@ export async function checkPackPresence(
     .map((p) => p.id)
     .sort();
   await deps.meta.objects.markPacksPresent(returned);
+  const missing = await deps.meta.objects.missingPackIds();
   const unassessed = packs.some((p) => p.missingAt !== null && !returned.includes(p.id) && !((p.damageCheckedAt ?? -1) >= p.missingAt));
-  const damage = found.length > 0 || returned.length > 0 || unassessed ? await assessDamage(deps, at) : undefined;
+  // A mark naming a pack no longer missing (a checkpoint stored that very pack again) is stale.
+  const stale = (await deps.meta.checkpoints.listDamaged()).some((c) => c.damage?.packs.some((p) => !missing.includes(p)));
+  const damage = found.length > 0 || returned.length > 0 || unassessed || stale ? await assessDamage(deps, at) : undefined;
   return { packs: packs.length, found, returned, missing: await deps.meta.objects.missingPackIds(), damage };
 }
