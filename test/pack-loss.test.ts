@@ -90,6 +90,19 @@ describe.each(BACKENDS)('a pack missing from the blob store on $name', (backend)
     }
   });
 
+  it('cat of a file in a lost pack fails RESTORE_INCOMPLETE naming the pack, and records it missing', async () => {
+    const ws = await checkpointed(defaultFiles('cat'));
+    await b.blobs.delete(packKey(ws.data.id));
+    const read = async () => {
+      for await (const _ of snapshots.cat(ws.first.id, 'a.bin'));
+    };
+    expect(await failure(read())).toMatchObject({ code: 'RESTORE_INCOMPLETE', data: { pack: ws.data.id } });
+    expect((await packState(ws.data.id))?.missingAt).not.toBeNull();
+    const next = await snapshots.checkpoint({ dir: ws.dir, workspace: ws.name });
+    expect(next.checkpoint.status).toBe('ready');
+    expect(await verifyStore(b, { readData: true })).toMatchObject({ ok: true, damage: [] });
+  });
+
   it('the presence sweep finds lost data and tree packs nobody read, records the damaged checkpoint, and the next checkpoint heals it', async () => {
     const ws = await checkpointed(defaultFiles('sweep'));
     await b.blobs.delete(packKey(ws.data.id));
