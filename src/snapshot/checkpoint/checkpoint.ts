@@ -8,6 +8,7 @@ import type { StatCacheBuilder } from '../../workspace-fs/stat-cache.js';
 import { MAX_CHECKPOINT_MS, type SnapshotDeps } from '../snapshot-deps.js';
 import type { SourceScan, WorkspaceSource } from '../workspace-source.js';
 import { ContentSink } from './content-sink.js';
+import { insertRefusingLost, LostObjects } from './lost-objects.js';
 import { readFiles } from './read-files.js';
 import { buildTrees, type FileIds } from './tree-builder.js';
 
@@ -137,53 +138,6 @@ export async function createCheckpoint(deps: SnapshotDeps, options: CheckpointOp
     await deps.meta.gc.releaseIntents(pending.id).catch(() => undefined);
     throw reported;
   }
-}
-
-/** The commit found a referenced object in a pack known missing (see {@link insertRefusingLost}). */
-class LostObjects extends Error {
-  constructor(readonly packs: readonly string[]) {
-    super(`referenced objects are in missing packs ${packs.join(', ')}`);
-  }
-}
-
-/**
- * Every object id `captured` references: each included file's chunks and every tree, the
- * encoded ones and those reused from the tree cache.
- */
-function* referencedIds(captured: Captured): Generator<string> {
-  for (const file of captured.ids.values()) yield* file.chunks;
-  yield* captured.treeIds;
-}
-
-/** Object id -> pack of every row still pointing into a pack known missing (one indexed query when none is, the normal case). */
-async function lostObjects(tx: MetadataTransaction): Promise<Map<string, string>> {
-  const missing = await tx.objects.missingPackIds();
-  if (missing.length === 0) return new Map();
-  return new Map((await tx.objects.objectsInPacks(missing)).map((o) => [o.id, o.packId]));
-}
-
-/**
- * Registers the checkpoint's packs and objects, then throws {@link LostObjects} when an
- * object it references (and did not write itself: its own rows were just re-pointed by the
- * insert) still points into a pack known missing. A missing pack some of whose objects this
- * checkpoint wrote again is flagged for a new damage assessment (older checkpoints may be
- * whole again), which the next presence sweep makes.
- */
-async function insertRefusingLost(tx: MetadataTransaction, captured: Captured): Promise<void> {
-  const before = await lostObjects(tx);
-  await tx.objects.insertPacksAndObjects(captured.written.packs, captured.written.objects);
-  if (before.size === 0) return;
-  const lost = await lostObjects(tx);
-  const healed = new Set<string>();
-  for (const [id, pack] of before) if (!lost.has(id)) healed.add(pack);
-  if (healed.size > 0) await tx.objects.markDamageChecked([...healed], null);
-  if (lost.size === 0) return;
-  const packs = new Set<string>();
-  for (const id of referencedIds(captured)) {
-    const pack = lost.get(id);
-    if (pack !== undefined) packs.add(pack);
-  }
-  if (packs.size > 0) throw new LostObjects([...packs].sort());
 }
 
 /**
