@@ -11,6 +11,7 @@ import type { Database } from './schema.js';
 import { type CheckpointsRepo, createCheckpointsRepo } from './tables/checkpoints-repo.js';
 import { type ClaimsRepo, createClaimsRepo } from './tables/claims-repo.js';
 import { createDeploymentsRepo, type DeploymentsRepo } from './tables/deployments-repo.js';
+import { createFencedLocksRepo, type FencedLocksRepo } from './tables/fenced-locks-repo.js';
 import { createFolderSyncRepo, type FolderSyncRepo } from './tables/folder-sync-repo.js';
 import { createFoldersRepo, type FoldersRepo } from './tables/folders-repo.js';
 import { createGcRepo, type GcRepo } from './tables/gc-repo.js';
@@ -18,6 +19,7 @@ import { createIdempotencyRepo, type IdempotencyRepo } from './tables/idempotenc
 import { createObjectIndexRepo, type ObjectIndexRepo } from './tables/objects-repo.js';
 import type { RepoContext } from './tables/repo-context.js';
 import { createRunsRepo, type RunsRepo } from './tables/runs-repo.js';
+import { createSandboxInstancesRepo, type SandboxInstancesRepo } from './tables/sandbox-instances-repo.js';
 import { createTenantsRepo, type TenantsRepo } from './tables/tenants-repo.js';
 import { createTokensRepo, type TokensRepo } from './tables/tokens-repo.js';
 import { createTurnsRepo, type TurnsRepo } from './tables/turns-repo.js';
@@ -43,6 +45,8 @@ export type {
   ReadyCheckpointInput,
 } from './tables/checkpoints-repo.js';
 export type { Channel, DeploymentRecord } from './tables/deployments-repo.js';
+export type { LockFence, LockGrant, LockState } from './tables/fenced-locks-repo.js';
+export { MAX_LOCK_NAME_LENGTH, MAX_LOCK_TTL_MS } from './tables/fenced-locks-repo.js';
 export type {
   FolderSyncKey,
   FolderSyncPatch,
@@ -64,6 +68,13 @@ export type { DeletionRecord, QueuedOrphan, UploadIntent } from './tables/gc-rep
 export type { IdempotencyBegin } from './tables/idempotency-repo.js';
 export type { ObjectLocation, ObjectRecord, PackInfo, PackRecord } from './tables/objects-repo.js';
 export type { CreateRunInput, Lease, Run, StoredRunBindings } from './tables/runs-repo.js';
+export type {
+  SandboxInstance,
+  SandboxInstanceInput,
+  SandboxInstanceWriteOptions,
+  SnapshotLabel,
+} from './tables/sandbox-instances-repo.js';
+export { MAX_SANDBOX_FIELD_LENGTH, MAX_SANDBOX_KEY_LENGTH, MAX_SNAPSHOT_LABEL_LENGTH } from './tables/sandbox-instances-repo.js';
 export type { CreateTenantInput, Tenant } from './tables/tenants-repo.js';
 export type { CreateTokenInput, TokenGrant, TokenRecord } from './tables/tokens-repo.js';
 export type { RunEvent, RunEventInput, Turn } from './tables/turns-repo.js';
@@ -73,12 +84,14 @@ export type {
   CheckpointsRepo,
   ClaimsRepo,
   DeploymentsRepo,
+  FencedLocksRepo,
   FolderSyncRepo,
   FoldersRepo,
   GcRepo,
   IdempotencyRepo,
   ObjectIndexRepo,
   RunsRepo,
+  SandboxInstancesRepo,
   TenantsRepo,
   TokensRepo,
   TurnsRepo,
@@ -120,6 +133,13 @@ export interface MetadataRepositories {
   readonly claims: ClaimsRepo;
   /** Work-folder sync state per sandbox and scope. */
   readonly folderSync: FolderSyncRepo;
+  /**
+   * Agent frameworks' sandbox records per tenant and key (versioned, compare-and-set, fenced
+   * writes) and the labels of the checkpoints they took, keyed by checkpoint id.
+   */
+  readonly sandboxInstances: SandboxInstancesRepo;
+  /** Named, expiring locks per tenant with a fencing token that only grows. */
+  readonly locks: FencedLocksRepo;
 }
 
 /** The repositories bound to one open transaction, plus its raw Kysely handle. */
@@ -197,6 +217,8 @@ function repositories(context: RepoContext): MetadataRepositories {
     folders: createFoldersRepo(context),
     claims: createClaimsRepo(context),
     folderSync: createFolderSyncRepo(context),
+    sandboxInstances: createSandboxInstancesRepo(context),
+    locks: createFencedLocksRepo(context),
   };
 }
 

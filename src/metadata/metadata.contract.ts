@@ -17,6 +17,7 @@ import { LATEST_SCHEMA_VERSION, MIGRATIONS } from './migrations.js';
 import { describeObjectIndexCases } from './object-index.contract.js';
 import { describePrincipalsCases } from './principals.contract.js';
 import { describeRunsCases } from './runs.contract.js';
+import { describeSandboxInstancesCases } from './sandbox-instances.contract.js';
 import { describeUserOwnersMigration } from './user-owners.contract.js';
 
 export type { MetadataContractOptions, MetadataTestDatabase } from './metadata-contract-support.contract.js';
@@ -41,6 +42,7 @@ export function describeMetadataContract(options: MetadataContractOptions): void
     describeFoldersCases(ctx);
     describeFolderSyncCases(ctx);
     describeUserOwnersMigration(ctx);
+    describeSandboxInstancesCases(ctx);
   });
 }
 

@@ -329,6 +329,45 @@ export interface FolderSyncStatesTable {
   updated_at: number;
 }
 
+/** `sandbox_instances` (migration 13): the provider sandbox an agent framework resumes for a key of a tenant. */
+export interface SandboxInstancesTable {
+  tenant_id: string;
+  key: string;
+  provider: string;
+  provider_sandbox_id: string;
+  latest_snapshot_id: string | null;
+  thread_id: string;
+  latest_run_id: string | null;
+  /** The caller's own timestamp of the record (epoch ms), kept as given. */
+  updated_at: number;
+  /** 1 on insert, +1 on every write: what compare-and-set compares. */
+  version: number;
+  /** The store's clock at the last write. */
+  written_at: number;
+}
+
+/** `sandbox_snapshot_labels` (migration 13): what a framework said about a checkpoint it asked for. */
+export interface SandboxSnapshotLabelsTable {
+  tenant_id: string;
+  checkpoint_id: string;
+  workspace_id: string;
+  label: string | null;
+  thread_id: string | null;
+  run_id: string | null;
+  sandbox_key: string | null;
+  created_at: number;
+}
+
+/** `fenced_locks` (migration 13): named locks of a tenant with a fencing token that only grows. */
+export interface FencedLocksTable {
+  tenant_id: string;
+  name: string;
+  /** `null` once released. */
+  holder: string | null;
+  token: number;
+  expires_at: number;
+}
+
 /** `holdfast_schema_migrations`: one row per applied migration, written by the migrator only. */
 export interface SchemaMigrationsTable {
   version: number;
@@ -359,5 +398,8 @@ export interface Database {
   folder_operations: FolderOperationsTable;
   service_claims: ServiceClaimsTable;
   folder_sync_states: FolderSyncStatesTable;
+  sandbox_instances: SandboxInstancesTable;
+  sandbox_snapshot_labels: SandboxSnapshotLabelsTable;
+  fenced_locks: FencedLocksTable;
   holdfast_schema_migrations: SchemaMigrationsTable;
 }
