@@ -28,7 +28,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['folders'],
   ['git'],
   ['holdfast.ts'],
-  ['index.ts'],
+  ['index.ts', 'tanstack'],
   ['server', 'inspector'],
   ['cli'],
 ];
