@@ -51,6 +51,7 @@ const COMMAND_CAPABILITIES: SandboxCapabilities = Object.freeze({
   durableFilesystem: false,
   killableProcesses: false,
   networkIsolation: false,
+  workspaceRootsUnder: null,
 });
 
 /**
