@@ -26,9 +26,30 @@ interface LintReport {
   readonly problems: readonly { readonly ruleId: string; readonly message: string; readonly location?: unknown }[];
 }
 
+interface Parameter {
+  readonly name: string;
+  readonly in: string;
+  readonly schema: Record<string, unknown>;
+}
+interface Operation {
+  readonly operationId: string;
+  readonly parameters?: readonly Parameter[];
+  readonly requestBody?: { readonly content: Record<string, { readonly schema?: Record<string, unknown> }> };
+  readonly responses: Record<string, { readonly content?: Record<string, { readonly schema?: Record<string, unknown> }> }>;
+}
+
+/** Every operation of the document with its method and path. */
+function operationsOf(paths: Record<string, Record<string, Operation>>): { method: string; path: string; op: Operation }[] {
+  return Object.entries(paths).flatMap(([path, item]) => Object.entries(item).map(([method, op]) => ({ method, path, op })));
+}
+
 describe('the OpenAPI document', () => {
   let svc: TestService;
-  let doc: { components: Record<string, Record<string, unknown>> };
+  let doc: {
+    components: Record<string, Record<string, unknown>>;
+    servers: unknown[];
+    paths: Record<string, Record<string, Operation>>;
+  };
   let text: string;
 
   beforeAll(async () => {
@@ -71,5 +92,42 @@ describe('the OpenAPI document', () => {
       }
     }
     expect(unreferenced).toEqual([]);
+  });
+
+  it('is fit for generated clients: no ignored header parameters, one spelling per header, typed path and flag parameters, binary bodies', async () => {
+    const ops = operationsOf(doc.paths);
+    const headers = ops.flatMap(({ op }) => (op.parameters ?? []).filter((p) => p.in === 'header').map((p) => p.name));
+    // OpenAPI ignores a Content-Type (Accept, Authorization) parameter: a client that omits it sends JSON and gets 415.
+    expect(headers.filter((name) => ['content-type', 'accept', 'authorization'].includes(name.toLowerCase()))).toEqual([]);
+    const spellings = new Map<string, Set<string>>();
+    for (const name of headers) spellings.set(name.toLowerCase(), (spellings.get(name.toLowerCase()) ?? new Set()).add(name));
+    expect([...spellings.values()].filter((names) => names.size > 1).map((names) => [...names])).toEqual([]);
+    expect(spellings.get('idempotency-key')).toEqual(new Set(['Idempotency-Key']));
+    const folderOps = ops.filter(({ path }) => path.startsWith('/api/companies/{companyId}/work-folders/'));
+    expect(folderOps.length).toBeGreaterThan(0);
+    for (const { op } of folderOps) {
+      expect({ op: op.operationId, scope: op.parameters?.find((p) => p.name === 'scope')?.schema }).toEqual({
+        op: op.operationId,
+        scope: { type: 'string', enum: ['task', 'agent', 'user', 'project'] },
+      });
+    }
+    const list = folderOps.find(({ op }) => op.operationId === 'listFolderFiles')?.op;
+    expect(list?.parameters?.find((p) => p.name === 'trash')?.schema).toMatchObject({ type: 'boolean' });
+    const binary = { type: 'string', format: 'binary' };
+    for (const { op } of ops) {
+      for (const [type, media] of Object.entries(op.requestBody?.content ?? {})) {
+        if (type !== 'application/json') expect({ op: op.operationId, type, schema: media.schema }).toMatchObject({ schema: binary });
+      }
+    }
+    const download = (id: string) => ops.find(({ op }) => op.operationId === id)?.op.responses;
+    expect(download('downloadCheckpointFile')?.['200']?.content?.['application/octet-stream']?.schema).toMatchObject(binary);
+    expect(download('downloadFolderFile')?.['200']?.content?.['*/*']?.schema).toMatchObject(binary);
+    expect(download('downloadFolderFile')?.['206']?.content?.['*/*']?.schema).toMatchObject(binary);
+    // The server a generated client starts from is where `holdfast serve` listens by default.
+    const { stdout } = await run(process.execPath, [path.join(REPO, 'dist', 'bin', 'main.js'), 'serve', '--help']);
+    const server = doc.servers[0] as { url: string; variables: Record<string, { default: string }> };
+    const url = server.url.replace(/\{(\w+)\}/g, (_m, name: string) => server.variables[name]?.default ?? '');
+    expect(stdout).toContain(new URL(url).hostname);
+    expect(stdout).toContain(new URL(url).port);
   });
 });

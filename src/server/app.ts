@@ -26,7 +26,7 @@ import { inspectorAnyPrincipalRoutes, inspectorV1Routes } from './routes/inspect
 import { runRoutes } from './routes/runs.js';
 import { Health, Readiness } from './routes/schemas.js';
 import { tokenRoutes } from './routes/tokens.js';
-import { workFolderRoutes } from './routes/work-folders.js';
+import { workFolderPaths, workFolderRoutes } from './routes/work-folders.js';
 
 /** The license of the service (SPDX), as package.json says. */
 const LICENSE = 'Apache-2.0';
@@ -193,7 +193,7 @@ export function createApp(options: AppOptions): Hono<AppEnv> {
   const anyPrincipal = bearerAuth((hash) => hf.tokens.principal(hash), { kinds: PRINCIPAL_KINDS });
   for (const route of folderRoutes) {
     const limit = bodyLimit(route.maxBodyBytes ?? MAX_REQUEST_BODY_BYTES);
-    app.on(route.doc.method.toUpperCase(), route.doc.path, limit, anyPrincipal, route.handler);
+    for (const path of workFolderPaths(route.doc.path)) app.on(route.doc.method.toUpperCase(), path, limit, anyPrincipal, route.handler);
   }
   return app;
 }

@@ -57,8 +57,19 @@ describe('buildOpenApi', () => {
       { name: 'offset', in: 'query', required: false, schema: expect.objectContaining({ type: 'number' }) },
       { name: 'rev', in: 'query', required: true, schema: { type: 'string' } },
     ]);
-    expect(download?.responses).toMatchObject({ '200': { content: { 'application/octet-stream': {} } } });
-    expect(doc.servers).toEqual([expect.objectContaining({ url: '/' })]);
+    expect(download?.responses).toMatchObject({
+      '200': {
+        content: {
+          'application/octet-stream': { schema: { type: 'string', format: 'binary', contentMediaType: 'application/octet-stream' } },
+        },
+      },
+    });
+    expect(doc.servers).toEqual([
+      expect.objectContaining({
+        url: 'http://{host}:{port}',
+        variables: { host: expect.objectContaining({ default: '127.0.0.1' }), port: expect.objectContaining({ default: '7420' }) },
+      }),
+    ]);
     expect(doc.info).toMatchObject({ license: { name: 'Apache-2.0', identifier: 'Apache-2.0' } });
     expect(doc.paths['/healthz']?.get?.operationId).toBe('getHealth');
   });
@@ -121,6 +132,16 @@ describe('buildOpenApi', () => {
       [{ ...route, operationId: 'get-a' }],
       [{ ...route, tags: ['undeclared'] }],
       [{ ...route, responses: { 409: { description: 'no code gives it' } } }],
+      // OpenAPI ignores these as header parameters: a client that leaves them out gets a 415 or a 401.
+      [{ ...route, headers: z.object({ 'Content-Type': z.string() }) }],
+      [{ ...route, headers: z.object({ authorization: z.string() }) }],
+      // One header, two spellings: a generated client would take them for two parameters.
+      [
+        { ...route, method: 'post', idempotent: true },
+        { ...route, path: '/b/:id', operationId: 'getB', headers: z.object({ 'idempotency-key': z.string() }) },
+      ],
+      // A documented path parameter the path lacks.
+      [{ ...route, params: z.object({ other: z.string() }) }],
     ];
     for (const routes of cases) {
       try {
@@ -145,6 +166,30 @@ describe('buildOpenApi', () => {
     expect(dig(responses, '201', 'headers', 'X-Request-Id')).toEqual({ $ref: '#/components/headers/X-Request-Id' });
     const health = build().paths['/healthz']?.get?.responses as Record<string, unknown>;
     expect(Object.keys(health)).toEqual(['200', '500']);
+  });
+
+  it('documents raw request bodies as binary, path parameters by their schemas, and wire booleans as booleans', () => {
+    const op = build([
+      {
+        method: 'put',
+        path: '/files/:scope/:name',
+        operationId: 'putFile',
+        summary: 'Put',
+        consumes: 'application/octet-stream',
+        params: z.object({ scope: z.enum(['task', 'user']) }),
+        query: z.object({ trash: z.stringbool().meta({ type: 'boolean' }).optional() }),
+      },
+    ]).paths['/files/{scope}/{name}']?.put;
+    expect(dig(op, 'requestBody', 'content', 'application/octet-stream', 'schema')).toEqual({
+      type: 'string',
+      format: 'binary',
+      contentMediaType: 'application/octet-stream',
+    });
+    expect(op?.parameters).toEqual([
+      { name: 'scope', in: 'path', required: true, schema: { type: 'string', enum: ['task', 'user'] } },
+      { name: 'name', in: 'path', required: true, schema: { type: 'string' } },
+      { name: 'trash', in: 'query', required: false, schema: { type: 'boolean' } },
+    ]);
   });
 
   it('documents Idempotency-Key, the replay headers and the in-flight 409 with Retry-After on idempotent routes', () => {

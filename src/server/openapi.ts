@@ -18,6 +18,11 @@ export interface RouteDoc {
   readonly summary: string;
   readonly description?: string;
   readonly tags?: readonly string[];
+  /**
+   * Schemas of the path parameters by name (an enum, a pattern), documented as their input; a
+   * `:param` without one is any string (or its route regex). A property no `:param` names is refused.
+   */
+  readonly params?: z.ZodObject;
   /** Request body schema, documented as the input the client sends (before transforms). */
   readonly body?: z.ZodType;
   /**
@@ -27,7 +32,10 @@ export interface RouteDoc {
   readonly consumes?: string;
   /**
    * Request headers the route reads (`X-File-SHA256`, `Range`, …); each property becomes a
-   * header parameter, named as the property (header names are case-insensitive).
+   * header parameter, named as the property: spell each as the document does everywhere else
+   * (one spelling per header across the document). `Content-Type`, `Accept` and `Authorization`
+   * are refused: OpenAPI ignores such parameters (the body's media type is `consumes`, the token
+   * the security scheme).
    */
   readonly headers?: z.ZodObject;
   /** Query string; each property becomes a query parameter. */
@@ -89,7 +97,12 @@ export interface OpenApiInfo {
   readonly license: string;
   /** Tag descriptions by name; every tag a route names must be here. */
   readonly tags?: Readonly<Record<string, string>>;
+  /** The defaults of the server variables `host` and `port`; default {@link DEFAULT_SERVER}. */
+  readonly defaultServer?: { readonly host: string; readonly port: number };
 }
+
+/** Where `holdfast serve` listens unless told otherwise (`--host`, `--port`): the document's default server. */
+export const DEFAULT_SERVER = Object.freeze({ host: '127.0.0.1', port: 7420 });
 
 type Json = Record<string, unknown>;
 
@@ -99,6 +112,10 @@ const SCHEMAS_PREFIX = '#/components/schemas/';
 const PATH_PARAM = /:([A-Za-z0-9_]+)(\{[^}]*\})?(\?)?/g;
 /** Letters and digits, starting with a lowercase letter: safe in URLs and as a method name. */
 const OPERATION_ID = /^[a-z][A-Za-z0-9]*$/;
+/** Header parameters OpenAPI ignores (3.1.0 §4.8.12.1): the media type, the accepted types and the credential have their own fields. */
+const IGNORED_HEADER_PARAMETERS: ReadonlySet<string> = new Set(['content-type', 'accept', 'authorization']);
+/** The one spelling of the idempotency header, wherever a route takes it. */
+export const IDEMPOTENCY_KEY_HEADER = 'Idempotency-Key';
 
 const ERROR_SCHEMA: Json = {
   type: 'object',
@@ -168,6 +185,8 @@ const METHOD_NOT_ALLOWED: Json = {
  */
 export function buildOpenApi(info: OpenApiInfo, routes: readonly RouteDoc[]): Json {
   const schemas: Record<string, Json> = { Error: ERROR_SCHEMA };
+  /** Header parameter names by their lowercase form: a second spelling of one header is refused. */
+  const headerSpellings = new Map<string, string>();
   const paths: Record<string, Record<string, Json>> = {};
   // OpenAPI treats /a/{id} and /a/{name} as the same path, so compare with names erased.
   const templates = new Map<string, string>();
@@ -187,9 +206,12 @@ export function buildOpenApi(info: OpenApiInfo, routes: readonly RouteDoc[]): Js
     for (const tag of route.tags ?? []) {
       if (info.tags?.[tag] === undefined) throw invalid(`tag ${tag} of ${route.operationId} is not declared`);
     }
-    operations[route.method] = operation(route, params, schemas);
+    const op = operation(route, params, schemas);
+    checkHeaderSpellings(route, op, headerSpellings);
+    operations[route.method] = op;
     paths[path] = operations;
   }
+  const server = info.defaultServer ?? DEFAULT_SERVER;
   const doc: Json = {
     openapi: '3.1.0',
     info: {
@@ -198,8 +220,18 @@ export function buildOpenApi(info: OpenApiInfo, routes: readonly RouteDoc[]): Js
       ...(info.description === undefined ? {} : { description: info.description }),
       license: { name: info.license, identifier: info.license },
     },
-    // Relative: the document is served by the server it describes.
-    servers: [{ url: '/', description: 'The server this document was fetched from' }],
+    // A template with the defaults of `holdfast serve`: a generated client gets a base URL that works
+    // against a local service, and says where to put another host or port.
+    servers: [
+      {
+        url: 'http://{host}:{port}',
+        description: 'A holdfast serve: loopback by default; behind a TLS proxy, use its https URL instead',
+        variables: {
+          host: { default: server.host, description: 'The interface or name it listens on (--host, HOLDFAST_HOST)' },
+          port: { default: String(server.port), description: 'Its TCP port (--port, HOLDFAST_PORT)' },
+        },
+      },
+    ],
   };
   if (info.tags !== undefined) doc.tags = Object.entries(info.tags).map(([name, description]) => ({ name, description }));
   doc.paths = paths;
@@ -214,17 +246,12 @@ export function buildOpenApi(info: OpenApiInfo, routes: readonly RouteDoc[]): Js
 
 function operation(route: RouteDoc, pathParams: readonly PathParam[], schemas: Record<string, Json>): Json {
   const hint = route.operationId;
-  const parameters: Json[] = pathParams.map(({ name, pattern }) => ({
-    name,
-    in: 'path',
-    required: true,
-    schema: pattern === undefined ? { type: 'string' } : { type: 'string', pattern },
-  }));
+  const parameters: Json[] = pathParameters(route, pathParams, schemas);
   if (route.query !== undefined) parameters.push(...objectParameters(route.query, 'query', `${hint}Query`, schemas));
   if (route.headers !== undefined) parameters.push(...objectParameters(route.headers, 'header', `${hint}Headers`, schemas));
   if (route.idempotent === true) {
     parameters.push({
-      name: 'Idempotency-Key',
+      name: IDEMPOTENCY_KEY_HEADER,
       in: 'header',
       required: false,
       description:
@@ -240,8 +267,7 @@ function operation(route: RouteDoc, pathParams: readonly PathParam[], schemas: R
     const schema = embed(route.body, 'input', `${hint}Body`, schemas);
     op.requestBody = { required: true, content: { [route.consumes ?? JSON_TYPE]: { schema } } };
   } else if (route.consumes !== undefined) {
-    // OpenAPI 3.1 describes raw bytes by their media type; the schema says it is binary.
-    op.requestBody = { required: true, content: { [route.consumes]: { schema: { type: 'string', contentMediaType: route.consumes } } } };
+    op.requestBody = { required: true, content: { [route.consumes]: { schema: binarySchema(route.consumes) } } };
   }
   const successHeaders = { ...route.responseHeaders, ...(route.idempotent === true ? REPLAY_HEADERS : {}) };
   const success = answer(
@@ -268,16 +294,57 @@ function operation(route: RouteDoc, pathParams: readonly PathParam[], schemas: R
   return op;
 }
 
-/** The properties of `schema` as parameters `in` the query or the headers. */
-function objectParameters(schema: z.ZodObject, where: 'query' | 'header', hint: string, schemas: Record<string, Json>): Json[] {
+/**
+ * Raw bytes of `mediaType`: `format: binary`, which generators read as "send and return bytes, not
+ * JSON", and the OpenAPI 3.1 `contentMediaType` (left out for a media range such as `*\/*`).
+ */
+function binarySchema(mediaType: string): Json {
+  return mediaType.includes('*') ? { type: 'string', format: 'binary' } : { type: 'string', format: 'binary', contentMediaType: mediaType };
+}
+
+/** The path parameters of `route`, each with its schema from `route.params`, else its route regex, else any string. */
+function pathParameters(route: RouteDoc, pathParams: readonly PathParam[], schemas: Record<string, Json>): Json[] {
+  const documented = new Map<string, Json>();
+  if (route.params !== undefined) {
+    for (const parameter of objectParameters(route.params, 'path', `${route.operationId}Params`, schemas)) {
+      documented.set(String(parameter.name), parameter);
+    }
+  }
+  for (const name of documented.keys()) {
+    if (!pathParams.some((p) => p.name === name))
+      throw invalid(`${route.operationId} documents path parameter ${name}, which ${route.path} lacks`);
+  }
+  return pathParams.map(({ name, pattern }) => {
+    const given = documented.get(name);
+    if (given !== undefined) return { ...given, required: true };
+    return { name, in: 'path', required: true, schema: pattern === undefined ? { type: 'string' } : { type: 'string', pattern } };
+  });
+}
+
+/** The properties of `schema` as parameters `in` the path, the query or the headers. */
+function objectParameters(schema: z.ZodObject, where: 'path' | 'query' | 'header', hint: string, schemas: Record<string, Json>): Json[] {
   const resolved = resolveRef(embed(schema, 'input', hint, schemas), schemas);
   const required = Array.isArray(resolved.required) ? resolved.required : [];
   return Object.entries((resolved.properties ?? {}) as Json).map(([name, property]) => {
+    if (where === 'header' && IGNORED_HEADER_PARAMETERS.has(name.toLowerCase())) {
+      throw invalid(`${hint} declares the header ${name}, which OpenAPI ignores as a parameter: declare it with consumes or security`);
+    }
     const { description, ...rest } = property as Json;
     const parameter: Json = { name, in: where, required: required.includes(name), schema: rest };
     if (typeof description === 'string') parameter.description = description;
     return parameter;
   });
+}
+
+/** Refuses a header parameter of `op` spelt otherwise than the same header elsewhere in the document. */
+function checkHeaderSpellings(route: RouteDoc, op: Json, spellings: Map<string, string>): void {
+  for (const parameter of (op.parameters ?? []) as Json[]) {
+    if (parameter.in !== 'header') continue;
+    const name = String(parameter.name);
+    const known = spellings.get(name.toLowerCase()) ?? name;
+    if (known !== name) throw invalid(`${route.operationId} spells the header ${known} as ${name}: use one spelling`, { header: known });
+    spellings.set(name.toLowerCase(), name);
+  }
 }
 
 /** `body` and `produces` of a success answer as a {@link ResponseDoc}'s. */
@@ -289,8 +356,8 @@ function bodyOf(body: z.ZodType | undefined, produces: string | undefined): Pick
 function answer(doc: ResponseDoc, hint: string, schemas: Record<string, Json>): Json {
   const out: Json = { description: doc.description, headers: { ...headersDoc(doc.headers ?? {}), ...COMMON_HEADER_REFS } };
   if (doc.body !== undefined) out.content = { [doc.produces ?? JSON_TYPE]: { schema: embed(doc.body, 'output', hint, schemas) } };
-  // OpenAPI 3.1: a media type without a schema means "any bytes of this type".
-  else if (doc.produces !== undefined) out.content = { [doc.produces]: {} };
+  // Bytes, declared as such so a generated client returns them as bytes rather than parsing JSON.
+  else if (doc.produces !== undefined) out.content = { [doc.produces]: { schema: binarySchema(doc.produces) } };
   return out;
 }
 

@@ -26,6 +26,19 @@ const OPERATION_ID = z
 
 export const FolderScopeSchema = z.enum(FOLDER_SCOPES);
 
+/**
+ * `true` or `false` in a query string or a header, documented as a boolean (what a generated
+ * client sends it as, written `true`/`false`); anything else is `INVALID_INPUT`.
+ */
+const WireBoolean = z.stringbool({ truthy: ['true'], falsy: ['false'], case: 'sensitive' }).meta({ type: 'boolean' });
+
+/** The path parameters of every work-folder route, documented (the handlers answer a scope or owner id outside them `NOT_FOUND`). */
+export const FolderPathParams = z.object({
+  companyId: z.string().min(1).describe("The tenant's name"),
+  scope: FolderScopeSchema.describe('Who owns the collection'),
+  ownerId: z.string().min(1).max(256).describe("The owner's id (for `user`, the user's name)"),
+});
+
 export const FolderEntrySchema = z
   .object({
     id: z.string(),
@@ -41,7 +54,7 @@ export const FolderEntrySchema = z
   .meta({ id: 'FolderEntry' });
 
 export const FolderListQuery = z.object({
-  trash: z.enum(['true', 'false']).optional().describe('List the trash instead of live files'),
+  trash: WireBoolean.optional().describe('List the trash instead of live files'),
   cursor: z.string().min(1).max(MAX_CURSOR_CHARS).optional().describe('`nextCursor` of the previous page'),
   limit: z.coerce.number().int().min(1).max(1000).optional().describe('Rows per page (default 200)'),
 });
@@ -58,41 +71,42 @@ export const FolderPathQuery = z.object({
 
 /** Headers of a download. */
 export const FolderDownloadHeaders = z.object({
-  range: z
+  Range: z
     .string()
     .max(256)
     .optional()
     .describe('One byte range, `bytes=START-END`, `bytes=START-` or `bytes=-SUFFIX`; other forms are ignored (the whole file is sent)'),
 });
 
-/** Headers of an upload, in the form the handler reads them (names lowercase). */
+/**
+ * Headers of an upload, spelt as the document spells them (the handler reads each by name, in any
+ * case). Its `Content-Type` is the request body's media type, not a parameter.
+ */
 export const FolderUploadHeaders = z.object({
-  'idempotency-key': OPERATION_ID.describe(
+  'Idempotency-Key': OPERATION_ID.describe(
     'Required: the operation id. The same key with the same content is answered `applied: false`; with other content 409 CONFLICT',
   ),
-  'content-type': z.string().max(256).describe('Must be `application/octet-stream` (else 415)'),
-  'x-file-content-type': z
+  'X-File-Content-Type': z
     .string()
     .min(1)
     .max(MAX_CONTENT_TYPE_CHARS)
     .regex(/^[\x20-\x7e]+$/, 'printable ASCII')
     .optional()
     .describe('The content type to store with the file and serve it with'),
-  'x-file-executable': z.enum(['true', 'false']).optional().describe('Whether the file is executable (default false)'),
-  'x-file-sha256': z
+  'X-File-Executable': WireBoolean.optional().describe('Whether the file is executable (default false)'),
+  'X-File-SHA256': z
     .string()
     .regex(/^[0-9a-fA-F]{64}$/, '64 hex digits')
     .optional()
     .describe('The SHA-256 the body must have; a mismatch is 409 CONFLICT and nothing is published'),
-  'x-file-replace-kind': z
-    .enum(['true', 'false'])
-    .optional()
-    .describe('Replace a directory at the path (it and its subtree go to the trash); default false, a directory there is 409'),
+  'X-File-Replace-Kind': WireBoolean.optional().describe(
+    'Replace a directory at the path (it and its subtree go to the trash); default false, a directory there is 409',
+  ),
 });
 
 /** Headers of an operation. */
 export const FolderOperationHeaders = z.object({
-  'idempotency-key': OPERATION_ID.describe('Required: the operation id (same key and body: `applied: false`; other body: 409 CONFLICT)'),
+  'Idempotency-Key': OPERATION_ID.describe('Required: the operation id (same key and body: `applied: false`; other body: 409 CONFLICT)'),
 });
 
 /** Paths are validated by `Folders` alone (`INVALID_PATH`), so every route refuses the same ones the same way. */

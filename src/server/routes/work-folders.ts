@@ -29,6 +29,7 @@ import {
   FolderOperationBody,
   FolderOperationHeaders,
   FolderOperationResult,
+  FolderPathParams,
   FolderPathQuery,
   FolderPurgeCollectionResult,
   FolderRefreshBody,
@@ -94,7 +95,7 @@ async function collectionOwner(tenantId: string, scope: string, segment: string,
 
 /** The operation id of a mutation: its `Idempotency-Key`, required (`INVALID_INPUT` without). */
 function operationIdOf(c: Context<AppEnv>): string {
-  return FolderOperationHeaders.parse({ 'idempotency-key': c.req.header('idempotency-key') })['idempotency-key'];
+  return FolderOperationHeaders.parse({ 'Idempotency-Key': c.req.header('idempotency-key') })['Idempotency-Key'];
 }
 
 /**
@@ -112,6 +113,7 @@ export function workFolderRoutes({ folders, sync, lookups }: WorkFolderRouteDeps
         operationId: 'listFolderFiles',
         summary: 'List the live files of a collection (or its trash, ?trash=true), a page at a time',
         tags,
+        params: FolderPathParams,
         query: FolderListQuery,
         response: FolderListPage,
       },
@@ -119,7 +121,7 @@ export function workFolderRoutes({ folders, sync, lookups }: WorkFolderRouteDeps
         const ref = await collectionFor(c, 'read', lookups);
         const query = readQuery(c, FolderListQuery);
         const page = await folders.list(ref, {
-          trash: query.trash === 'true',
+          trash: query.trash === true,
           ...(query.cursor === undefined ? {} : { cursor: query.cursor }),
           ...(query.limit === undefined ? {} : { limit: query.limit }),
         });
@@ -133,6 +135,7 @@ export function workFolderRoutes({ folders, sync, lookups }: WorkFolderRouteDeps
         operationId: 'purgeFolderCollection',
         summary: "Purge the owner's whole collection for good (service tokens only; never a user collection)",
         tags,
+        params: FolderPathParams,
         response: FolderPurgeCollectionResult,
       },
       async handler(c) {
@@ -147,6 +150,7 @@ export function workFolderRoutes({ folders, sync, lookups }: WorkFolderRouteDeps
         operationId: 'downloadFolderFile',
         summary: "Download a file's bytes (streamed, verified; always an attachment, never cached, sandboxed), one Range supported",
         tags,
+        params: FolderPathParams,
         query: FolderPathQuery,
         headers: FolderDownloadHeaders,
         // The stored content type when it is a plain `type/subtype`, else application/octet-stream.
@@ -171,6 +175,7 @@ export function workFolderRoutes({ folders, sync, lookups }: WorkFolderRouteDeps
         operationId: 'uploadFolderFile',
         summary: 'Upload a file (raw bytes, streamed; published only when complete, within the size limit and matching X-File-SHA256)',
         tags,
+        params: FolderPathParams,
         query: FolderPathQuery,
         headers: FolderUploadHeaders,
         consumes: 'application/octet-stream',
@@ -193,19 +198,18 @@ export function workFolderRoutes({ folders, sync, lookups }: WorkFolderRouteDeps
           requireOctetStream(c);
           const { path } = readQuery(c, FolderPathQuery);
           const headers = FolderUploadHeaders.parse({
-            'idempotency-key': c.req.header('idempotency-key'),
-            'content-type': c.req.header('content-type'),
-            'x-file-content-type': c.req.header('x-file-content-type'),
-            'x-file-executable': c.req.header('x-file-executable'),
-            'x-file-sha256': c.req.header('x-file-sha256'),
-            'x-file-replace-kind': c.req.header('x-file-replace-kind'),
+            'Idempotency-Key': c.req.header('idempotency-key'),
+            'X-File-Content-Type': c.req.header('x-file-content-type'),
+            'X-File-Executable': c.req.header('x-file-executable'),
+            'X-File-SHA256': c.req.header('x-file-sha256'),
+            'X-File-Replace-Kind': c.req.header('x-file-replace-kind'),
           });
-          const contentType = headers['x-file-content-type'];
-          const expectedSha256 = headers['x-file-sha256']?.toLowerCase();
+          const contentType = headers['X-File-Content-Type'];
+          const expectedSha256 = headers['X-File-SHA256']?.toLowerCase();
           const result = await folders.write(ref, path, requestChunks(c), {
-            operationId: headers['idempotency-key'],
-            executable: headers['x-file-executable'] === 'true',
-            replaceKind: headers['x-file-replace-kind'] === 'true',
+            operationId: headers['Idempotency-Key'],
+            executable: headers['X-File-Executable'] === true,
+            replaceKind: headers['X-File-Replace-Kind'] === true,
             ...(contentType === undefined ? {} : { contentType }),
             ...(expectedSha256 === undefined ? {} : { expectedSha256 }),
           });
@@ -223,6 +227,7 @@ export function workFolderRoutes({ folders, sync, lookups }: WorkFolderRouteDeps
         operationId: 'applyFolderOperation',
         summary: 'mkdir or delete (to the trash) a path, restore or purge a trashed row; idempotent by Idempotency-Key',
         tags,
+        params: FolderPathParams,
         headers: FolderOperationHeaders,
         body: FolderOperationBody,
         response: FolderOperationResult,
@@ -261,6 +266,7 @@ export function workFolderRoutes({ folders, sync, lookups }: WorkFolderRouteDeps
         operationId: 'getFolderSyncStatus',
         summary: 'The save state of the collection in every sandbox that synced it (saving, saved, failed, or never saved), oldest first',
         tags,
+        params: FolderPathParams,
         response: FolderSyncList,
       },
       async handler(c) {
@@ -278,6 +284,7 @@ export function workFolderRoutes({ folders, sync, lookups }: WorkFolderRouteDeps
         summary:
           "Queue a refresh of the collection in a bound run's sandbox for the run's next safe boundary (after a successful final flush)",
         tags,
+        params: FolderPathParams,
         body: FolderRefreshBody,
         response: FolderRefreshResult,
         responseStatus: 202,
@@ -293,6 +300,16 @@ export function workFolderRoutes({ folders, sync, lookups }: WorkFolderRouteDeps
       },
     },
   ];
+}
+
+/**
+ * The paths a work-folder route is served at: its documented path, and for the collection itself
+ * also that path with a trailing slash (`GET …/:ownerId/` lists the collection, as the collection's
+ * `GET /` always meant; without this it was a 405 naming GET among the allowed methods). The slash
+ * form is not documented: OpenAPI paths take no trailing slash.
+ */
+export function workFolderPaths(path: string): readonly string[] {
+  return path === WORK_FOLDERS_BASE ? [path, `${path}/`] : [path];
 }
 
 /** Headers every download carries (`work-folders-content.ts`). */
