@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 import { type Command, CommanderError } from 'commander';
 import { InputError } from '../errors.js';
-import { EXIT_OK, EXIT_USAGE, exitCodeFor, Output, takeRequestedExitCode } from './output.js';
+import { EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, exitCodeFor, Output, takeRequestedExitCode } from './output.js';
 import { buildProgram } from './program.js';
 
 // The AWS SDK warns on every start under Node 20; the CLI's output must stay clean for scripts.
@@ -35,7 +35,8 @@ export async function runCli(argv: readonly string[]): Promise<number> {
     return takeRequestedExitCode() ?? EXIT_OK;
   } catch (error) {
     if (error instanceof CommanderError) {
-      if (BENIGN_EXITS.has(error.code)) return EXIT_OK;
+      // `holdfast help [cmd]` ends as commander.help with exit code 0; a group without its subcommand with 1.
+      if (BENIGN_EXITS.has(error.code) || (error.code === 'commander.help' && error.exitCode === 0)) return EXIT_OK;
       if (json) {
         const message = error.code === 'commander.help' ? 'a command is required: see --help' : error.message.replace(/^error: /, '');
         new Output(true).error(new InputError('INVALID_INPUT', message, { data: { usage: error.code } }));
@@ -55,5 +56,12 @@ for (const stream of [process.stdout, process.stderr]) {
     process.exit(process.exitCode ?? EXIT_OK);
   });
 }
+
+// Ctrl-C ends the CLI with 130, as shells report an interrupted command, rather than by the
+// signal. A command that handles SIGINT itself (serve drains and stops; sandbox exec stops its
+// command first) has its own listener and decides how it ends.
+process.on('SIGINT', () => {
+  if (process.listenerCount('SIGINT') === 1) process.exit(EXIT_INTERRUPTED);
+});
 
 process.exitCode = await runCli(process.argv.slice(2));

@@ -1,9 +1,11 @@
 import { type ErrorCode, errorToJson, isHoldfastError } from '../errors.js';
 
-/** Exit codes of the CLI: 0 ok, 1 a failed operation, 2 a usage error. */
+/** Exit codes of the CLI: 0 ok, 1 a failed operation, 2 a usage error, 130 interrupted (Ctrl-C). */
 export const EXIT_OK = 0;
 export const EXIT_FAILURE = 1;
 export const EXIT_USAGE = 2;
+/** Ended by Ctrl-C (SIGINT): 128 + 2, what shells report for a command SIGINT ended. */
+export const EXIT_INTERRUPTED = 130;
 
 /**
  * The codes that mean the caller's own input is wrong (an argument, a path, a variable, a
@@ -37,13 +39,15 @@ export function takeRequestedExitCode(): number | undefined {
 
 /**
  * Renders command results: a JSON document on stdout with `--json` (for scripts), readable
- * text otherwise. Progress and diagnostics go to stderr so stdout stays parseable.
+ * text otherwise. Progress and diagnostics go to stderr so stdout stays parseable; `quiet`
+ * (`--quiet`) suppresses both, never a result nor an error.
  */
 export class Output {
   constructor(
     readonly json: boolean,
     private readonly stdout: NodeJS.WritableStream = process.stdout,
     private readonly stderr: NodeJS.WritableStream = process.stderr,
+    readonly quiet = false,
   ) {}
 
   /** Prints a command's result: `data` as JSON, or the text `human` renders. */
@@ -51,9 +55,9 @@ export class Output {
     this.stdout.write(this.json ? `${JSON.stringify(data, null, 2)}\n` : `${human()}\n`);
   }
 
-  /** A diagnostic line on stderr (suppressed in JSON mode). */
+  /** A diagnostic line on stderr (suppressed in JSON mode and with `quiet`). */
   note(line: string): void {
-    if (!this.json) this.stderr.write(`${line}\n`);
+    if (!this.json && !this.quiet) this.stderr.write(`${line}\n`);
   }
 
   /** Reports a failure on stderr, as `{"error": {code, message, data}}` in JSON mode. */

@@ -30,11 +30,11 @@ const TTY_REDRAW_MS = 100;
 /**
  * Progress on stderr: one redrawn line on a TTY; without one (CI logs, pipes) a plain line
  * every {@link PLAIN_INTERVAL_MS} once work has lasted that long, so short commands print
- * nothing; nothing at all with `--json` (stdout stays one JSON document). Each line says the
+ * nothing; nothing at all with `--json` (stdout stays one JSON document) or `--quiet`. Each line says the
  * step and its real figures, with an ETA on long steps.
  */
 export function startProgress(output: Output, label: string, stream: NodeJS.WriteStream = process.stderr): Progress {
-  if (output.json) return { report() {}, stop() {} };
+  if (output.json || output.quiet) return { report() {}, stop() {} };
   const eta = new EtaClock();
   const tty = stream.isTTY === true;
   let last = tty ? 0 : Date.now();

@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { InputError } from '../../errors.js';
 import type { Deployment } from '../../index.js';
 import { isoTime, renderTable } from '../output.js';
-import { collect, withHoldfast } from '../program.js';
+import { collect, readHoldfast, withHoldfast } from '../program.js';
 
 /** Flags of `deployment create`. */
 interface CreateFlags {
@@ -79,7 +79,7 @@ export function registerDeployment(program: Command): void {
     .argument('<id>', 'deployment id')
     .option('-t, --tenant <name>', 'tenant of the deployment', 'default')
     .action(async (id: string, flags: { tenant: string }, command: Command) => {
-      await withHoldfast(command, async (hf, { output }) => {
+      await readHoldfast(command, async (hf, { output }) => {
         const found = await (await hf.forTenant(flags.tenant)).deployments.get(id);
         output.result(found, () => describe(found));
       });
@@ -90,7 +90,7 @@ export function registerDeployment(program: Command): void {
     .description('list the deployments of a tenant, newest first')
     .option('-t, --tenant <name>', 'tenant', 'default')
     .action(async (flags: { tenant: string }, command: Command) => {
-      await withHoldfast(command, async (hf, { output }) => {
+      await readHoldfast(command, async (hf, { output }) => {
         const list = await (await hf.forTenant(flags.tenant)).deployments.list();
         output.result(list, () =>
           list.length === 0

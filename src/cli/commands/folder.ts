@@ -9,7 +9,7 @@ import type { FolderEntry, FolderRef } from '../../folders/folders.js';
 import type { Holdfast } from '../../index.js';
 import { FOLDER_SCOPES, type FolderScope } from '../../model/folder-scopes.js';
 import { isoTime, renderTable } from '../output.js';
-import { oneOf, positiveInt, withHoldfast } from '../program.js';
+import { oneOf, positiveInt, readHoldfast, withHoldfast } from '../program.js';
 import { formatBytes } from '../progress.js';
 
 /** Tenant of a command without `--tenant`, as `holdfast token create`. */
@@ -96,7 +96,7 @@ export function registerFolder(program: Command): void {
     .option('--cursor <cursor>', 'continue after a page (its nextCursor)')
     .option('--all', 'follow every page')
     .action(async (flags: CollectionFlags & { trash?: boolean; limit?: number; cursor?: string; all?: boolean }, command: Command) => {
-      await withHoldfast(command, async (hf, { output }) => {
+      await readHoldfast(command, async (hf, { output }) => {
         const ref = await collectionOf(hf, flags);
         const files: FolderEntry[] = [];
         let cursor = flags.cursor;
@@ -128,7 +128,7 @@ export function registerFolder(program: Command): void {
     .argument('<path>', 'file path inside the collection')
     .option('-o, --output <file>', 'write to FILE (atomically: a failed download leaves no partial FILE)')
     .action(async (filePath: string, flags: CollectionFlags & { output?: string }, command: Command) => {
-      await withHoldfast(command, async (hf, { output }) => {
+      await readHoldfast(command, async (hf, { output }) => {
         if (output.json && flags.output === undefined) {
           throw new InputError('INVALID_INPUT', 'with --json, name the file to write with -o FILE (stdout holds the JSON answer)');
         }
@@ -228,7 +228,7 @@ export function registerFolder(program: Command): void {
   onCollection(folder.command('sync'))
     .description('the save state of the collection in every sandbox that synced it (never saved, saving, saved, failed)')
     .action(async (flags: CollectionFlags, command: Command) => {
-      await withHoldfast(command, async (hf, { output }) => {
+      await readHoldfast(command, async (hf, { output }) => {
         const ref = await collectionOf(hf, flags);
         const tenant = { id: ref.tenantId, name: flags.tenant };
         const sandboxes = await hf.folderSync.status(tenant, { scope: ref.scope, ownerId: ref.ownerId });

@@ -4,7 +4,7 @@ import type { RebuildReport } from '../../objects/index-rebuild.js';
 import type { GcPackEntry, GcPhase, GcReport } from '../../snapshot/gc/gc.js';
 import type { VerifyProgress, VerifyReport } from '../../snapshot/inspect/verify.js';
 import { listFirst, plural } from '../output.js';
-import { withHoldfast } from '../program.js';
+import { readHoldfast, withHoldfast } from '../program.js';
 import { formatBytes, startProgress } from '../progress.js';
 
 const UNIT_MS: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
@@ -40,7 +40,7 @@ export function registerMaintenance(program: Command): void {
     .description('check that every ready checkpoint can be restored; exit 1 when anything is missing or damaged')
     .option('--read-data', 'also read every reachable pack and check every byte (reads all stored data)')
     .action(async (flags: { readData?: boolean }, command: Command) => {
-      await withHoldfast(command, async (hf, { output }) => {
+      await readHoldfast(command, async (hf, { output }) => {
         const progress = startProgress(output, 'verify');
         let report: VerifyReport;
         try {

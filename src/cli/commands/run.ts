@@ -5,7 +5,7 @@ import { InputError, isHoldfastError, NotFoundError } from '../../errors.js';
 import type { RepositoryStatus } from '../../git/repository-checkpoints.js';
 import type { Holdfast, Run, RunEvent, TenantServices, Turn } from '../../index.js';
 import { isoTime, renderTable } from '../output.js';
-import { positiveInt, withHoldfast } from '../program.js';
+import { positiveInt, readHoldfast, withHoldfast } from '../program.js';
 
 /** Most recent turns `run show` prints. */
 const SHOWN_TURNS = 10;
@@ -57,7 +57,7 @@ export function registerRun(program: Command): void {
     .option('--limit <n>', `most runs to list (default ${DEFAULT_PAGE_SIZE})`, positiveInt('--limit'))
     .option('--cursor <cursor>', 'continue after a page (its nextCursor)')
     .action(async (flags: { tenant?: string; limit?: number; cursor?: string }, command: Command) => {
-      await withHoldfast(command, async (hf, { output }) => {
+      await readHoldfast(command, async (hf, { output }) => {
         const scope = flags.tenant === undefined ? null : (await tenantNamed(hf, flags.tenant)).id;
         const names = new Map((await hf.meta.tenants.list()).map((t) => [t.id, t.name]));
         const page = await readPage(
@@ -151,7 +151,7 @@ export function registerRun(program: Command): void {
     .argument('<runId>', 'run id, a unique prefix of it (8+ characters), or latest')
     .option('-t, --tenant <name>', 'look only in this tenant')
     .action(async (runId: string, flags: { tenant?: string }, command: Command) => {
-      await withHoldfast(command, async (hf, { output }) => {
+      await readHoldfast(command, async (hf, { output }) => {
         const { run: located, services } = await locateRun(hf, runId, flags.tenant);
         const current = await services.runs.named(await services.runs.get(located.id));
         const turns = await services.runs.turns(located.id, SHOWN_TURNS);

@@ -3,8 +3,8 @@ import type { Command } from 'commander';
 import { InputError, NotFoundError } from '../../errors.js';
 import { findSandbox, listSandboxes, openSandboxProvider, SANDBOX_PROVIDER_NAMES } from '../../sandbox/open-provider.js';
 import type { ExecExit, SandboxInfo } from '../../sandbox/sandbox-provider.js';
-import { Output, renderTable, requestExitCode } from '../output.js';
-import { collect, type GlobalOptions, positiveInt } from '../program.js';
+import { EXIT_INTERRUPTED, renderTable, requestExitCode } from '../output.js';
+import { collect, outputOf, positiveInt } from '../program.js';
 
 /** Exit status for a command killed by its timeout, as timeout(1) reports it. */
 const EXIT_TIMED_OUT = 124;
@@ -55,16 +55,21 @@ export function registerSandbox(program: Command): void {
         ...(flags.cwd === undefined ? {} : { cwd: flags.cwd }),
         ...(flags.timeout === undefined ? {} : { timeoutMs: flags.timeout }),
       });
-      // The CLI must not outlive its command silently, nor leave it running when interrupted.
-      const interrupt = (): void => proc.kill();
-      process.once('SIGINT', interrupt).once('SIGTERM', interrupt);
+      // The CLI must not outlive its command silently, nor leave it running when interrupted;
+      // after Ctrl-C it exits 130, as an interrupted command does, whatever the killed command reported.
+      let interrupted = false;
+      const onInterrupt = (): void => {
+        interrupted = true;
+        proc.kill();
+      };
+      const onTerminate = (): void => proc.kill();
+      process.once('SIGINT', onInterrupt).once('SIGTERM', onTerminate);
       proc.stdout.pipe(process.stdout);
       proc.stderr.pipe(process.stderr);
       const exit = await proc.exit;
-      process.off('SIGINT', interrupt).off('SIGTERM', interrupt);
+      process.off('SIGINT', onInterrupt).off('SIGTERM', onTerminate);
       if (flags.stdin === true) process.stdin.destroy();
-      const code = exitCodeOf(exit);
-      requestExitCode(code);
+      requestExitCode(interrupted ? EXIT_INTERRUPTED : exitCodeOf(exit));
     });
 
   sandbox
@@ -103,10 +108,6 @@ interface ExecFlags {
   readonly env: string[];
   readonly cwd?: string;
   readonly timeout?: number;
-}
-
-function outputOf(command: Command): Output {
-  return new Output(command.optsWithGlobals<GlobalOptions>().json === true);
 }
 
 /** Parses repeated `key=value` flags. */

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { InputError, NotFoundError } from '../../errors.js';
 import { isoTime, renderTable } from '../output.js';
-import { withHoldfast } from '../program.js';
+import { readHoldfast, withHoldfast } from '../program.js';
 
 /** Label of a token created without `--name`. */
 const DEFAULT_TOKEN_NAME = 'cli';
@@ -49,7 +49,7 @@ export function registerToken(program: Command): void {
     .command('list')
     .description('list tokens, live and revoked, newest first (never their secrets)')
     .action(async (_flags: unknown, command: Command) => {
-      await withHoldfast(command, async (hf, { output }) => {
+      await readHoldfast(command, async (hf, { output }) => {
         const tenants = new Map((await hf.meta.tenants.list()).map((t) => [t.id, t.name]));
         const tokens = (await hf.tokens.list()).map((t) => ({
           id: t.id,

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import type { UserRole } from '../../tenants/folder-access.js';
 import { isoTime, renderTable } from '../output.js';
-import { oneOf, withHoldfast } from '../program.js';
+import { oneOf, readHoldfast, withHoldfast } from '../program.js';
 
 /** The roles `--role` accepts. */
 const ROLES: readonly UserRole[] = ['member', 'viewer'];
@@ -45,7 +45,7 @@ export function registerUser(program: Command): void {
     .description('list users, live and revoked (all tenants unless --tenant)')
     .option('-t, --tenant <name>', 'only this tenant')
     .action(async (flags: { tenant?: string }, command: Command) => {
-      await withHoldfast(command, async (hf, { output }) => {
+      await readHoldfast(command, async (hf, { output }) => {
         const users = await hf.users.list(flags.tenant === undefined ? {} : { tenant: flags.tenant });
         output.result(users, () =>
           users.length === 0
