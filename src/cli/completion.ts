@@ -25,6 +25,8 @@ interface CompletionOption {
   readonly description: string;
 }
 
+/** Commander's implicit command that prints a subcommand's help. */
+const HELP_COMMAND = 'help';
 /** Command names and flags go into shell code unquoted: only these characters may. */
 const SHELL_WORD = /^-{0,2}[A-Za-z0-9][A-Za-z0-9_-]*$/;
 
@@ -51,7 +53,12 @@ function completionNodes(command: Command, globals: readonly Option[], path = ''
       { long: '--help', short: '-h', takesValue: false, description: 'display help' },
     ],
   };
-  return [node, ...subcommands.flatMap((sub) => completionNodes(sub, globals, path === '' ? sub.name() : `${path} ${sub.name()}`))];
+  const children = subcommands.flatMap((sub) => completionNodes(sub, globals, path === '' ? sub.name() : `${path} ${sub.name()}`));
+  if (subcommands.length === 0) return [node, ...children];
+  // Commander's `help [command]` at every level that has subcommands: it completes them.
+  const help: CompletionNode = { path: path === '' ? HELP_COMMAND : `${path} ${HELP_COMMAND}`, subcommands: node.subcommands, options: [] };
+  const withHelp = { ...node, subcommands: [...node.subcommands, { name: HELP_COMMAND, description: 'display help for a command' }] };
+  return [withHelp, help, ...children];
 }
 
 function isHidden(command: Command): boolean {
