@@ -224,6 +224,14 @@ describe('every documented operation answers as the OpenAPI document says (local
     const slashed = await svc.app.request(`${base}/`, { headers: { authorization: `Bearer ${svc.token}` } });
     expect(slashed.status).toBe(200);
     expect(await slashed.json()).toEqual(listing.body);
+    // …and asks the folder policy the same: another tenant's collection is the same denial.
+    const foreign = await svc.app.request('/api/companies/someone-else/work-folders/task/openapi/', {
+      headers: { authorization: `Bearer ${svc.token}` },
+    });
+    expect({ status: foreign.status, code: ((await foreign.json()) as { error: { code: string } }).error.code }).toEqual({
+      status: 404,
+      code: 'NOT_FOUND',
+    });
     await expectAnswer(200, 'GET', `${base}?trash=true`);
     await expectAnswer(400, 'GET', `${base}?trash=yes`, {}, 'INVALID_INPUT');
     await expectAnswer(404, 'GET', `/api/companies/someone-else/work-folders/task/openapi`, {}, 'NOT_FOUND');
