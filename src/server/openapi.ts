@@ -281,7 +281,7 @@ function operation(route: RouteDoc, pathParams: readonly PathParam[], schemas: R
     if (Number(status) < 400) responses[status] = answer(doc, `${hint}Response${status}`, schemas);
   }
   const byStatus = errorStatuses(route);
-  for (const [status, doc] of further) {
+  for (const [status] of further) {
     if (Number(status) >= 400 && !byStatus.has(Number(status))) {
       throw invalid(`${route.operationId} documents ${status}, which none of its error codes gives: list the code in errors`);
     }
