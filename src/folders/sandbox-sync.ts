@@ -125,21 +125,41 @@ export class FolderSync implements RunExtension {
    * `lastSavedAt` kept. Entries the sandbox's own user cannot read (a mode-000 file, a
    * directory it cannot list) are failed saves of those paths alone: the rest of the directory
    * is saved, the state is `saved` with `error` `FORBIDDEN` naming them, and the save resolves.
-   * Rejects, after trying every scope, with the first failure that is not a revocation.
+   * A revoked user's directory is not a failure, except before a takeover or an upgrade
+   * leaves the sandbox while it holds unsaved edits: then it is one (`FORBIDDEN`, reason
+   * `user_revoked`), and the lifecycle keeps the sandbox. Rejects, after trying every scope,
+   * with the first failure.
    */
   async save(context: RunSandboxContext, moment: SaveMoment): Promise<void> {
     let failure: unknown;
     for (const scope of boundScopes(context.run.bindings)) {
       await this.checkBindings(context, scope);
       const target = await this.ready(context, scope);
-      if (!(await this.member(context, scope, target))) continue;
       try {
-        await this.saveOne(target, isFinalSave(moment));
+        if (await this.member(context, scope, target)) await this.saveOne(target, isFinalSave(moment));
+        else if (LEAVING_MOMENTS.has(moment)) await this.refuseLeavingUnsaved(target, moment);
       } catch (error) {
         failure ??= error;
       }
     }
     if (failure !== undefined) throw failure;
+  }
+
+  /**
+   * A revoked user's directory is not saved; before a moment that leaves the sandbox (see
+   * {@link LEAVING_MOMENTS}) that is a failed save when the directory holds edits the store
+   * does not (or entries the sandbox cannot read): `FORBIDDEN` (`data.reason`
+   * `user_revoked`), so the lifecycle keeps the sandbox, the only copy of them, for the
+   * operator. Resolves when there is nothing to lose.
+   */
+  private async refuseLeavingUnsaved(target: SyncTarget, moment: SaveMoment): Promise<void> {
+    const { changes, unreadable } = await this.engine.unsaved(target);
+    if (changes === 0 && unreadable.length === 0) return;
+    throw new HoldfastError(
+      'FORBIDDEN',
+      `the user this run is bound to was revoked and its user folder holds ${changes + unreadable.length} unsaved change(s): the sandbox is kept (it holds the only copy) instead of being left for the ${moment}`,
+      { data: { reason: 'user_revoked', scope: target.ref.scope, moment, changes, unreadable: unreadable.length } },
+    );
   }
 
   /**
@@ -302,6 +322,13 @@ export class FolderSync implements RunExtension {
     return token;
   }
 }
+
+/**
+ * The saves after which the lifecycle leaves the sandbox: a takeover stops the dead owner's,
+ * an upgrade destroys the old one once the switch commits. A directory that cannot be saved
+ * then (a revoked user's) fails the save when it holds unsaved edits, so the sandbox stays.
+ */
+const LEAVING_MOMENTS: ReadonlySet<SaveMoment> = new Set<SaveMoment>(['takeover', 'upgrade']);
 
 /** The scopes a run binds, in {@link FOLDER_SCOPES} order. */
 function boundScopes(bindings: StoredRunBindings | null): FolderScope[] {

@@ -54,13 +54,16 @@ async function claimUntil(host: RunHost, runId: string, deadline: number, waitMs
   }
 }
 
-/** The error of a run whose last stop was uncertain. */
+/** The error of a run in `release_recovery_required`: its last stop was uncertain, or its sandbox was kept for unsaved work. */
 export function recoveryRequired(run: Run): ConflictError {
-  return new ConflictError(
-    'CONFLICT',
-    `run ${run.id} needs lease recovery: stopping its sandbox ${run.sandbox?.id ?? ''} did not certainly succeed; check the provider, then run holdfast lease resolve ${run.id}`,
-    { data: { runId: run.id, reason: 'release_recovery_required', error: run.lease.error } },
-  );
+  const sandbox = run.sandbox?.id ?? '';
+  const why =
+    run.lease.error?.reason === 'work_folder_save_required'
+      ? `its sandbox ${sandbox} was kept because the work it holds could not be saved (${String(run.lease.error.code ?? 'failed')}); holdfast lease resolve ${run.id} saves it again first, --discard-unsaved destroys it anyway`
+      : `stopping its sandbox ${sandbox} did not certainly succeed; check the provider, then run holdfast lease resolve ${run.id}`;
+  return new ConflictError('CONFLICT', `run ${run.id} needs lease recovery: ${why}`, {
+    data: { runId: run.id, reason: 'release_recovery_required', error: run.lease.error },
+  });
 }
 
 function startHeartbeat(host: RunHost, run: Run, unlock: () => void): HeldLease {

@@ -182,8 +182,9 @@ export class RunSession {
   /**
    * The extensions' `takeover` save of the dead owner's sandbox, when it is still alive. A
    * rejection leaves that sandbox running (its working copy may be the only copy of what failed
-   * to save): the run is marked `release_recovery_required` (reason `work_folder_save_required`)
-   * and this rejects with its `CONFLICT`.
+   * to save): a `lease keep_sandbox` event records why, the run is marked
+   * `release_recovery_required` (reason `work_folder_save_required`) and this rejects with its
+   * `CONFLICT`.
    */
   private async saveBeforeTakeover(): Promise<void> {
     const ref = this.current.sandbox;
@@ -192,6 +193,14 @@ export class RunSession {
     if (sandbox === undefined) return;
     const failed = await this.saveExtensions('takeover', { sandbox });
     if (failed === undefined) return;
+    // The run's events say why the sandbox outlives the takeover and what the operator does next.
+    await this.host.sandboxes.recorder(this.current.id, 'lease').record('keep_sandbox', 'ok', 0, {
+      sandbox: ref.id,
+      provider: ref.provider,
+      reason: 'work_folder_save_required',
+      error: errorToJson(failed.error),
+      resolve: `holdfast lease resolve ${this.current.id} (saves it again first; --discard-unsaved destroys it)`,
+    });
     throw await this.requireRecovery({
       ...errorToJson(failed.error),
       sandbox: ref.id,

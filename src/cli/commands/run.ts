@@ -210,7 +210,15 @@ function renderShow(
     `  lease       ${lease.state}, epoch ${lease.epoch}, owner ${lease.owner ?? '-'}, expires ${isoTime(lease.expiresAt)}`,
     ...(lease.takenFrom === null ? [] : [`  taken from  ${lease.takenFrom}`]),
     ...(lease.error === null ? [] : [`  lease error ${JSON.stringify(lease.error)}`]),
-    ...(lease.state === 'release_recovery_required' ? [`  resolve it with: holdfast lease resolve ${run.id}`] : []),
+    ...(lease.state === 'release_recovery_required' && lease.error?.reason === 'work_folder_save_required'
+      ? [
+          `  sandbox kept the work it holds could not be saved (${String(lease.error.code ?? 'failed')}): it is the only copy`,
+          `  resolve it with: holdfast lease resolve ${run.id} (saves it again first; --discard-unsaved destroys it anyway)`,
+        ]
+      : []),
+    ...(lease.state === 'release_recovery_required' && lease.error?.reason !== 'work_folder_save_required'
+      ? [`  resolve it with: holdfast lease resolve ${run.id}`]
+      : []),
     `  turns       ${run.turnCount}, created ${isoTime(run.createdAt)}, updated ${isoTime(run.updatedAt)}`,
     `  bindings    ${run.bindings === null ? 'none' : JSON.stringify(run.bindings)}${run.endedAt === null ? '' : `, ended ${isoTime(run.endedAt)}`}`,
     '',

@@ -171,6 +171,28 @@ export class FolderSyncEngine {
   }
 
   /**
+   * How many changes an outgoing sync would send now, and the entries it could not read,
+   * without sending anything or moving the sync state: the directory is checkpointed (as
+   * {@link outgoing} does) and compared with the baseline (stored incoming intents reconciled
+   * in memory only). For a directory that will not be saved (a revoked user's) before its
+   * sandbox is left: whether that would destroy the only copy of something. Rejects with the
+   * checkpoint's error when the directory cannot be read.
+   */
+  async unsaved(target: SyncTarget): Promise<{ readonly changes: number; readonly unreadable: readonly string[] }> {
+    const state = await this.state(stateKey(target));
+    const { result, unreadable } = await this.checkpointReadable(target);
+    await keepOnlyHead(this.deps.meta, result.checkpoint);
+    const rootTree = result.checkpoint.rootTree as Sha256Hex;
+    if (rootTree === state.lastRootTree && state.intents === null && Object.keys(state.pending).length === 0) {
+      return { changes: 0, unreadable };
+    }
+    const flat = await flattenTree(this.reader, rootTree, undefined, checkpointLimits(result.checkpoint));
+    const view = diskView(flat, result.excluded, this.deps.folders.limits.maxPathBytes);
+    const baseline = state.intents === null ? state.baseline : reconcile(state.baseline, state.intents, view.entries);
+    return { changes: planOutgoing(view, baseline).length, unreadable };
+  }
+
+  /**
    * The outgoing checkpoint of the directory. One the transport fails (a file the sandbox's
    * user cannot read, a directory it cannot list: `FORBIDDEN` from the agent) is tried again
    * with the entries the sandbox cannot read left out, as the sandbox's own user lists them
