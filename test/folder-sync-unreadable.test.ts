@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { body, inSandbox, openSyncFixture, SYNC_CASES, type SyncFixture, sha, writeIn } from './support/folder-sync.js';
+import { body, existsIn, inSandbox, openSyncFixture, SYNC_CASES, type SyncFixture, sha, writeIn } from './support/folder-sync.js';
 
 /** The bwrap cases: there the sandbox's own user reads the directory, and the agent refuses what it cannot read. */
 const BWRAP_CASES = SYNC_CASES.filter((c) => c.provider === 'bwrap');
@@ -65,37 +65,49 @@ describe.each(BWRAP_CASES)('a sandbox cannot stall its own saves with an unreada
     expect((await sync.status(f.tenant, task))[0]).toMatchObject({ state: 'saved', error: null });
   });
 
-  it('a directory holding an unreadable file is never downloaded into (that would remove it): warm attach and refresh wait for it', async () => {
+  it("a directory holding an unreadable file is downloaded into around it: warm attach and refresh bring the others' changes and leave it where it is", async () => {
     const task = f.ref('task', owner('warm'));
     await f.folders.write(task, 'a.txt', body('a1'), { operationId: 'a' });
+    await f.folders.write(task, 'dir/old.txt', body('old'), { operationId: 'old' });
     const sync = f.sync();
     const ctx = await f.context(await f.run({ task: task.ownerId }));
     await sync.attach(ctx, 'cold');
     await writeIn(ctx.sandbox, 'task/mine.txt', 'only here');
-    await inSandbox(ctx.sandbox, 'chmod 000 task/mine.txt');
+    await writeIn(ctx.sandbox, 'task/dir/locked.txt', 'locked');
+    await inSandbox(ctx.sandbox, 'chmod 000 task/mine.txt task/dir/locked.txt');
     await f.folders.write(task, 'a.txt', body('a2 from elsewhere'), { operationId: 'a2' });
+    // Another writer writes over the unreadable file and removes its directory: neither reaches the sandbox.
+    await f.folders.write(task, 'mine.txt', body('theirs'), { operationId: 'm' });
+    await f.folders.remove(task, 'dir', { operationId: 'rm-dir' });
 
-    // The warm attach resolves; the directory keeps the unreadable file, so nothing is downloaded yet.
+    // The warm attach saves, then downloads everything that touches no unreadable entry.
     await sync.attach(ctx, 'warm');
-    expect((await inSandbox(ctx.sandbox, 'cat task/a.txt')).toString()).toBe('a1');
-    expect((await inSandbox(ctx.sandbox, 'stat -c %s task/mine.txt')).toString().trim()).toBe('9');
+    expect((await inSandbox(ctx.sandbox, 'cat task/a.txt')).toString()).toBe('a2 from elsewhere');
+    expect((await inSandbox(ctx.sandbox, 'stat -c "%a %s" task/mine.txt task/dir/locked.txt')).toString()).toBe('0 9\n0 6\n');
+    // The removed file beside it is removed; the directory that holds it stays.
+    expect(await existsIn(ctx.sandbox, 'task/dir/old.txt')).toBe(false);
     expect((await sync.status(f.tenant, task))[0]).toMatchObject({ state: 'saved', error: { code: 'FORBIDDEN' } });
-    // A queued refresh waits at the boundary too.
+    // A queued refresh at the boundary goes around them too.
+    await f.folders.write(task, 'b.txt', body('b'), { operationId: 'b' });
     const running = { ...ctx, run: { ...ctx.run, sandbox: { provider: ctx.sandbox.provider, id: ctx.sandbox.id } } };
     await f.b.meta.folderSync.update(
       { provider: ctx.sandbox.provider, sandboxId: ctx.sandbox.id, scope: 'task' },
       { refreshState: 'queued' },
     );
     await sync.boundary(running);
-    expect((await inSandbox(ctx.sandbox, 'cat task/a.txt')).toString()).toBe('a1');
-    expect((await sync.status(f.tenant, task))[0]?.refresh.state).toBe('queued');
+    expect((await inSandbox(ctx.sandbox, 'cat task/b.txt')).toString()).toBe('b');
+    expect((await inSandbox(ctx.sandbox, 'stat -c %s task/mine.txt')).toString().trim()).toBe('9');
+    expect((await sync.status(f.tenant, task))[0]?.refresh.state).toBe('none');
 
-    // Readable again: the next save sends it, then the download comes.
-    await inSandbox(ctx.sandbox, 'chmod 644 task/mine.txt');
+    // Readable again: the next save sends it (the later accepted write wins), and nothing downloaded is sent back.
+    await inSandbox(ctx.sandbox, 'chmod 644 task/mine.txt task/dir/locked.txt');
     await sync.attach(ctx, 'warm');
-    expect((await inSandbox(ctx.sandbox, 'cat task/a.txt task/mine.txt')).toString()).toBe('a2 from elsewhereonly here');
+    expect((await inSandbox(ctx.sandbox, 'cat task/a.txt task/b.txt task/mine.txt')).toString()).toBe('a2 from elsewherebonly here');
     expect(await stored(task)).toEqual([
       ['a.txt', 'file', sha('a2 from elsewhere')],
+      ['b.txt', 'file', sha('b')],
+      ['dir', 'directory', null],
+      ['dir/locked.txt', 'file', sha('locked')],
       ['mine.txt', 'file', sha('only here')],
     ]);
     expect((await sync.status(f.tenant, task))[0]).toMatchObject({ state: 'saved', error: null });

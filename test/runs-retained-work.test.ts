@@ -7,7 +7,7 @@ import { type Holdfast, openHoldfast, type RunSettings, type TurnContext } from 
 import type { SandboxProvider } from '../src/sandbox/sandbox-provider.js';
 import { BACKENDS, type OpenedBackends } from './support/backends.js';
 import { storeEnvironment } from './support/cli-env.js';
-import { sha } from './support/folder-sync.js';
+import { body, sha } from './support/folder-sync.js';
 import { BWRAP_RUNS } from './support/run-providers.js';
 import { HOLDFAST_BIN, runHoldfast } from './support/serve-process.js';
 
@@ -178,5 +178,66 @@ describe.each(BACKENDS)('a kept working copy on bwrap: $name', (backend) => {
     expect(await provider.get(sandboxId)).toBeUndefined();
     const events = await next.runs.events(run.id);
     expect(events.find((e) => e.kind === 'lease' && e.step === 'stop_previous_sandbox')?.status).toBe('ok');
+  });
+
+  it('a save that leaves out a file the sandbox cannot read: the next turn saves the edits first, then brings in what another server wrote, around that file', async () => {
+    const { dead: a, next: b } = await pair('around');
+    const project = `p-${crypto.randomUUID()}`;
+    const p = ref(a, 'project', project);
+    const deployment = await a.deployments.create({ provider: 'bwrap' });
+    const mine = await a.runs.create({ deploymentId: deployment.id, bindings: { task: `t-${crypto.randomUUID()}`, project } });
+    const theirs = await b.runs.create({ deploymentId: deployment.id, bindings: { task: `t-${crypto.randomUUID()}`, project } });
+    await a.runs.turn(mine.id, (ctx) =>
+      inTurn(
+        ctx,
+        'cd "$HOLDFAST_PROJECT_DIR" && echo v1 > shared.txt && echo gone > gone.txt && mkdir -p keep && echo mine > mine.txt && echo locked > keep/locked.txt && chmod 000 keep/locked.txt',
+      ),
+    );
+    const [saved] = await a.folderSync.status(a.tenant, { scope: 'project', ownerId: project });
+    expect(saved).toMatchObject({ state: 'saved', error: { code: 'FORBIDDEN' } });
+    expect((await a.folders.list(p)).files.map((f) => f.path)).toEqual(['gone.txt', 'keep', 'mine.txt', 'shared.txt']);
+
+    // The agent edits after the last save (the retained edit); another writer, on the other server, changes the project meanwhile.
+    await inSandbox(a, mine.id, 'echo "mine, edited later" > project/mine.txt');
+    await b.runs.turn(theirs.id, (ctx) =>
+      inTurn(
+        ctx,
+        'cd "$HOLDFAST_PROJECT_DIR" && echo v2 > shared.txt && rm gone.txt && mkdir -p new/deep && echo theirs > new/deep/theirs.txt',
+      ),
+    );
+    await b.folders.write(p, 'keep/next.txt', body('beside the locked file\n'), { operationId: crypto.randomUUID() });
+
+    const seen = await a.runs.turn(mine.id, (ctx) =>
+      inTurn(
+        ctx,
+        'cd "$HOLDFAST_PROJECT_DIR" && cat shared.txt mine.txt new/deep/theirs.txt keep/next.txt; [ -e gone.txt ] && echo gone-still-there; stat -c "%a %s" keep/locked.txt',
+      ),
+    );
+    // Retained edits first: the edit reached the store; then incoming: every change of the other writer is in the sandbox.
+    expect(seen.value.toString()).toBe('v2\nmine, edited later\ntheirs\nbeside the locked file\n0 7\n');
+    expect((await readFolder(a, p, 'mine.txt')).toString()).toBe('mine, edited later\n');
+    expect((await readFolder(a, p, 'shared.txt')).toString()).toBe('v2\n');
+    const files = (await a.folders.list(p)).files.filter((f) => f.kind === 'file').map((f) => f.path);
+    expect(files).toEqual(['keep/next.txt', 'mine.txt', 'new/deep/theirs.txt', 'shared.txt']);
+
+    // A refresh at the turn's safe boundary goes around the file too.
+    const refreshed = a.runs.turn(mine.id, async (ctx) => {
+      await b.folders.write(p, 'late.txt', body('refreshed\n'), { operationId: crypto.randomUUID() });
+      expect(await a.folderSync.requestRefresh(a.tenant, mine.id, { scope: 'project', ownerId: project })).toEqual({ queued: true });
+      return inTurn(ctx, 'true');
+    });
+    await refreshed;
+    expect((await inSandbox(a, mine.id, 'cat project/late.txt; stat -c "%a %s" project/keep/locked.txt')).toString()).toBe(
+      'refreshed\n0 7\n',
+    );
+    const [done] = await a.folderSync.status(a.tenant, { scope: 'project', ownerId: project });
+    expect(done?.refresh.state).toBe('none');
+    // Readable again, the file is saved like any edit; nothing the download wrote is sent back.
+    await inSandbox(a, mine.id, 'chmod 644 project/keep/locked.txt');
+    await a.runs.turn(mine.id, (ctx) => inTurn(ctx, 'true'));
+    expect((await readFolder(a, p, 'keep/locked.txt')).toString()).toBe('locked\n');
+    expect((await readFolder(a, p, 'late.txt')).toString()).toBe('refreshed\n');
+    const [after] = await a.folderSync.status(a.tenant, { scope: 'project', ownerId: project });
+    expect(after).toMatchObject({ state: 'saved', error: null });
   });
 });

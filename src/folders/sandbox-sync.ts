@@ -8,6 +8,7 @@ import { isFinalSave, type RunExtension, type RunSandboxContext, type SaveMoment
 import { issueRunToken } from '../tenants/tokens.js';
 import type { FolderRef } from './folders.js';
 import { FolderSyncEngine, type FolderSyncEngineDeps, type OutgoingReport, type SyncTarget } from './sync/sync-engine.js';
+import { listUnreadable } from './sync/unreadable.js';
 
 /** Environment variable naming each home directory. */
 const DIR_VARIABLES: Readonly<Record<(typeof HOME_DIRS)[number], string>> = {
@@ -64,9 +65,9 @@ export class FolderSync implements RunExtension {
    * collection; warm, first saves every bound directory (the sandbox's unsaved edits), then
    * downloads what changed meanwhile. A directory whose save failed is not downloaded into
    * (its edits are the only copy) and the attach rejects with that failure after the others
-   * ran; one whose save left out entries the sandbox cannot read is not downloaded into
-   * either (a download would remove them), without failing the attach; a revoked user's
-   * directory is left as it is. Resolves with the directories'
+   * ran; one whose save left out entries the sandbox cannot read is downloaded into around
+   * them (only the changes that touch none of them, moved into place path by path: they stay
+   * where they are), without failing the attach; a revoked user's directory is left as it is. Resolves with the directories'
    * variables and, for a bound run, `HOLDFAST_RUN_TOKEN`.
    */
   async attach(context: RunSandboxContext, start: 'cold' | 'warm'): Promise<Readonly<Record<string, string>>> {
@@ -84,6 +85,8 @@ export class FolderSync implements RunExtension {
     for (const scope of FOLDER_SCOPES) await this.checkBindings(context, scope);
     let failure: unknown;
     const skip = new Set<FolderScope>();
+    // What the sandbox cannot read is the only copy of it: the download goes around it.
+    const retained = new Map<FolderScope, readonly string[]>();
     for (const scope of bound) {
       const target = await this.ready(context, scope);
       if (!(await this.member(context, scope, target))) {
@@ -92,8 +95,7 @@ export class FolderSync implements RunExtension {
       }
       if (start === 'warm') {
         try {
-          // A download would remove what the sandbox cannot read: the only copy of it.
-          if ((await this.saveOne(target, false)).unreadable.length > 0) skip.add(scope);
+          retained.set(scope, (await this.saveOne(target, false)).unreadable);
         } catch (error) {
           failure ??= error;
           skip.add(scope);
@@ -104,7 +106,7 @@ export class FolderSync implements RunExtension {
       if (skip.has(scope)) continue;
       const target = await this.ready(context, scope);
       try {
-        await this.engine.incoming(target);
+        await this.engine.incoming(target, retained.get(scope) ?? []);
         await this.deps.meta.folderSync.update(stateKeyOf(context, scope), { refreshState: 'none', refreshError: null });
       } catch (error) {
         failure ??= error;
@@ -165,20 +167,21 @@ export class FolderSync implements RunExtension {
   /**
    * The run's safe boundary: each directory with a queued refresh whose last save succeeded
    * is downloaded into (`running`, then `none`, or `failed` with the error). A refresh queued
-   * behind a failed save waits: downloading would overwrite the only copy of those edits; so
-   * does one behind a save that left out entries the sandbox cannot read (a download would
-   * remove them), until a save finds them readable.
+   * behind a failed save waits: downloading would overwrite the only copy of those edits. One
+   * behind a save that left out entries the sandbox cannot read downloads around them (as
+   * {@link FolderSync.attach} does): they stay where they are.
    */
   async boundary(context: RunSandboxContext): Promise<void> {
     let failure: unknown;
     for (const scope of boundScopes(context.run.bindings)) {
       const key = stateKeyOf(context, scope);
       const state = await this.deps.meta.folderSync.find(key);
-      // Saved with an error: entries the sandbox cannot read, which a download would remove.
-      if (state?.refresh.state !== 'queued' || state.state !== 'saved' || state.error !== null) continue;
+      if (state?.refresh.state !== 'queued' || state.state !== 'saved') continue;
       await this.deps.meta.folderSync.update(key, { refreshState: 'running' });
       try {
-        await this.engine.incoming(await this.ready(context, scope));
+        // Saved with an error: entries the sandbox cannot read, which the download goes around.
+        const retained = state.error === null ? [] : await listUnreadable(context.sandbox, scope, context.signal);
+        await this.engine.incoming(await this.ready(context, scope), retained);
         await this.deps.meta.folderSync.update(key, { refreshState: 'none', refreshError: null });
       } catch (error) {
         failure ??= error;

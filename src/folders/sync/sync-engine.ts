@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
+import path from 'node:path';
 import type { BlobStore } from '../../blob-store/blob-store.js';
 import type { Sha256Hex } from '../../core/hash.js';
-import { type HoldfastError, NotFoundError } from '../../errors.js';
+import { type HoldfastError, IntegrityError, NotFoundError } from '../../errors.js';
 import type { FolderSyncKey, FolderSyncState, MetadataStore, PendingSyncOperation } from '../../metadata/metadata-store.js';
 import { SYNC_TENANT } from '../../model/tenants.js';
 import { syncWorkspaceName } from '../../model/workspace-names.js';
@@ -16,6 +17,7 @@ import { checkpointLimits, type FlatTree, flattenTree } from '../../snapshot/tre
 import type { FolderRef, Folders, StoredEntry } from '../folders.js';
 import { MAX_STORED_BATCH_OPERATIONS, type StoredOperation } from '../stored-operations.js';
 import { type ListedEntry, ListedSource } from './listed-source.js';
+import { applyStaged, planAroundRetained, type RetainedPlan, STAGING_DIR } from './retained-incoming.js';
 import { keepOnlyHead } from './sync-namespace.js';
 import { applied, diskView, type OutgoingChange, pendingTag, planOutgoing, reconcile, signature } from './sync-plan.js';
 import { exactPattern, listUnreadable, MAX_UNREADABLE_ENTRIES } from './unreadable.js';
@@ -60,6 +62,11 @@ export interface OutgoingReport {
    */
   readonly unreadable: readonly string[];
 }
+
+/** Appended to a run's sync workspace name: the workspace a download around retained entries is staged from. */
+const STAGING_WORKSPACE_SUFFIX = '-staged';
+/** The longest making the staging directory may take. */
+const STAGING_MKDIR_TIMEOUT_MS = 60_000;
 
 /** Checkpoints of the directory one outgoing sync makes at most, each leaving out the unreadable entries found after the last one. */
 const MAX_UNREADABLE_ATTEMPTS = 3;
@@ -235,9 +242,12 @@ export class FolderSyncEngine {
    * verified, published atomically; unchanged files reused), then makes the listing the
    * baseline and clears the intents. When the baseline already equals the listing, nothing
    * is restored. Call it only after an outgoing sync succeeded (or into a fresh sandbox): a
-   * restore replaces what the directory holds.
+   * restore replaces what the directory holds. With `retained` (entries the sandbox holds and
+   * the last save could not send: files its user cannot read), the download goes around them
+   * instead (see {@link incomingAround}): only changes that touch none of them, and the
+   * directory is not replaced.
    */
-  async incoming(target: SyncTarget): Promise<IncomingReport> {
+  async incoming(target: SyncTarget, retained: readonly string[] = []): Promise<IncomingReport> {
     const key = stateKey(target);
     const rows = await this.deps.folders.listContent(target.ref);
     const state = await this.state(key);
@@ -246,6 +256,7 @@ export class FolderSyncEngine {
     const imports: Record<string, string> = {};
     for (const [p, sig] of Object.entries(listed)) if (state.baseline[p] !== sig) imports[p] = sig;
     const removals = Object.keys(state.baseline).filter((p) => !(p in listed));
+    if (retained.length > 0) return this.incomingAround(target, state, rows, planAroundRetained(imports, removals, retained));
     if (Object.keys(imports).length === 0 && removals.length === 0 && state.intents === null) {
       return { files: rows.filter((r) => r.kind === 'file').length, imported: 0, removed: 0, unchanged: true };
     }
@@ -268,6 +279,63 @@ export class FolderSyncEngine {
     });
     await this.deps.meta.folderSync.update(key, { baseline: listed, intents: null });
     return { files: made.stats.files, imported: Object.keys(imports).length, removed: removals.length, unchanged: false };
+  }
+
+  /**
+   * The download of {@link incoming} into a directory holding retained entries (the sandbox
+   * has them, the store does not: files its user cannot read): only `plan`'s changes, none of
+   * which touches them. The imported files are built from their listed ids as a checkpoint of
+   * the run's staging workspace (no byte read), restored into `<home>/.holdfast-incoming/<scope>`
+   * (staged, verified), and moved into place path by path; the rest of the directory stays as it
+   * is. The intents are stored first; the baseline takes exactly what was written, so a
+   * retained entry keeps its old baseline and the collection's version of it stays in the store.
+   */
+  private async incomingAround(
+    target: SyncTarget,
+    state: FolderSyncState,
+    rows: readonly StoredEntry[],
+    plan: RetainedPlan,
+  ): Promise<IncomingReport> {
+    const key = stateKey(target);
+    const files = rows.filter((r) => r.kind === 'file').length;
+    const removed = plan.removals.length;
+    const imported = Object.keys(plan.imports).length;
+    if (imported === 0 && removed === 0 && state.intents === null) return { files, imported: 0, removed: 0, unchanged: true };
+    await this.deps.meta.folderSync.update(key, { intents: { imports: { ...plan.imports }, removals: [...plan.removals] } });
+    const staged = rows.filter((r) => r.kind === 'file' && r.path in plan.imports).map(listedEntry);
+    if (staged.length > 0) {
+      const workspace = `${syncWorkspaceName(target.ref.tenantId, target.runId, target.ref.scope)}${STAGING_WORKSPACE_SUFFIX}`;
+      const made = await this.snapshots.checkpoint({
+        workspace,
+        reason: 'manual',
+        source: () => new ListedSource(`${target.ref.scope} folder ${target.ref.ownerId} (staged)`, staged, Date.now()),
+      });
+      await keepOnlyHead(this.deps.meta, made.checkpoint);
+      const dir = path.posix.join(STAGING_DIR, target.ref.scope);
+      const mkdir = await target.sandbox.run(['mkdir', '-p', '--', path.posix.join(target.sandbox.agentHome, dir)], {
+        timeoutMs: STAGING_MKDIR_TIMEOUT_MS,
+      });
+      if (mkdir.code !== 0) {
+        throw new IntegrityError('RESTORE_INCOMPLETE', `could not make the staging directory ${dir} in the sandbox home`, {
+          data: { scope: target.ref.scope },
+        });
+      }
+      await this.deps.endpoints.restore(this.snapshots, homeView(target.sandbox, dir), {
+        workspace,
+        checkpoint: made.checkpoint.id,
+        replace: true,
+        ...(target.signal === undefined ? {} : { signal: target.signal }),
+      });
+    }
+    await applyStaged(target.sandbox, target.ref.scope, plan, target.signal);
+    const baseline: Record<string, string> = { ...state.baseline };
+    for (const p of plan.removals) {
+      delete baseline[p];
+      for (const k of Object.keys(baseline)) if (k.startsWith(`${p}/`)) delete baseline[k];
+    }
+    Object.assign(baseline, plan.imports);
+    await this.deps.meta.folderSync.update(key, { baseline, intents: null });
+    return { files, imported, removed, unchanged: false };
   }
 
   /**
