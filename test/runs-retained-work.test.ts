@@ -240,4 +240,27 @@ describe.each(BACKENDS)('a kept working copy on bwrap: $name', (backend) => {
     const [after] = await a.folderSync.status(a.tenant, { scope: 'project', ownerId: project });
     expect(after).toMatchObject({ state: 'saved', error: null });
   });
+
+  it("an upgrade does not leave a sandbox whose revoked user's folder holds an unsaved edit: the run stays on it", async () => {
+    const hf = await server('upgrade');
+    const name = `u${crypto.randomUUID().slice(0, 8)}`;
+    await hf.users.add({ tenant: hf.tenant.name, name, role: 'member' });
+    const channel = `c${crypto.randomUUID().slice(0, 8)}`;
+    const v1 = await hf.deployments.create({ provider: 'bwrap', env: { V: '1' } });
+    await hf.deployments.publish(channel, v1.id);
+    const run = await hf.runs.create({ channel, bindings: { user: name } });
+    await hf.runs.turn(run.id, (ctx) => inTurn(ctx, 'echo saved > "$HOLDFAST_USER_DIR/notes.txt"'));
+    const old = (await hf.runs.get(run.id)).sandbox?.id as string;
+    await inSandbox(hf, run.id, 'echo "unsaved edit" > user/notes.txt');
+    await hf.users.revoke({ tenant: hf.tenant.name, name });
+    const v2 = await hf.deployments.create({ provider: 'bwrap', env: { V: '2' } });
+    await hf.deployments.publish(channel, v2.id);
+
+    await expect(hf.runs.upgrade(run.id)).rejects.toMatchObject({ code: 'FORBIDDEN', data: { reason: 'user_revoked', scope: 'user' } });
+    expect(await hf.runs.get(run.id)).toMatchObject({ deploymentId: v1.id, sandbox: { id: old } });
+    // The automatic upgrade before a turn meets the same refusal: the turn runs on the old sandbox, the edit in it.
+    const kept = await hf.runs.turn(run.id, (ctx) => inTurn(ctx, 'echo "$V"; cat "$HOLDFAST_USER_DIR/notes.txt"'));
+    expect(kept.value.toString()).toBe('1\nunsaved edit\n');
+    expect(await provider.get(old)).toBeDefined();
+  });
 });
