@@ -310,6 +310,42 @@ describe('host clones', () => {
     expect(await treeBytes(checkout)).toBeLessThan(16 * 1024 * 1024);
   });
 
+  it('counts each submodule entry (gitlink) as the directory its checkout makes, before checkout', async () => {
+    const bare = path.join(dir, 'gitlinks.git');
+    hostGit(dir, ['init', '--quiet', '--bare', '--initial-branch=main', bare]);
+    const inner = hostGit(bare, ['commit-tree', hostGit(bare, ['mktree'], '').trim(), '-m', 'inner'], '').trim();
+    const entries = Array.from({ length: 101 }, (_, i) => `160000 commit ${inner}\tsub${i}\n`).join('');
+    const tree = hostGit(bare, ['mktree'], entries).trim();
+    hostGit(bare, ['update-ref', 'refs/heads/main', hostGit(bare, ['commit-tree', tree, '-m', 'gitlinks'], '').trim()]);
+    const { checkout, done } = clone(daemon.url('gitlinks.git'), git({}), { ...LIMITS, maxDirs: 100 });
+    await expect(done).rejects.toMatchObject({ code: 'LIMIT_EXCEEDED', data: { limit: 100, what: 'directories' } });
+    expect(fs.readdirSync(checkout)).toEqual(['.git']);
+  });
+
+  it("checks out the very bytes it counted: the repository's .gitattributes expand nothing (ident, encodings, eol, filters)", async () => {
+    const bare = path.join(dir, 'expanding.git');
+    hostGit(dir, ['init', '--quiet', '--bare', '--initial-branch=main', bare]);
+    const attributes = '* ident eol=crlf filter=hf-missing\n*.u working-tree-encoding=UTF-32LE\n';
+    const contents: Record<string, Buffer> = {
+      '.gitattributes': Buffer.from(attributes),
+      ident: Buffer.from('$Id$\n'.repeat(60_000)),
+      'wide.u': Buffer.from('a\n'.repeat(150_000)),
+    };
+    const written = path.join(dir, 'expanding-blob');
+    const entries = Object.entries(contents).map(([name, bytes]) => {
+      fs.writeFileSync(written, bytes);
+      return `100644 blob ${hostGit(bare, ['hash-object', '-w', '--no-filters', written]).trim()}\t${name}\n`;
+    });
+    const tree = hostGit(bare, ['mktree'], entries.join('')).trim();
+    hostGit(bare, ['update-ref', 'refs/heads/main', hostGit(bare, ['commit-tree', tree, '-m', 'expanding'], '').trim()]);
+    const { checkout, done } = clone(daemon.url('expanding.git'), git({ maxCheckoutBytes: 1024 * 1024 }));
+    await done;
+    for (const [name, bytes] of Object.entries(contents)) expect(fs.readFileSync(path.join(checkout, name)).equals(bytes)).toBe(true);
+    expect(await treeBytes(checkout)).toBeLessThan(2 * 1024 * 1024);
+    // The clone's own settings are what the sandbox gets: no attributes file of the host's is left behind.
+    expect(fs.existsSync(path.join(checkout, '.git', 'info', 'attributes'))).toBe(false);
+  });
+
   it("does not reveal host paths in a failed clone's error", async () => {
     const { parent, done } = clone(daemon.url('missing.git'), git({}));
     const error = (await done.catch((e: unknown) => e)) as { code: string; message: string; data: Record<string, unknown> };

@@ -21,7 +21,7 @@ export interface TreeCounts {
 /**
  * Counts the tree of `commit` in the clone at `dir` (`git ls-tree -r -t -l -z`, streamed)
  * against `limits` before anything is checked out: more files and symlinks than
- * `maxEntries`, more directories than `maxDirs`, a blob over `maxFileBytes`, more bytes than
+ * `maxEntries`, more directories (submodule entries included) than `maxDirs`, a blob over `maxFileBytes`, more bytes than
  * `maxTotalBytes`, a path over {@link MAX_PATH_BYTES} or a name over {@link MAX_NAME_BYTES}, or
  * nesting deeper than {@link MAX_CHECKOUT_DEPTH} is `LIMIT_EXCEEDED` (data: the limit and what
  * it counts); git is stopped at the first one. Rejects with `SETUP_FAILED` when git fails.
@@ -48,7 +48,8 @@ export async function checkCommitTree(
     if (segments.length > MAX_CHECKOUT_DEPTH) throw tooMuch(MAX_CHECKOUT_DEPTH, 'levels of directories');
     if (segments.some((s) => s.length > MAX_NAME_BYTES)) throw tooMuch(MAX_NAME_BYTES, 'bytes of one name');
     const type = header[1];
-    if (type === 'tree') {
+    // A submodule entry (gitlink) checks out as an empty directory of its own.
+    if (type === 'tree' || type === 'commit') {
       dirs += 1;
       if (dirs > maxDirs) throw tooMuch(maxDirs, 'directories');
     } else if (type === 'blob') {

@@ -19,6 +19,13 @@ const GIT_TIMEOUT_MS = 60_000;
 const STDERR_TAIL_CHARS = 2000;
 /** Where the throwaway `HOME` of the clone's git lives, beside the checkout (a binding's name never starts with `.`). */
 const GIT_HOME_NAME = '.git-home';
+/**
+ * The clone's `.git/info/attributes` while it is checked out (it overrides every in-tree
+ * `.gitattributes`): no end-of-line, `ident`, filter or working-tree-encoding conversion, so
+ * the host writes each blob's bytes exactly as {@link checkCommitTree} counted them (`ident` alone
+ * grows `$Id$` twelvefold, `UTF-32` fourfold). Removed after the checkout.
+ */
+const CHECKOUT_ATTRIBUTES = '* -text -crlf -eol -ident -filter -working-tree-encoding\n';
 
 /** One host clone: the binding, where it goes, whose it is and the operator's rules and limits. */
 export interface HostCloneRequest {
@@ -46,7 +53,8 @@ export interface HostCloneRequest {
  * protocol, hooks off, stdin closed). The clone is `--no-checkout` and recurses no submodule;
  * its directory is killed past `git.maxPackBytes` (`LIMIT_EXCEEDED`); the tree of the commit to
  * check out is counted against `limits` and `git.maxCheckoutBytes` first (`LIMIT_EXCEEDED`);
- * only then is `ref` (fetched when the clone did not bring it) checked out, and `branch`
+ * only then is `ref` (fetched when the clone did not bring it) checked out, byte for byte as
+ * counted (the repository's `.gitattributes` convert nothing, see {@link CHECKOUT_ATTRIBUTES}), and `branch`
  * created there (or from the remote branch of that name, tracking it). `SETUP_FAILED` with
  * git's stderr tail, secrets withheld and host paths replaced, when git fails. The caller
  * removes the temp directory whatever happens.
@@ -97,10 +105,14 @@ export async function cloneOnHost(request: HostCloneRequest): Promise<void> {
   await checkCommitTree(dir, commit, limits, env, signal).catch((error: unknown) => {
     throw withRepo(error, binding);
   });
+  const attributes = path.join(dir, '.git', 'info', 'attributes');
+  await fsp.mkdir(path.dirname(attributes), { recursive: true });
+  await fsp.writeFile(attributes, CHECKOUT_ATTRIBUTES);
   if (track) await run(['checkout', '--quiet', '-B', branch as string, '--track', `origin/${branch}`], dir, GIT_TIMEOUT_MS);
   else if (branch !== undefined) await run(['checkout', '--quiet', '-B', branch, commit], dir, GIT_TIMEOUT_MS);
   else if (ref !== undefined) await run(['checkout', '--quiet', '--detach', commit], dir, GIT_TIMEOUT_MS);
   else await run(['checkout', '--quiet'], dir, GIT_TIMEOUT_MS);
+  await fsp.rm(attributes, { force: true });
 }
 
 /**
