@@ -1,5 +1,6 @@
 import { Hono } from 'hono';
 import { describe, expect, it } from 'vitest';
+import { holdfastToken, legacyHoldfastToken } from '../../test/support/secret-samples.js';
 import { HoldfastError } from '../errors.js';
 import type { AppEnv } from './app-env.js';
 import { createJsonLogger, REQUEST_ID_HEADER, requestLogger, silentLogger } from './logger.js';
@@ -44,6 +45,23 @@ describe('createJsonLogger', () => {
     expect(record.nested.e).toMatchObject({ name: 'RangeError', message: 'r' });
   });
 
+  it('withholds a credential in any field, message or error, Holdfast tokens of both formats included', () => {
+    const { log, lines } = capture();
+    const token = holdfastToken();
+    const legacy = legacyHoldfastToken();
+    const cause = new Error(`upstream said: Authorization: Bearer ${legacy}`);
+    log.error('unhandled error', {
+      error: new HoldfastError('INTERNAL', `token ${token} refused`, { cause, data: { header: `Bearer ${token}` } }),
+      path: `/v1/runs/${token}`,
+      nested: [{ argv: ['holdfast', 'run', '--token', legacy] }],
+    });
+    expect(lines).toHaveLength(1);
+    const line = lines[0] as string;
+    expect(line.includes(token)).toBe(false);
+    expect(line.includes(legacy)).toBe(false);
+    expect(JSON.parse(line)).toMatchObject({ msg: 'unhandled error', error: { code: 'INTERNAL' } });
+  });
+
   it('never throws on unserialisable fields', () => {
     const { log, records } = capture();
     const cyclic: Record<string, unknown> = {};
@@ -82,6 +100,16 @@ describe('requestLogger', () => {
     expect(record).toMatchObject({ level: 'info', msg: 'request', method: 'GET', path: '/v1/runs/r42', route: '/v1/runs/:id' });
     expect(record).toMatchObject({ status: 200, requestId, tenant: 'acme', tenantId: 'ten1' });
     expect(typeof record?.durationMs).toBe('number');
+  });
+
+  it('logs no token a client put into the path of a request', async () => {
+    const { log, lines, records } = capture();
+    const token = holdfastToken();
+    await app(log).request(`/v1/runs/${token}`);
+    await app(log).request(`/v1/nowhere/${token}`);
+    expect(records()).toHaveLength(2);
+    for (const line of lines) expect(line.includes(token)).toBe(false);
+    expect(records()[0]).toMatchObject({ msg: 'request', route: '/v1/runs/:id', status: 200 });
   });
 
   it('echoes a plain client request id and replaces an unsafe one', async () => {

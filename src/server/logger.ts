@@ -1,10 +1,13 @@
 /**
  * Structured logging: one JSON object per line, so log shippers need no parser of their own.
  * A logger never throws: a field that cannot be serialised degrades the line, not the request.
+ * A string that holds a credential (any rule of the secret scan, Holdfast's tokens included)
+ * is written as the withheld marker, wherever it is on the line.
  */
 import { randomUUID } from 'node:crypto';
 import type { MiddlewareHandler } from 'hono';
 import { routePath } from 'hono/route';
+import { withholdSecrets } from '../rules/withhold-secrets.js';
 import type { AppEnv } from './app-env.js';
 import type { Principal } from './auth.js';
 
@@ -40,7 +43,7 @@ const RESERVED_KEYS: ReadonlySet<string> = new Set(['time', 'level', 'msg']);
 /** How many `cause` links of an error are followed, so a cyclic chain cannot loop. */
 const MAX_CAUSE_DEPTH = 3;
 
-/** Creates a logger writing `{"time":"<ISO>","level":"info","msg":"…",...fields}` lines. */
+/** Creates a logger writing `{"time":"<ISO>","level":"info","msg":"…",...fields}` lines, credentials withheld. */
 export function createJsonLogger(options: JsonLoggerOptions = {}): Logger {
   const write = options.write ?? ((line: string) => process.stdout.write(`${line}\n`));
   const threshold = LEVEL_RANK[options.level ?? 'info'];
@@ -98,6 +101,8 @@ function stringifyRecord(record: Record<string, unknown>): string {
     return JSON.stringify(record, function (this: Record<string, unknown>, key: string, value: unknown) {
       const raw = this[key];
       if (raw instanceof Error) return serializeError(raw);
+      // Credentials never enter a log (DESIGN section 14): a path, a message or a stack a client's input reached included.
+      if (typeof value === 'string') return withholdSecrets(value).value;
       return typeof value === 'bigint' ? value.toString() : value;
     });
   } catch (error) {
