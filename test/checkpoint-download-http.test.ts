@@ -43,6 +43,25 @@ describe('checkpoint file downloads are attachments a browser never runs', () =>
       const bytes = Buffer.from(await file.arrayBuffer());
       expect(file.headers.get('content-length')).toBe(String(bytes.length));
       expect(bytes.toString('utf8')).toBe(EVIL_HTML);
+      // HEAD and a Range request get the same headers, and the range is not honoured (the whole file).
+      for (const init of [{ method: 'HEAD' }, { headers: { range: 'bytes=0-9' } }]) {
+        const other = await svc.app.request(`/v1/checkpoints/${checkpointId}/file?path=${encodeURIComponent(path)}`, {
+          ...init,
+          headers: { authorization: `Bearer ${svc.token}`, ...(init.headers ?? {}) },
+        });
+        expect(other.status).toBe(200);
+        for (const header of [
+          'content-type',
+          'x-content-type-options',
+          'content-security-policy',
+          'cache-control',
+          'content-disposition',
+        ]) {
+          expect(other.headers.get(header), header).toBe(file.headers.get(header));
+        }
+        const body = Buffer.from(await other.arrayBuffer());
+        expect(body.toString('utf8')).toBe(init.method === 'HEAD' ? '' : EVIL_HTML);
+      }
     }
   }, 120_000);
 });
