@@ -3,6 +3,8 @@ import { hasSpecialBits, permissionBits } from '../core/modes.js';
 import { MAX_PATH_BYTES, printable, symlinkStaysInside } from '../core/paths.js';
 import { InputError } from '../errors.js';
 import type { Exclusion } from '../rules/excludes.js';
+import { findSecret } from '../rules/secrets.js';
+import { withheldMarker } from '../rules/withhold-secrets.js';
 
 /** Largest file a checkpoint takes; bigger ones are excluded with reason `too-large`. */
 export const DEFAULT_MAX_FILE_BYTES = 1024 * 1024 * 1024;
@@ -69,6 +71,22 @@ export class ScanTally {
 
   private readonly root: string | undefined;
 
+  /**
+   * Whether the entry `name` at `relPath` is named by a credential (any content rule of the
+   * secret scan, Holdfast's tokens included): then it is left out, with everything under it,
+   * and reported `secret-content` with the name withheld (the report lists its directory and
+   * {@link withheldMarker}), so the name reaches no tree, listing, sync or report. Checked
+   * before any other rule of the entry.
+   */
+  secretName(relPath: string, name: string): boolean {
+    const finding = findSecret(Buffer.from(name, 'utf8'));
+    if (finding === undefined) return false;
+    const parent = relPath.slice(0, Math.max(0, relPath.length - name.length - 1));
+    const marker = withheldMarker(finding.rule);
+    this.excluded.push({ path: parent === '' ? marker : `${parent}/${marker}`, reason: 'secret-content', rule: finding.rule });
+    return true;
+  }
+
   /** Reports a name a workspace path cannot hold (`problem` from `nameProblem`). */
   invalidName(relPath: string, problem: string): void {
     this.excluded.push({ path: printable(relPath).slice(0, MAX_PATH_BYTES), reason: 'invalid-path', rule: problem });
@@ -108,7 +126,8 @@ export class ScanTally {
 
   /**
    * Counts a symlink at `relPath` and returns the target to store, or undefined when it is
-   * left out (reported `symlink-escape`). A relative target is stored as it is when it stays
+   * left out (reported `secret-content` when the target holds a credential, which the report
+   * never shows; else `symlink-escape`). A relative target is stored as it is when it stays
    * inside ({@link symlinkStaysInside}). An absolute target that lies inside the root
    * (lexically, after `.` and `..` are resolved; the root itself counts) is stored as the
    * equivalent target relative to the link's directory, when that passes the same rule, and
@@ -116,6 +135,11 @@ export class ScanTally {
    * still points into the restored tree. Any other target escapes.
    */
   addSymlink(relPath: string, target: string): string | undefined {
+    const finding = findSecret(Buffer.from(target, 'utf8'));
+    if (finding !== undefined) {
+      this.excluded.push({ path: relPath, reason: 'secret-content', rule: finding.rule });
+      return undefined;
+    }
     const stored = target.startsWith('/') ? this.madeRelative(relPath, target) : target;
     if (stored === undefined || !symlinkStaysInside(relPath, stored)) {
       this.excluded.push({ path: relPath, reason: 'symlink-escape', rule: `points outside the workspace (${shown(target)})` });

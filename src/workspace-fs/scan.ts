@@ -82,7 +82,8 @@ export interface ScanResult {
  * promise API for many small entries), never following symlinks, applying exclusion rules.
  * Directories a walk cannot read fail the scan rather than silently dropping content; an
  * entry that cannot be used (its `lstat` fails, its path is over `MAX_PATH_BYTES`) is
- * reported `invalid-path` and the walk goes on.
+ * reported `invalid-path` and the walk goes on. An entry named by a credential, or a symlink
+ * whose target holds one, is left out (`secret-content`, see `ScanTally.secretName`).
  *
  * Names are bytes (`core/name-bytes.ts`): a directory is read as strings, and read again as
  * bytes only when a name came back with U+FFFD (not valid UTF-8), so such a name is kept
@@ -107,6 +108,7 @@ export function scanWorkspace(root: string, rules: ExcludeRules, limits: ScanLim
     const relBytes = rel === '' ? 0 : byteLength(rel) + 1;
     for (const name of read.names) {
       const relPath = rel === '' ? name : `${rel}/${name}`;
+      if (tally.secretName(relPath, name)) continue;
       const problem = nameProblem(name) ?? (relBytes + MAX_NAME_BYTES > MAX_PATH_BYTES ? pathProblem(relPath) : undefined);
       if (problem !== undefined) {
         tally.invalidName(relPath, problem);

@@ -3,6 +3,7 @@ import { MAX_LINK_TARGET_BYTES, MAX_PATH_BYTES, nameProblem, printable } from '.
 import { IntegrityError } from '../../../errors.js';
 import type { DirectoryRules, ExcludeRules, Exclusion } from '../../../rules/excludes.js';
 import { EXCLUSION_REASONS } from '../../../rules/exclusion.js';
+import { withholdSecrets } from '../../../rules/withhold-secrets.js';
 import type { ScannedDir, ScannedEntry, ScanResult } from '../../../workspace-fs/scan.js';
 import { type ScanLimits, ScanTally } from '../../../workspace-fs/scan-limits.js';
 
@@ -27,7 +28,8 @@ export interface CheckedScan {
  *   name, a path longer than {@link MAX_PATH_BYTES}) with `INTEGRITY`, and more files and
  *   symlinks, directories or bytes than the limits allow with `LIMIT_EXCEEDED`, so the
  *   checkpoint fails and the head stays;
- * - leaves out, with the reason a local scan gives, names a workspace cannot hold, escaping
+ * - leaves out, with the reason a local scan gives, entries named by a credential and links
+ *   whose target holds one (never shown in the report), names a workspace cannot hold, escaping
  *   symlinks, files over `limits.maxFileBytes` and everything `rules` exclude (credential
  *   paths, caches, user rules; `.gitignore` files are the agent's to apply, since skipping
  *   them only keeps more of the sandbox's own files; a caller that fetched them itself, as
@@ -41,8 +43,8 @@ export interface CheckedScan {
  *   included files whose read content, size, mode and mtime agree (`linkGroups`), so a claim
  *   across different files, or naming an inode outside, links nothing wrong.
  *
- * The agent's own exclusions are kept as a report (known reasons only, strings bounded and
- * made printable); they decide nothing. Object ids the agent offers are not looked at here:
+ * The agent's own exclusions are kept as a report (known reasons only, strings bounded, made
+ * printable, a credential in them withheld); they decide nothing. Object ids the agent offers are not looked at here:
  * `ExecWorkspaceSource` takes ids only from the host's own record of the base checkpoint.
  */
 export function checkAgentScan(
@@ -86,6 +88,7 @@ class ScanChecker {
       if (seen.has(name)) throw malformed(`${where}: two entries named ${JSON.stringify(printable(name))}`);
       seen.add(name);
       const relPath = into.path === '' ? name : `${into.path}/${name}`;
+      if (this.tally.secretName(relPath, name)) continue;
       const problem = nameProblem(name);
       if (problem !== undefined) {
         this.tally.invalidName(relPath, problem);
@@ -172,7 +175,11 @@ function agentExclusions(raw: unknown): { kept: Exclusion[]; dropped: number } {
     const e = record(item, 'an exclusion');
     const reason = EXCLUSION_REASONS.find((r) => r === e.reason);
     if (reason === undefined || typeof e.path !== 'string' || typeof e.rule !== 'string') throw malformed('an exclusion is malformed');
-    kept.push({ path: printable(e.path).slice(0, MAX_PATH_BYTES), reason, rule: printable(e.rule).slice(0, MAX_RULE_CHARS) });
+    // The agent's text: a credential in it is withheld whole, as in any report.
+    const [path, rule] = [printable(e.path).slice(0, MAX_PATH_BYTES), printable(e.rule).slice(0, MAX_RULE_CHARS)].map(
+      (text) => withholdSecrets(text).value as string,
+    );
+    kept.push({ path: path as string, reason, rule: rule as string });
   }
   return { kept, dropped: Math.max(0, raw.length - MAX_AGENT_EXCLUSIONS) };
 }
