@@ -153,6 +153,25 @@ describe.each(SYNC_CASES)('work-folder sync: $name', ({ provider, backend }) => 
     expect((await f.folders.list(task)).files.map((e) => e.path)).toEqual(['notes', 'ok.txt']);
   });
 
+  it("a name holding the run's token (a file, a directory) is never published to the shared task collection, nor shown", async () => {
+    const task = f.ref('task', owner('named'));
+    const sync = f.sync();
+    const ctx = await f.context(await f.run({ task: task.ownerId }));
+    const env = await sync.attach(ctx, 'cold');
+    const runToken = env.HOLDFAST_RUN_TOKEN ?? '';
+    expect(runToken).toMatch(/^holdfast_/);
+    // Harmless content under names a viewer of the collection would read in a listing.
+    await writeIn(ctx.sandbox, `task/${runToken}`, 'harmless\n');
+    await writeIn(ctx.sandbox, `task/keys-${runToken}/a.txt`, 'a\n');
+    await writeIn(ctx.sandbox, 'task/ok.txt', 'fine\n');
+    await sync.save(ctx, 'turn_end');
+    expect((await f.folders.list(task)).files.map((e) => e.path)).toEqual(['ok.txt']);
+    const status = await sync.status(f.tenant, task);
+    expect(JSON.stringify(status).includes(runToken)).toBe(false);
+    await sync.save(ctx, 'turn_end');
+    expect((await f.folders.list(task)).files.map((e) => e.path)).toEqual(['ok.txt']);
+  });
+
   it('refuses a sandbox synced for other owners (CONFLICT bindings_changed)', async () => {
     const sync = f.sync();
     const ctx = await f.context(await f.run({ task: owner('b') }));
