@@ -85,6 +85,13 @@ describe('repository bindings at run creation', () => {
     ['any <transport>:: helper', 'anything::https://github.com/o/r'],
     ['javascript:alert(1) read as scp-like', 'javascript:alert(1)'],
     ['a scheme git does not clone from', 'ftp://github.com/o/r.git'],
+    ['an uppercase scheme', 'HTTPS://github.com/o/r.git'],
+    ['git+ssh://', 'git+ssh://git@github.com/o/r.git'],
+    ['an ssh host that is an option', 'ssh://-oProxyCommand=touch%20/tmp/pwned/o/r.git'],
+    ['an scp-like host that is an option', '-oProxyCommand=touch:o/r.git'],
+    ['an scp-like user that is an option', '-oProxyCommand=x@github.com:o/r.git'],
+    ['a URL with a fragment', 'https://github.com/o/r.git#x'],
+    ['a URL with a space', 'https://github.com/o/r .git'],
   ])('refuses %s with INVALID_INPUT naming the field', async (_name, url) => {
     await expect(hf.runs.create({ deploymentId, bindings: { repos: [{ url }] } })).rejects.toMatchObject({
       code: 'INVALID_INPUT',
@@ -99,6 +106,15 @@ describe('repository bindings at run creation', () => {
     ['the apex of a *. pattern', 'https://example.com/o/r.git', 'FORBIDDEN'],
     ['a loopback https address', 'https://127.0.0.1/o/r.git', 'FORBIDDEN'],
     ['an scp-like host not allowed', 'git@evil.test:o/r.git', 'FORBIDDEN'],
+    ['an allowed name as a prefix of another host', 'https://github.com.evil.test/o/r.git', 'FORBIDDEN'],
+    ['an allowed name as a suffix of another name', 'https://evilgithub.com/o/r.git', 'FORBIDDEN'],
+    ['a *. pattern as a prefix', 'https://a.example.com.evil.test/o/r.git', 'FORBIDDEN'],
+    ['IPv6 loopback', 'https://[::1]/o/r.git', 'FORBIDDEN'],
+    ['IPv4-mapped loopback', 'https://[::ffff:127.0.0.1]/o/r.git', 'FORBIDDEN'],
+    ['hex loopback', 'https://0x7f000001/o/r.git', 'FORBIDDEN'],
+    ['short loopback', 'https://127.1/o/r.git', 'FORBIDDEN'],
+    ['decimal loopback', 'https://2130706433/o/r.git', 'FORBIDDEN'],
+    ['an allowed name as the user of another host', 'https://github.com@evil.test/o/r.git', 'SECRET_EXCLUDED'],
   ])('refuses %s (%s)', async (_name, url, code) => {
     await expect(hf.runs.create({ deploymentId, bindings: { repos: [{ url }] } })).rejects.toMatchObject({
       code,
@@ -344,6 +360,47 @@ describe('host clones', () => {
     expect(await treeBytes(checkout)).toBeLessThan(2 * 1024 * 1024);
     // The clone's own settings are what the sandbox gets: no attributes file of the host's is left behind.
     expect(fs.existsSync(path.join(checkout, '.git', 'info', 'attributes'))).toBe(false);
+  });
+
+  it('refuses loopback written as a name the allowlist holds (127.1, decimal, hex), before connecting', async () => {
+    const hosts = ['127.1', '2130706433', '0x7f000001'];
+    for (const host of hosts) {
+      for (const url of [`git://${host}:${daemon.port}/remote.git`, `ssh://git@${host}/remote.git`, `git@${host}:remote.git`]) {
+        const config = git({ allowPrivateAddresses: false, allowedHosts: hosts, protocols: ['git', 'ssh'] });
+        const { checkout, done } = clone(url, config);
+        await expect(done, url).rejects.toMatchObject({ code: 'FORBIDDEN', data: { address: '127.0.0.1' } });
+        expect(fs.existsSync(checkout)).toBe(false);
+      }
+    }
+  });
+
+  it('checks out no .git path of a hostile tree (hooks, config) and fetches no submodule', async () => {
+    const bare = path.join(dir, 'hostile.git');
+    hostGit(dir, ['init', '--quiet', '--bare', '--initial-branch=main', bare]);
+    const blob = (text: string) => hostGit(bare, ['hash-object', '-w', '--stdin'], text).trim();
+    const marker = path.join(dir, 'hostile-hook-ran');
+    const hook = blob(`#!/bin/sh\ntouch ${marker}\n`);
+    const hooks = hostGit(bare, ['mktree'], `100755 blob ${hook}\tpost-checkout\n`).trim();
+    const config = blob(`[core]\n\tfsmonitor = touch ${marker}\n\thooksPath = hooks\n`);
+    const dotGit = hostGit(bare, ['mktree'], `040000 tree ${hooks}\thooks\n100644 blob ${config}\tconfig\n`).trim();
+    const tree = (name: string) => hostGit(bare, ['mktree'], `040000 tree ${dotGit}\t${name}\n`).trim();
+    for (const name of ['.git', '.GIT', '.git.']) {
+      hostGit(bare, ['update-ref', 'refs/heads/main', hostGit(bare, ['commit-tree', tree(name), '-m', name], '').trim()]);
+      const { checkout, done } = clone(daemon.url('hostile.git'), git({}));
+      await done.catch(() => undefined);
+      expect(fs.existsSync(marker), name).toBe(false);
+      expect(fs.existsSync(path.join(checkout, '.git', 'hooks', 'post-checkout')), name).toBe(false);
+      expect(fs.readFileSync(path.join(checkout, '.git', 'config'), 'utf8').includes('fsmonitor'), name).toBe(false);
+    }
+    // A submodule whose URL is another repository this daemon serves: never cloned or fetched.
+    const inner = hostGit(path.join(dir, 'remote.git'), ['rev-parse', 'main']).trim();
+    const gitmodules = blob(`[submodule "sub"]\n\tpath = sub\n\turl = ${daemon.url('remote.git')}\n`);
+    const withSub = hostGit(bare, ['mktree'], `100644 blob ${gitmodules}\t.gitmodules\n160000 commit ${inner}\tsub\n`).trim();
+    hostGit(bare, ['update-ref', 'refs/heads/main', hostGit(bare, ['commit-tree', withSub, '-m', 'sub'], '').trim()]);
+    const { checkout, done } = clone(daemon.url('hostile.git'), git({}));
+    await done;
+    expect(fs.readdirSync(path.join(checkout, 'sub'))).toEqual([]);
+    expect(fs.existsSync(path.join(checkout, '.git', 'modules'))).toBe(false);
   });
 
   it("does not reveal host paths in a failed clone's error", async () => {
