@@ -200,6 +200,24 @@ describe('bundle uploads over HTTP (local-disk + sqlite, bwrap)', () => {
     }
   });
 
+  it('bombs and nested members: a file of zeros inflating past the ratio, a second gzip member after the archive, garbage after the gzip stream', async () => {
+    // A file of 256 MiB of zeros, its first 32 MiB sent: some KiB compressed, far past 100 times that plus the slack.
+    const zeros = Buffer.concat([header({ path: 'zeros' }, 256 * 1024 * 1024), Buffer.alloc(32 * 1024 * 1024)]);
+    for (const body of [zlib.gzipSync(zeros, { level: 9 }), zstdCompress(zeros, { compressionLevel: 19 })]) {
+      const answer = await upload(body);
+      expect(answer).toMatchObject({ status: 413, body: { error: { code: 'LIMIT_EXCEEDED', data: { reason: 'inflate-ratio' } } } });
+    }
+    const plain = tarOf(good);
+    const twoMembers = Buffer.concat([zlib.gzipSync(plain), zlib.gzipSync(Buffer.from('a second member after the archive'))]);
+    expect(await upload(twoMembers)).toMatchObject({
+      status: 400,
+      body: { error: { code: 'INVALID_INPUT', data: { reason: 'trailing-data', offset: plain.length } } },
+    });
+    const garbage = await upload(Buffer.concat([zlib.gzipSync(plain), Buffer.from('not gzip at all, after the stream')]));
+    expect(garbage.status).toBe(400);
+    expect(garbage.body.error?.code).toBe('INVALID_INPUT');
+  });
+
   it('long names through pax and GNU headers extract; a truncated archive and an oversized metadata entry are refused', async () => {
     const long = `${'d'.repeat(120)}/${'f'.repeat(120)}`;
     const paxBody = (key: string, value: string) => {
