@@ -326,6 +326,29 @@ describe('host clones', () => {
     expect(await treeBytes(checkout)).toBeLessThan(16 * 1024 * 1024);
   });
 
+  it('checks out the remote branch it counted, not a tag the remote named origin/<branch> over a bigger tree', async () => {
+    const bare = path.join(dir, 'ambiguous.git');
+    hostGit(dir, ['init', '--quiet', '--bare', '--initial-branch=main', bare]);
+    const small = hostGit(bare, ['commit-tree', hostGit(bare, ['mktree'], '').trim(), '-m', 'small'], '').trim();
+    hostGit(bare, ['update-ref', 'refs/heads/main', small]);
+    const blob = hostGit(bare, ['hash-object', '-w', '--stdin'], 'x\n').trim();
+    const many = Array.from({ length: 50 }, (_, i) => `100644 blob ${blob}\tf${i}\n`).join('');
+    const big = hostGit(bare, ['commit-tree', hostGit(bare, ['mktree'], many).trim(), '-m', 'big'], '').trim();
+    hostGit(bare, ['update-ref', 'refs/tags/origin/main', big]);
+    const target = cloneTarget();
+    await cloneOnHost({
+      binding: { name: 'repo', url: daemon.url('ambiguous.git'), branch: 'main' },
+      index: 0,
+      dir: target.checkout,
+      tenant: 'default',
+      git: git({}),
+      limits: { ...LIMITS, maxEntries: 10 },
+    });
+    expect(fs.readdirSync(target.checkout)).toEqual(['.git']);
+    expect(hostGit(target.checkout, ['rev-parse', 'HEAD']).trim()).toBe(small);
+    expect(hostGit(target.checkout, ['rev-parse', '--symbolic-full-name', 'main@{upstream}']).trim()).toBe('refs/remotes/origin/main');
+  });
+
   it('counts each submodule entry (gitlink) as the directory its checkout makes, before checkout', async () => {
     const bare = path.join(dir, 'gitlinks.git');
     hostGit(dir, ['init', '--quiet', '--bare', '--initial-branch=main', bare]);

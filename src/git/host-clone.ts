@@ -108,7 +108,8 @@ export async function cloneOnHost(request: HostCloneRequest): Promise<void> {
   const attributes = path.join(dir, '.git', 'info', 'attributes');
   await fsp.mkdir(path.dirname(attributes), { recursive: true });
   await fsp.writeFile(attributes, CHECKOUT_ATTRIBUTES);
-  if (track) await run(['checkout', '--quiet', '-B', branch as string, '--track', `origin/${branch}`], dir, GIT_TIMEOUT_MS);
+  // The full name: a tag the remote called `origin/<branch>` would win over the short one, and check out a tree never counted.
+  if (track) await run(['checkout', '--quiet', '-B', branch as string, '--track', `refs/remotes/origin/${branch}`], dir, GIT_TIMEOUT_MS);
   else if (branch !== undefined) await run(['checkout', '--quiet', '-B', branch, commit], dir, GIT_TIMEOUT_MS);
   else if (ref !== undefined) await run(['checkout', '--quiet', '--detach', commit], dir, GIT_TIMEOUT_MS);
   else await run(['checkout', '--quiet'], dir, GIT_TIMEOUT_MS);
