@@ -60,6 +60,10 @@ describe('parseRepoBindings', () => {
     ['a scp-like URL with a shell-looking path', [{ url: 'javascript:alert(1)' }]],
     ['an unknown scheme', [{ url: 'ftp://example.com/x.git' }]],
     ['a URL with a fragment', [{ url: 'https://example.com/x.git#frag' }]],
+    ['an option as the ssh user', [{ url: 'ssh://-oProxyCommand@example.com/x.git' }]],
+    ['an option as the scp-like user', [{ url: 'a@b@example.com:x.git' }]],
+    ['a dot first in the ssh user', [{ url: 'ssh://.x@example.com/x.git' }]],
+    ['an option as a ref, after a path', [{ url: 'https://example.com/x', ref: 'a/../-f' }]],
   ])('refuses %s with INVALID_INPUT', (_name, input) => {
     expect(() => parseRepoBindings(input)).toThrow(expect.objectContaining({ code: 'INVALID_INPUT' }));
   });

@@ -42,14 +42,15 @@ const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
  * match neither this nor {@link SCP_RE}.
  */
 const URL_RE = /^(https|http|ssh|git):\/\/[^/]/;
-/** An ssh user name in a URL. */
-const USER_RE = /^[A-Za-z0-9._-]{1,64}$/;
+/** An ssh user name in a URL: a letter, digit or `_` first, so it never reads as an option of ssh. */
+const USER_RE = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$/;
 /**
  * scp-like `user@host:path` or `host:path` (what git reads as ssh): a host name (or a
  * bracketed IPv6 address) and a path of URL-safe characters only, so nothing git would read
  * as another transport, an option or a local path passes.
  */
-const SCP_RE = /^(?:([A-Za-z0-9._-]{1,64})@)?([A-Za-z0-9][A-Za-z0-9.-]*|\[[0-9A-Fa-f:.]+\]):([A-Za-z0-9._~/][A-Za-z0-9._~/+@-]*)$/;
+const SCP_RE =
+  /^(?:([A-Za-z0-9_][A-Za-z0-9._-]{0,63})@)?([A-Za-z0-9][A-Za-z0-9.-]*|\[[0-9A-Fa-f:.]+\]):([A-Za-z0-9._~/][A-Za-z0-9._~/+@-]*)$/;
 /** A DNS host name as the URL parser leaves it (lowercase, punycode). */
 const HOSTNAME_RE = /^[a-z0-9](?:[a-z0-9-]{0,62})(?:\.[a-z0-9_](?:[a-z0-9_-]{0,62}))*\.?$/;
 /** Characters of a URL path the host passes to git (percent-escapes included; no quotes, spaces or backslashes). */
