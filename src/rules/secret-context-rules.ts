@@ -37,6 +37,9 @@ const AUTH_VALUE_CHARS = 1024;
 /** The header name as tools spell it, bare or closing a quoted key (`"Authorization": …`). */
 const AUTH_LEADS = ['authorization', 'Authorization', 'AUTHORIZATION'].flatMap((n) => [n, `${n}"`, `${n}'`]);
 
+/** One blank between the parts of an `Authorization` header: a space, a tab, or a continuation line of git config (`\` and a line break). */
+const AUTH_GAP = String.raw`(?:[ \t]|\\\r?\n)`;
+
 /** Userinfo characters of a URL, stopping at anything that ends a URL in text or code. */
 const USERINFO = String.raw`[^\s:@/?#"'<>\\\`]`;
 
@@ -136,15 +139,17 @@ export const CONTEXT_RULE_SPECS: readonly RuleSpec[] = [
     // `http.extraheader = AUTHORIZATION: basic …` (actions/checkout: base64 of
     // `x-access-token:<token>`), `curl -H 'Authorization: Bearer …'`, a request dump, a JSON
     // header map. Basic counts when it decodes to `user:password` with a generated password,
-    // Bearer when the token looks generated.
+    // Bearer (and GitHub's `token`) when the token looks generated. Between the parts, what git
+    // config reads as nothing or as a space counts too: quotes and continuation lines (`\`
+    // before a line break), so `Basic "…"` and `Basic\⏎ …` in a config file are found.
     id: 'http-authorization',
     anchor: COLON,
     leads: AUTH_LEADS,
     pattern: new RegExp(
-      `authorization["']?:[ \\t]{0,8}["']?(basic|bearer)[ \\t]{1,8}([A-Za-z0-9+/._~_-]{8,${AUTH_VALUE_CHARS}}={0,2})`,
+      `authorization["']?:${AUTH_GAP}{0,8}["']?(basic|bearer|token)["']?${AUTH_GAP}{1,8}["']?([A-Za-z0-9+/._~_-]{8,${AUTH_VALUE_CHARS}}={0,2})`,
       'iy',
     ),
-    spanBytes: 14 + 1 + 8 + 1 + 6 + 8 + AUTH_VALUE_CHARS + 2 + 1,
+    spanBytes: 14 + 1 + 3 * 8 + 1 + 6 + 1 + 3 * 8 + 1 + AUTH_VALUE_CHARS + 2 + 1,
     placeholders: false,
     check: (m) => ((m[1] as string).toLowerCase() === 'basic' ? isBasicAuthBase64(m[2] as string) : looksLikeTokenValue(m[2] as string)),
   },

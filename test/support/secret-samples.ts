@@ -147,6 +147,12 @@ export function credentialSamples(): ReadonlyArray<readonly [string, string]> {
     ['http-authorization', `AUTHORIZATION: basic ${b64(`x-access-token:gh${'s'}_${random(ALNUM, 36)}`)}`],
     ['http-authorization', `Authorization: Bearer ${random(ALNUM, 30)}${random(DIGITS, 4)}`],
     ['http-authorization', `Authorization": "Basic ${b64(`deploy:${password()}`)}"`],
+    // git config spellings git reads as the same header: a quoted credential, continuation lines, GitHub's `token` scheme.
+    ['http-authorization', `AUTHORIZATION: basic "${b64(`x-access-token:${password()}`)}"`],
+    ['http-authorization', `Authorization: Basic" ${b64(`x-access-token:${password()}`)}`],
+    ['http-authorization', `Authorization: Basic\\\n ${b64(`x-access-token:${password()}`)}`],
+    ['http-authorization', `Authorization:\\\n\tBearer ${random(ALNUM, 30)}${random(DIGITS, 4)}`],
+    ['http-authorization', `AUTHORIZATION: token ${random(HEX, 40)}`],
   ];
 }
 
