@@ -31,6 +31,8 @@ const BASE64_KEY_CHARS = 256;
 const URL_SCHEME_CHARS = 32;
 const URL_USER_CHARS = 64;
 const URL_PASSWORD_CHARS = 128;
+/** Shortest userinfo that counts as a token on its own (GitHub's classic tokens have 40 hex digits; user names are shorter). */
+const URL_TOKEN_USER_CHARS = 32;
 const NPM_VALUE_CHARS = 512;
 /** Longest credential of an `Authorization` header the rule reads (base64 of a long user and token). */
 const AUTH_VALUE_CHARS = 1024;
@@ -99,19 +101,22 @@ export const CONTEXT_RULE_SPECS: readonly RuleSpec[] = [
   },
   {
     // `scheme://user:password@host` with a generated-looking password; `user:password@`,
-    // `${PASS}` and friends are documentation.
+    // `${PASS}` and friends are documentation. A userinfo without a password counts when it is
+    // itself a generated token of at least URL_TOKEN_USER_CHARS (`https://<token>@github.com/…`).
     id: 'url-password',
     anchor: COLON,
     leads: [''],
     follow: '//',
     schemeBytes: URL_SCHEME_CHARS,
     pattern: new RegExp(
-      `[A-Za-z][A-Za-z0-9+.-]{0,${URL_SCHEME_CHARS - 1}}://(${USERINFO}{0,${URL_USER_CHARS}}):(${USERINFO}{1,${URL_PASSWORD_CHARS}})@[A-Za-z0-9[]`,
+      `[A-Za-z][A-Za-z0-9+.-]{0,${URL_SCHEME_CHARS - 1}}://(${USERINFO}{0,${URL_USER_CHARS}})(?::(${USERINFO}{1,${URL_PASSWORD_CHARS}}))?@[A-Za-z0-9[]`,
       'y',
     ),
     spanBytes: URL_SCHEME_CHARS + 3 + URL_USER_CHARS + 1 + URL_PASSWORD_CHARS + 2 + 1,
     placeholders: false,
-    check: (m) => !/[$<>{}]/.test(m[1] as string) && looksGenerated(m[2] as string),
+    check: (m) =>
+      !/[$<>{}]/.test(m[1] as string) &&
+      (m[2] === undefined ? (m[1] as string).length >= URL_TOKEN_USER_CHARS && looksLikeTokenValue(m[1] as string) : looksGenerated(m[2])),
   },
   {
     // `.npmrc`: `//registry/:_authToken=…`, `_auth=` (base64 of user:password), `_password=` (base64).

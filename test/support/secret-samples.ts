@@ -131,6 +131,8 @@ export function credentialSamples(): ReadonlyArray<readonly [string, string]> {
     ['url-password', `postgres://app:${password()}@db.internal:5432/app`],
     ['url-password', `mongodb+srv://svc-${random(LOWER, 4)}:${password()}@cluster0.${random(LOWER, 5)}.mongodb.net/prod`],
     ['url-password', `https://deploy:${password()}@git.internal/team/repo.git`],
+    // A token as the whole userinfo, as GitHub and others accept it in a remote URL.
+    ['url-password', `https://${random(HEX, 40)}@github.example.com/team/repo.git`],
     ['url-password', `redis://:${password()}@cache:6379/0`],
     ['npmrc-auth', `_authToken=${uuid()}`],
     ['npmrc-auth', `_authToken = "${random(ALNUM, 40)}${random(DIGITS, 3)}"`],
