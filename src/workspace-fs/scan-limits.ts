@@ -6,6 +6,26 @@ import type { Exclusion } from '../rules/excludes.js';
 import { findSecret } from '../rules/secrets.js';
 import { withheldMarker } from '../rules/withhold-secrets.js';
 
+/**
+ * Names already found to hold no credential, remembered per process so that the scans of one
+ * workspace, which meet the same names every time, check each name once; cleared whole when it
+ * reaches {@link CLEAN_NAMES_MAX} (a name that holds a credential is never remembered).
+ */
+const cleanNames = new Set<string>();
+/** Most names {@link cleanNames} remembers before it starts again. */
+const CLEAN_NAMES_MAX = 200_000;
+
+/** Whether `name` holds a credential (see `findSecret`), checking each clean name once per process. */
+function secretIn(name: string): ReturnType<typeof findSecret> {
+  if (cleanNames.has(name)) return undefined;
+  const finding = findSecret(Buffer.from(name, 'utf8'));
+  if (finding === undefined) {
+    if (cleanNames.size >= CLEAN_NAMES_MAX) cleanNames.clear();
+    cleanNames.add(name);
+  }
+  return finding;
+}
+
 /** Largest file a checkpoint takes; bigger ones are excluded with reason `too-large`. */
 export const DEFAULT_MAX_FILE_BYTES = 1024 * 1024 * 1024;
 /** Most files and symlinks one scan accepts; more fails with `LIMIT_EXCEEDED` (never a partial checkpoint). */
@@ -79,7 +99,7 @@ export class ScanTally {
    * before any other rule of the entry.
    */
   secretName(relPath: string, name: string): boolean {
-    const finding = findSecret(Buffer.from(name, 'utf8'));
+    const finding = secretIn(name);
     if (finding === undefined) return false;
     const parent = relPath.slice(0, Math.max(0, relPath.length - name.length - 1));
     const marker = withheldMarker(finding.rule);
