@@ -8,6 +8,7 @@ export type { BlobBody, BlobStat, BlobStore, ByteRange, PutOptions, PutResult } 
 export { LocalDiskBlobStore } from './blob-store/drivers/local-disk.js';
 export { openBlobStore } from './blob-store/open-blob-store.js';
 export * from './config.js';
+export type { DirEntry, FileEntry, SymlinkEntry, TreeEntry } from './core/tree.js';
 export { type BundleRecord, DEFAULT_BUNDLE_DIR } from './deployments/bundle-record.js';
 export { Bundles, findCapturedBundle } from './deployments/bundles.js';
 export { BUNDLE_DIR_ENV, type BundleInstall, installBundle } from './deployments/deployment-bundle.js';
@@ -25,7 +26,18 @@ export {
   type OpenedFile,
 } from './folders/folders.js';
 export { type Holdfast, type OpenHoldfastOptions, openHoldfast, type SelfCheck, type TenantServices } from './holdfast.js';
-export type { Channel, Lease, MetadataStore, Run, RunEvent, Turn } from './metadata/metadata-store.js';
+export type {
+  Channel,
+  Checkpoint,
+  CheckpointReason,
+  CheckpointStatus,
+  Lease,
+  MetadataStore,
+  Run,
+  RunEvent,
+  Turn,
+  Workspace,
+} from './metadata/metadata-store.js';
 export { openMetadataStore } from './metadata/metadata-store.js';
 export { FOLDER_SCOPES, type FolderScope } from './model/folder-scopes.js';
 export type { RunBindings } from './model/run-bindings.js';
@@ -39,7 +51,9 @@ export { isFinalSave, type RunExtension, type RunSandboxContext, type SaveMoment
 export type { RunLogEvent } from './runs/run-log-event.js';
 export { DEFAULT_RUN_SETTINGS, type RunSettings, STRAY_SWEEP_INTERVAL_MS } from './runs/run-settings.js';
 export {
+  type CreatedRun,
   type CreateRunInput,
+  type ForkRunInput,
   MAX_TURN_OUTPUT_BYTES,
   Runs,
   type TurnBody,
@@ -59,8 +73,35 @@ export {
   type SandboxFiles,
 } from './sandbox/file-api/sandbox-files.js';
 export { TanStackFiles, type TanStackSandboxSlice } from './sandbox/file-api/tanstack-files.js';
-export type { SandboxHandle, SandboxProvider } from './sandbox/sandbox-provider.js';
+export { BwrapSandboxProvider, type BwrapSandboxProviderConfig } from './sandbox/providers/bwrap.js';
+export { DockerSandboxProvider, type DockerSandboxProviderConfig } from './sandbox/providers/docker.js';
+export { LocalSandboxProvider, type LocalSandboxProviderConfig } from './sandbox/providers/local.js';
+export { runBuffered } from './sandbox/run-buffered.js';
+export {
+  type ExecExit,
+  type ExecOptions,
+  type ExecProcess,
+  MAX_RUN_OUTPUT_BYTES,
+  type RunOptions,
+  type RunResult,
+  type SandboxCapabilities,
+  type SandboxHandle,
+  type SandboxInfo,
+  type SandboxLimits,
+  type SandboxProvider,
+  type SandboxSpec,
+} from './sandbox/sandbox-provider.js';
 export type { CheckpointProgress, CheckpointResult, CheckpointStats } from './snapshot/checkpoint/checkpoint.js';
+export {
+  type CheckpointMeta,
+  type CheckpointMetaValue,
+  type CheckpointNote,
+  checkedCheckpointNote,
+  MAX_CHECKPOINT_LABEL_CHARS,
+  MAX_CHECKPOINT_META_BYTES,
+  MAX_CHECKPOINT_META_KEY_CHARS,
+  MAX_CHECKPOINT_META_KEYS,
+} from './snapshot/checkpoint-note.js';
 export type { GcOptions, GcReport } from './snapshot/gc/gc.js';
 export { GC_SWEEP_INTERVAL_MS, type GcSweepOutcome } from './snapshot/gc/gc-sweeper.js';
 export type { RetentionPolicy } from './snapshot/gc/retention.js';
@@ -68,6 +109,8 @@ export type { DiffEntry } from './snapshot/inspect/diff.js';
 export type { VerifyOptions, VerifyReport } from './snapshot/inspect/verify.js';
 export type { RestoreProgress, RestoreReceipt } from './snapshot/restore/restore.js';
 export { Snapshots, type WorkspaceSummary } from './snapshot/snapshots.js';
+export type { EndpointContext, SourceScan, WorkspaceSource } from './snapshot/workspace-source.js';
+export type { RestorePlan, TargetReuse, TargetSession, WorkspaceTarget } from './snapshot/workspace-target.js';
 export {
   canAccessFolder,
   type FolderAccessLookups,

@@ -61,6 +61,12 @@ export interface CheckpointView {
   readonly error: ErrorBody | null;
   readonly createdAt: number;
   readonly finishedAt: number | null;
+  /** The caller's label (absent from a server older than labels). */
+  readonly label?: string | null;
+  /** The caller's flat metadata. */
+  readonly meta?: Readonly<Record<string, string | number | boolean | null>> | null;
+  /** A fork's first checkpoint: the checkpoint whose tree it shares. */
+  readonly forkedFrom?: string | null;
 }
 
 export interface TurnView {

@@ -99,6 +99,12 @@ export interface CheckpointsTable {
   finished_at: number | null;
   /** JSON of what a ready checkpoint lost to missing packs (migration 12); `NULL` while whole. */
   damage: Generated<string | null>;
+  /** A caller's label (migration 14). */
+  label: string | null;
+  /** A caller's flat JSON object, as text (migration 14). */
+  meta: string | null;
+  /** The checkpoint a fork's first checkpoint shares its tree with (migration 14). */
+  forked_from: string | null;
 }
 
 /** `gc_queue`: a pack blob no index row names, and when GC first saw it so (migration 2). */

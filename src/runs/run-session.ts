@@ -6,6 +6,7 @@ import { runWorkspaceName } from '../model/workspace-names.js';
 import { viewOf } from '../sandbox/handle-views.js';
 import type { SandboxHandle } from '../sandbox/sandbox-provider.js';
 import type { CheckpointResult } from '../snapshot/checkpoint/checkpoint.js';
+import type { CheckpointNote } from '../snapshot/checkpoint-note.js';
 import { ExtensionSteps } from './extension-steps.js';
 import { acquireLease, type HeldLease, recoveryRequired } from './lease.js';
 import type { RunSandboxContext, SaveMoment } from './run-extension.js';
@@ -23,6 +24,8 @@ export interface ReadySandbox {
 /** Options of {@link RunSession.checkpoint}. */
 export interface SessionCheckpointOptions {
   readonly signal?: AbortSignal;
+  /** The label and metadata of the checkpoint, already checked (`checkedCheckpointNote`). */
+  readonly note?: CheckpointNote | undefined;
   /** Runs in the transaction that moves the head, after the lease fence (a turn completes there). */
   readonly onCommit?: (tx: MetadataTransaction, checkpoint: Checkpoint) => Promise<void>;
 }
@@ -232,7 +235,7 @@ export class RunSession {
   async save(
     moment: Exclude<SaveMoment, 'turn_end' | 'takeover'>,
     reason: CheckpointReason,
-    options: { readonly signal?: AbortSignal } = {},
+    options: { readonly signal?: AbortSignal; readonly note?: CheckpointNote | undefined } = {},
   ): Promise<CheckpointResult> {
     const failed = await this.saveExtensions(moment, options);
     if (failed !== undefined && moment !== 'periodic') throw failed.error;
@@ -299,6 +302,8 @@ export class RunSession {
       workspace: runWorkspaceName(runId),
       reason,
       ...(options.signal === undefined ? {} : { signal: options.signal }),
+      ...(options.note?.label === undefined ? {} : { label: options.note.label }),
+      ...(options.note?.meta === undefined ? {} : { meta: options.note.meta }),
       onCommit: async (tx, checkpoint) => {
         await tx.runs.fence(runId, epoch);
         await options.onCommit?.(tx, checkpoint);

@@ -12,6 +12,7 @@ import { parseRunBindings, type RunBindings, type RunBindingsInput } from '../mo
 import type { TenantScope } from '../model/tenants.js';
 import { runWorkspaceName } from '../model/workspace-names.js';
 import type { RunResult, SandboxHandle } from '../sandbox/sandbox-provider.js';
+import { type CheckpointMeta, type CheckpointNote, checkedCheckpointNote } from '../snapshot/checkpoint-note.js';
 import type { RestoreReceipt } from '../snapshot/restore/restore.js';
 import type { Principal } from '../tenants/folder-access.js';
 import { type CreatedToken, issueRunToken } from '../tenants/tokens.js';
@@ -32,6 +33,8 @@ export interface TurnCommand {
   readonly timeoutMs?: number | undefined;
   /** How long to wait for the previous turn; default 30 s. */
   readonly waitMs?: number | undefined;
+  /** The label and metadata of the turn's checkpoint (see `checkedCheckpointNote`). */
+  readonly checkpoint?: CheckpointNote | undefined;
 }
 
 /** Output each stream of a turn's command may produce; more stops the command (`LIMIT_EXCEEDED`). */
@@ -49,6 +52,20 @@ export type CreateRunInput = (
   | { readonly channel: string; readonly deploymentId?: never }
   | { readonly deploymentId: string; readonly channel?: never }
 ) & { readonly bindings?: RunBindingsInput | undefined };
+
+/**
+ * Input of {@link Runs.fork}: the checkpoint to start from and, optionally, what the new run
+ * follows (default: the source run's channel or deployment), its bindings, and the label and
+ * metadata of its first checkpoint.
+ */
+export interface ForkRunInput {
+  readonly fromCheckpoint: string;
+  readonly channel?: string | undefined;
+  readonly deploymentId?: string | undefined;
+  readonly bindings?: RunBindingsInput | undefined;
+  readonly label?: string | undefined;
+  readonly meta?: CheckpointMeta | undefined;
+}
 
 /**
  * Who asks {@link Runs.create} for a run. `caller` is the principal of the request (the HTTP
@@ -122,6 +139,72 @@ export class Runs {
       const runToken = bindings === undefined ? null : (await issueRunToken(tx, this.tenant, run.id)).token;
       return { ...run, runToken };
     });
+  }
+
+  /**
+   * A new run whose workspace starts from checkpoint `input.fromCheckpoint` (an id, unique
+   * prefix or `latest` of this tenant, in any workspace; another tenant's answer `NOT_FOUND`,
+   * as if absent), with no byte copied: the run's first checkpoint shares the source's tree
+   * (see `Snapshots.forkInto`), and its first turn restores it into a new sandbox. The run
+   * follows `channel` or pins `deploymentId` when given; else, forking a run's checkpoint, it
+   * takes that run's channel (or pinned deployment); a checkpoint of no run needs one of them
+   * (`INVALID_INPUT`). Bindings follow the rules of {@link create} (they are never copied from
+   * the source run). `label` and `meta` go on the fork's first checkpoint. Bad input, an
+   * unready checkpoint or a refused binding create nothing.
+   */
+  async fork(input: ForkRunInput, options: CreateRunOptions = {}): Promise<CreatedRun & { readonly checkpoint: Checkpoint }> {
+    if (typeof input !== 'object' || input === null || typeof input.fromCheckpoint !== 'string') {
+      throw new InputError('INVALID_INPUT', 'a fork needs fromCheckpoint: the checkpoint to start from', {
+        data: { field: 'fromCheckpoint' },
+      });
+    }
+    if (input.channel !== undefined && input.deploymentId !== undefined) {
+      throw new InputError('INVALID_INPUT', 'a fork takes at most one of channel and deploymentId');
+    }
+    const note = checkedCheckpointNote({ label: input.label, meta: input.meta });
+    const snapshots = this.host.snapshotsFor(this.tenant.name);
+    const source = await snapshots.forkSource(input.fromCheckpoint);
+    const follow = input.channel !== undefined || input.deploymentId !== undefined ? input : await this.followOf(source);
+    const bindings = input.bindings === undefined ? {} : { bindings: input.bindings };
+    const run = await this.create(
+      follow.channel !== undefined
+        ? { channel: follow.channel, ...bindings }
+        : { deploymentId: follow.deploymentId as string, ...bindings },
+      options,
+    );
+    const workspace = await this.host.meta.workspaces.get(run.workspaceId);
+    return { ...run, checkpoint: await snapshots.forkInto(workspace, source, note) };
+  }
+
+  /** What a fork of `source` follows by default: the channel (or pinned deployment) of the run whose checkpoint it is. */
+  private async followOf(source: Checkpoint): Promise<{ channel?: string; deploymentId?: string }> {
+    const run = await this.runOf(source, 'name the channel or deploymentId the fork runs on');
+    return run.channel === null ? { deploymentId: run.deploymentId } : { channel: run.channel };
+  }
+
+  /** The run of this tenant whose workspace holds `checkpoint`; `INVALID_INPUT` (saying `what` to do) for a workspace of no run. */
+  private async runOf(checkpoint: Checkpoint, what: string): Promise<Run> {
+    const workspace = await this.host.meta.workspaces.get(checkpoint.workspaceId);
+    const runId = workspace.name.startsWith(RUN_WORKSPACE_PREFIX) ? workspace.name.slice(RUN_WORKSPACE_PREFIX.length) : undefined;
+    const run = runId === undefined ? undefined : await this.host.meta.runs.find(this.tenant.id, runId);
+    if (run === undefined || run.workspaceId !== workspace.id) {
+      throw new InputError('INVALID_INPUT', `checkpoint ${checkpoint.id} is of workspace ${workspace.name}, not of a run: ${what}`, {
+        data: { field: 'checkpoint', checkpoint: checkpoint.id },
+      });
+    }
+    return run;
+  }
+
+  /**
+   * {@link Runs.restore} by checkpoint alone: `checkpointId` (an id, unique prefix or `latest`
+   * of this tenant; another tenant's answer `NOT_FOUND`) names its run, whose deployment the
+   * new sandbox gets. A checkpoint of a workspace that is no run's is `INVALID_INPUT` (restore
+   * it into a directory with `Snapshots.restore` instead).
+   */
+  async restoreCheckpoint(checkpointId: string): ReturnType<Runs['restore']> {
+    const checkpoint = await this.host.snapshotsFor(this.tenant.name).forkSource(checkpointId);
+    const run = await this.runOf(checkpoint, 'restore it into a directory (holdfast restore) instead');
+    return this.restore(run.id, { checkpointId: checkpoint.id });
   }
 
   /**
@@ -228,6 +311,7 @@ export class Runs {
    * with its error and leaves the head where it was.
    */
   async turn<T>(id: string, body: TurnBody<T>, options: TurnOptions<T> = {}): Promise<TurnOutcome<T>> {
+    if (options.checkpoint !== undefined) checkedCheckpointNote(options.checkpoint);
     const run = await this.get(id);
     return this.withSession(run, options.waitMs, (session) => executeTurn(this.host, session, body, options));
   }
@@ -253,6 +337,7 @@ export class Runs {
         }),
       {
         ...(input.waitMs === undefined ? {} : { waitMs: input.waitMs }),
+        ...(input.checkpoint === undefined ? {} : { checkpoint: checkedCheckpointNote(input.checkpoint) }),
         summarize: (r) => ({
           exitCode: r.code,
           signal: r.signal,
@@ -282,13 +367,20 @@ export class Runs {
     });
   }
 
-  /** Checkpoints a run's sandbox now (reason `manual`), under its lease. */
-  async checkpoint(id: string, options: { reason?: CheckpointReason; waitMs?: number } = {}): Promise<Checkpoint> {
+  /**
+   * Checkpoints a run's sandbox now (reason `manual`), under its lease, with an optional
+   * `label` and `meta` (checked before anything else: see `checkedCheckpointNote`).
+   */
+  async checkpoint(
+    id: string,
+    options: { reason?: CheckpointReason; waitMs?: number; label?: string | undefined; meta?: CheckpointMeta | undefined } = {},
+  ): Promise<Checkpoint> {
+    const note = checkedCheckpointNote({ label: options.label, meta: options.meta });
     const run = await this.get(id);
     return this.withSession(run, options.waitMs, async (session) => {
       await session.ensureSandbox({ upgrade: false });
       await session.attach();
-      return (await session.save('manual', options.reason ?? 'manual')).checkpoint;
+      return (await session.save('manual', options.reason ?? 'manual', { note })).checkpoint;
     });
   }
 
@@ -375,6 +467,9 @@ export class Runs {
     }
   }
 }
+
+/** How {@link runWorkspaceName} starts a run's workspace name. */
+const RUN_WORKSPACE_PREFIX = runWorkspaceName('');
 
 /** The collections every member of the tenant shares (a viewer only reads them). */
 const SHARED_SCOPES = ['task', 'agent', 'project'] as const;

@@ -2,6 +2,7 @@ import type { Deployment } from '../deployments/deployments.js';
 import { errorToJson, HoldfastError, isHoldfastError } from '../errors.js';
 import type { Checkpoint, Run, Turn } from '../metadata/metadata-store.js';
 import type { SandboxHandle } from '../sandbox/sandbox-provider.js';
+import type { CheckpointNote } from '../snapshot/checkpoint-note.js';
 import { PeriodicCheckpoints } from './periodic-checkpoints.js';
 import type { RunHost } from './run-host.js';
 import type { RunSession } from './run-session.js';
@@ -28,6 +29,8 @@ export interface TurnOptions<T> {
   readonly signal?: AbortSignal;
   /** Turns the body's value into the JSON stored with the turn (default: nothing stored). */
   readonly summarize?: (value: T) => Readonly<Record<string, unknown>>;
+  /** The label and metadata of the turn's own checkpoint (periodic ones get none); checked before the turn starts. */
+  readonly checkpoint?: CheckpointNote | undefined;
 }
 
 /** A completed turn: its row, the ready checkpoint that completed it, and the body's value. */
@@ -112,6 +115,7 @@ async function runTurn<T>(
     const unsaved = await session.saveExtensions('turn_end');
     const completes = !failed && unsaved === undefined;
     const saved = await session.checkpoint(completes ? 'turn' : 'final', {
+      note: options.checkpoint,
       onCommit: async (tx, checkpoint) => {
         if (!completes) return;
         const result = value === undefined || options.summarize === undefined ? undefined : options.summarize(value);

@@ -7,7 +7,7 @@
 import fs from 'node:fs';
 import { MIN_ID_PREFIX_LENGTH, resolveIdOrPrefix } from '../core/id-prefix.js';
 import type { TreeEntry } from '../core/tree.js';
-import { InputError, isHoldfastError, NotFoundError } from '../errors.js';
+import { ConflictError, InputError, isHoldfastError, NotFoundError } from '../errors.js';
 import type { Checkpoint, CheckpointReason, Tenant, Workspace } from '../metadata/metadata-store.js';
 import { CHECKPOINT_REASONS } from '../metadata/schema.js';
 import { DEFAULT_TENANT } from '../model/tenants.js';
@@ -18,6 +18,7 @@ import type { ExcludeOptions } from '../rules/excludes.js';
 import type { ScanLimits } from '../workspace-fs/scan.js';
 import { BaseFiles } from './checkpoint/base-files.js';
 import { type CheckpointOptions, type CheckpointProgress, type CheckpointResult, createCheckpoint } from './checkpoint/checkpoint.js';
+import { type CheckpointMeta, type CheckpointNote, checkedCheckpointNote } from './checkpoint-note.js';
 import { collectGarbage, type GcOptions, type GcReport } from './gc/gc.js';
 import { type Lookup, lookupPath, readFileFromTree } from './inspect/browse.js';
 import { type DiffEntry, diffTrees } from './inspect/diff.js';
@@ -52,13 +53,19 @@ export class Snapshots {
 
   /**
    * Captures a new checkpoint of workspace `workspace` (created on first use) from a host
-   * directory (`dir`) or from any other source (`source`, e.g. a sandbox through its agent).
+   * directory (`dir`) or from any other source (`source`, e.g. a sandbox through its agent),
+   * with an optional `label` and `meta` recorded on it. A bad label or meta is refused
+   * (`INVALID_INPUT`, `LIMIT_EXCEEDED`, `SECRET_EXCLUDED`) before anything is recorded.
    */
   async checkpoint(options: {
     dir?: string;
     source?: (context: EndpointContext) => WorkspaceSource;
     workspace: string;
     reason?: CheckpointReason;
+    /** A label of 1-200 characters (see `checkedCheckpointNote`). */
+    label?: string | undefined;
+    /** A flat JSON object of at most 4 KiB (see `checkedCheckpointNote`). */
+    meta?: CheckpointMeta | undefined;
     excludes?: ExcludeOptions;
     limits?: Partial<ScanLimits>;
     signal?: AbortSignal;
@@ -66,9 +73,10 @@ export class Snapshots {
     onCommit?: NonNullable<CheckpointOptions['onCommit']>;
     onScan?: NonNullable<CheckpointOptions['onScan']>;
   }): Promise<CheckpointResult> {
-    const { dir, source, ...rest } = options;
+    const { dir, source, label, meta, ...rest } = options;
     if ((dir === undefined) === (source === undefined))
       throw new InputError('INVALID_INPUT', 'checkpoint needs exactly one of dir and source');
+    const note = checkedCheckpointNote({ label, meta });
     // Bad input is refused before anything is recorded: no workspace created, no failed checkpoint.
     if (options.reason !== undefined && !CHECKPOINT_REASONS.includes(options.reason)) {
       throw new InputError(
@@ -91,24 +99,101 @@ export class Snapshots {
     const from =
       source?.(this.endpointContext(workspace)) ??
       new LocalWorkspaceSource(dir as string, workspace.id, this.deps.cacheDir, this.deps.workers);
-    return createCheckpoint(this.deps, { ...rest, source: from, workspace });
+    return createCheckpoint(this.deps, { ...rest, note, source: from, workspace });
   }
 
-  /** The workspace and the ready checkpoint (default: its head) a restore would use. */
-  async restorePoint(workspace: string, checkpoint?: string): Promise<{ workspace: Workspace; checkpoint: Checkpoint }> {
+  /**
+   * The workspace and the ready checkpoint a restore would use. With a workspace: the
+   * checkpoint named (default: its head), which must be of that workspace. Without one
+   * (`undefined`): the checkpoint alone names it, by id, unique prefix or `latest` (the
+   * tenant's newest ready one) within this tenant, and its own workspace comes with it.
+   * Neither given: `INVALID_INPUT`.
+   */
+  async restorePoint(workspace: string | undefined, checkpoint?: string): Promise<{ workspace: Workspace; checkpoint: Checkpoint }> {
+    if (workspace === undefined) {
+      if (checkpoint === undefined) throw new InputError('INVALID_INPUT', 'name a checkpoint, a workspace, or both');
+      const found = await this.readyCheckpoint(checkpoint);
+      return { workspace: await this.deps.meta.workspaces.get(found.workspaceId), checkpoint: found };
+    }
     const ws = await this.workspace(workspace, false);
     return { workspace: ws, checkpoint: await this.resolveCheckpoint(ws, checkpoint) };
   }
 
   /**
-   * Restores a checkpoint (default: the head) of `workspace` into a host directory (`dir`) or
-   * any other target (`target`, e.g. a sandbox); see {@link restoreCheckpoint} for what a
-   * stored tree and a target must satisfy.
+   * Forks checkpoint `checkpoint` (an id, unique prefix or `latest` of this tenant; another
+   * tenant's answer `NOT_FOUND`) into a new workspace `workspace` (`ALREADY_EXISTS` when the
+   * name is taken): its first checkpoint, ready at once, shares the source's root tree and so
+   * every object under it. No byte is read or copied; the objects stay reachable for GC from
+   * either checkpoint. The new checkpoint records `forkedFrom` and `parentId` as the source and
+   * takes `label`/`meta` as {@link Snapshots.checkpoint} does. Refused input records nothing.
+   */
+  async fork(options: { checkpoint: string; workspace: string; label?: string; meta?: CheckpointMeta }): Promise<Checkpoint> {
+    const note = checkedCheckpointNote({ label: options.label, meta: options.meta });
+    this.checkedName(options.workspace);
+    if (isReservedWorkspace(options.workspace)) {
+      throw new InputError('INVALID_INPUT', `workspace ${options.workspace} is reserved for deployment bundles: fork into another name`, {
+        data: { workspace: options.workspace },
+      });
+    }
+    const source = await this.readyCheckpoint(options.checkpoint);
+    const tenant = await this.tenant(true);
+    if ((await this.deps.meta.workspaces.findByName(tenant.id, options.workspace)) !== undefined) {
+      throw new ConflictError('ALREADY_EXISTS', `workspace ${options.workspace} already exists: fork into a new name`, {
+        data: { workspace: options.workspace },
+      });
+    }
+    const created = await this.deps.meta.workspaces.create({ tenantId: tenant.id, name: options.workspace });
+    return this.forkInto(created, source, note);
+  }
+
+  /**
+   * Makes `source` (a ready checkpoint of this tenant, as {@link Snapshots.forkSource} returns)
+   * the first checkpoint of the empty workspace `workspace`, sharing its tree (see
+   * {@link Snapshots.fork}), in one transaction that re-reads the source (a source retention
+   * forgot meanwhile is `NOT_FOUND`, nothing written) and moves the head by compare-and-swap
+   * (a workspace that got a head meanwhile is `CONFLICT`).
+   */
+  async forkInto(workspace: Workspace, source: Checkpoint, note: CheckpointNote = {}): Promise<Checkpoint> {
+    if (workspace.headCheckpointId !== null) {
+      throw new ConflictError('CONFLICT', `workspace ${workspace.name} already has checkpoints: fork into a new workspace`, {
+        data: { workspace: workspace.name },
+      });
+    }
+    return this.deps.meta.transaction(async (tx) => {
+      const still = await tx.checkpoints.find(source.id);
+      if (still?.status !== 'ready' || still.rootTree === null || still.workspaceId !== source.workspaceId) {
+        throw new NotFoundError(`checkpoint ${source.id} is gone`, { data: { checkpoint: source.id } });
+      }
+      const pending = await tx.checkpoints.createPending({
+        workspaceId: workspace.id,
+        parentId: still.id,
+        forkedFrom: still.id,
+        reason: 'manual',
+        ...(note.label === undefined ? {} : { label: note.label }),
+        ...(note.meta === undefined ? {} : { meta: note.meta }),
+      });
+      const ready = await tx.checkpoints.markReady(pending.id, { rootTree: still.rootTree, stats: still.stats });
+      await tx.workspaces.casHead(workspace.id, workspace.headVersion, ready.id);
+      return ready;
+    });
+  }
+
+  /** The ready checkpoint of this tenant `id` names (an id, unique prefix or `latest`), for {@link Snapshots.forkInto}. */
+  forkSource(id: string): Promise<Checkpoint> {
+    return this.readyCheckpoint(id);
+  }
+
+  /**
+   * Restores a checkpoint (default: the head) of `workspace`, or the checkpoint `checkpoint`
+   * names on its own when no workspace is given, into a host directory (`dir`) or any other
+   * target (`target`, e.g. a sandbox); see {@link restoreCheckpoint} for what a stored tree and
+   * a target must satisfy.
    */
   async restore(options: {
     dir?: string;
     target?: (context: EndpointContext) => WorkspaceTarget;
-    workspace: string;
+    /** Absent: `checkpoint` alone names what to restore, within this tenant (see {@link Snapshots.restorePoint}). */
+    workspace?: string | undefined;
     checkpoint?: string;
     replace?: boolean;
     limits?: Partial<ScanLimits>;
@@ -165,15 +250,7 @@ export class Snapshots {
 
   /** Finds (or, with `create`, creates) a workspace of this tenant by name. */
   async workspace(name: string, create: boolean): Promise<Workspace> {
-    if (typeof name !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$/.test(name)) {
-      throw new InputError(
-        'INVALID_INPUT',
-        `invalid workspace name ${JSON.stringify(name)}: 1-128 of A-Z a-z 0-9 . _ : @ -, starting with a letter or digit`,
-        {
-          data: { workspace: name },
-        },
-      );
-    }
+    this.checkedName(name);
     const { meta } = this.deps;
     const tenant = await this.tenant(create);
     if (tenant === undefined) throw new NotFoundError(`no workspace ${name}`, { data: { workspace: name } });
@@ -186,6 +263,18 @@ export class Snapshots {
       if (raced === undefined) throw error;
       return raced;
     });
+  }
+
+  /** `name` when it is a valid workspace name; `INVALID_INPUT` otherwise. */
+  private checkedName(name: string): string {
+    if (typeof name !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$/.test(name)) {
+      throw new InputError(
+        'INVALID_INPUT',
+        `invalid workspace name ${JSON.stringify(name)}: 1-128 of A-Z a-z 0-9 . _ : @ -, starting with a letter or digit`,
+        { data: { workspace: name } },
+      );
+    }
+    return name;
   }
 
   /** This service's tenant row; with `create`, created on first use (safe against racing creators). */

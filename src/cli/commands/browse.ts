@@ -3,6 +3,7 @@ import type { TreeEntry } from '../../core/tree.js';
 import type { Holdfast } from '../../index.js';
 import { positiveInt, readHoldfast } from '../program.js';
 import { formatBytes } from '../progress.js';
+import { noteText } from './checkpoint-note-flags.js';
 
 /** How a checkpoint argument is given. */
 const CHECKPOINT_ID_HELP =
@@ -42,7 +43,8 @@ export function registerBrowse(program: Command): void {
                     c.error === null
                       ? ''
                       : `  ${String((c.error as { code?: unknown }).code)}: ${String((c.error as { message?: unknown }).message)}`;
-                  return `${c.id}  ${when}  ${c.status.padEnd(7)}  ${c.reason}${error}`;
+                  const note = noteText(c);
+                  return `${c.id}  ${when}  ${c.status.padEnd(7)}  ${c.reason}${note === '' ? '' : `  ${note}`}${error}`;
                 })
                 .join('\n'),
         );

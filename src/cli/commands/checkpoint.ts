@@ -5,6 +5,7 @@ import { CHECKPOINT_REASONS } from '../../metadata/schema.js';
 import { plural } from '../output.js';
 import { collect, oneOf, positiveInt, withHoldfast } from '../program.js';
 import { formatBytes, type ProgressState, startProgress } from '../progress.js';
+import { metaFlags, noteText } from './checkpoint-note-flags.js';
 
 interface CheckpointFlags {
   workspace: string;
@@ -18,6 +19,8 @@ interface CheckpointFlags {
   allowSecretPath?: string[];
   maxEntries?: number;
   maxFileBytes?: number;
+  label?: string;
+  meta?: string[];
 }
 
 /**
@@ -62,6 +65,8 @@ export function registerCheckpoint(program: Command): void {
     .option('--allow-secret-path <path>', 'capture this exact path although a secret rule matches it (repeatable)', collect)
     .option('--max-entries <n>', 'most files and symlinks to accept', positiveInt('--max-entries'))
     .option('--max-file-bytes <n>', 'largest file to capture', positiveInt('--max-file-bytes'))
+    .option('--label <text>', 'a label for the checkpoint (1-200 characters, shown by log)')
+    .option('--meta <key=value>', 'metadata to keep with the checkpoint (repeatable; at most 4 KiB in all, never a credential)', collect)
     .action(async (dir: string | undefined, flags: CheckpointFlags, command: Command) => {
       if ((dir === undefined) === (flags.sandbox === undefined)) {
         throw new InputError('INVALID_INPUT', 'checkpoint takes a directory or --sandbox <id> (exactly one)', {
@@ -75,6 +80,8 @@ export function registerCheckpoint(program: Command): void {
           const input = {
             workspace: flags.workspace,
             ...(flags.reason === undefined ? {} : { reason: flags.reason }),
+            ...(flags.label === undefined ? {} : { label: flags.label }),
+            ...(flags.meta === undefined ? {} : { meta: metaFlags(flags.meta) }),
             excludes: {
               cacheExcludes: flags.cacheExcludes,
               gitignore: flags.gitignore === true,
@@ -100,17 +107,22 @@ export function registerCheckpoint(program: Command): void {
           progress.stop();
         }
         const { checkpoint, stats, excluded, allowed } = result;
-        output.result({ id: checkpoint.id, workspace: flags.workspace, rootTree: checkpoint.rootTree, stats, excluded, allowed }, () =>
-          [
-            `checkpoint ${checkpoint.id} of ${flags.workspace} is ready`,
-            `  ${plural(stats.files, 'file')} (${formatBytes(stats.bytes)}), ${plural(stats.dirs, 'dir')}, ${plural(stats.symlinks, 'symlink')}; read ${plural(stats.filesHashed, 'file')} (${formatBytes(stats.bytesHashed)}), the rest unchanged`,
-            `  new: ${plural(stats.objectsWritten, 'object')}, ${formatBytes(stats.rawBytesWritten)} (${formatBytes(stats.storedBytesWritten)} stored) in ${plural(stats.packsWritten, 'pack')}, ${plural(stats.blobWrites, 'blob write')}`,
-            ...allowed.map((a) => `  allowed by --allow-secret-path: ${a.path} (${a.rule})`),
-            `  excluded: ${excluded.length}`,
-            ...excluded.slice(0, 50).map((e) => `    ${e.path}  ${e.reason} (${e.rule})`),
-            ...(excluded.length > 50 ? [`    … and ${excluded.length - 50} more (--json lists all)`] : []),
-            `  took ${(stats.durationMs / 1000).toFixed(2)} s`,
-          ].join('\n'),
+        const { label, meta } = checkpoint;
+        const note = noteText(checkpoint);
+        output.result(
+          { id: checkpoint.id, workspace: flags.workspace, rootTree: checkpoint.rootTree, label, meta, stats, excluded, allowed },
+          () =>
+            [
+              `checkpoint ${checkpoint.id} of ${flags.workspace} is ready`,
+              ...(note === '' ? [] : [`  ${note}`]),
+              `  ${plural(stats.files, 'file')} (${formatBytes(stats.bytes)}), ${plural(stats.dirs, 'dir')}, ${plural(stats.symlinks, 'symlink')}; read ${plural(stats.filesHashed, 'file')} (${formatBytes(stats.bytesHashed)}), the rest unchanged`,
+              `  new: ${plural(stats.objectsWritten, 'object')}, ${formatBytes(stats.rawBytesWritten)} (${formatBytes(stats.storedBytesWritten)} stored) in ${plural(stats.packsWritten, 'pack')}, ${plural(stats.blobWrites, 'blob write')}`,
+              ...allowed.map((a) => `  allowed by --allow-secret-path: ${a.path} (${a.rule})`),
+              `  excluded: ${excluded.length}`,
+              ...excluded.slice(0, 50).map((e) => `    ${e.path}  ${e.reason} (${e.rule})`),
+              ...(excluded.length > 50 ? [`    … and ${excluded.length - 50} more (--json lists all)`] : []),
+              `  took ${(stats.durationMs / 1000).toFixed(2)} s`,
+            ].join('\n'),
         );
       });
     });

@@ -27,7 +27,7 @@ export function exclusionLines(receipt: Pick<RestoreReceipt, 'excluded'>): strin
   return lines;
 }
 
-/** `holdfast restore <dir> --workspace <name> [--checkpoint <id>] [--replace]`. */
+/** `holdfast restore <dir> [--workspace <name>] [--checkpoint <id>] [--replace]` (at least one of the two). */
 export function registerRestore(program: Command): void {
   program
     .command('restore')
@@ -35,18 +35,26 @@ export function registerRestore(program: Command): void {
     .argument('[dir]', 'target directory (must be absent or empty unless --replace), or use --sandbox')
     .option('-s, --sandbox <id>', 'restore into the workspace of this sandbox (id, unique prefix or latest)')
     .option('-p, --provider <name>', 'provider of the sandbox (default: look in each)')
-    .requiredOption('-w, --workspace <name>', 'workspace name')
-    .option('-c, --checkpoint <id>', 'checkpoint to restore: id, unique prefix (8+ characters) or latest (the head, also the default)')
+    .option('-w, --workspace <name>', 'workspace name (optional with --checkpoint: the checkpoint knows its workspace)')
+    .option(
+      '-c, --checkpoint <id>',
+      "checkpoint to restore: id, unique prefix (8+ characters) or latest (with --workspace its head, the default; without, the tenant's newest ready checkpoint)",
+    )
     .option('--replace', 'replace a non-empty target; unchanged files are reused')
     .action(
       async (
         dir: string | undefined,
-        flags: { workspace: string; checkpoint?: string; replace?: boolean; sandbox?: string; provider?: string },
+        flags: { workspace?: string; checkpoint?: string; replace?: boolean; sandbox?: string; provider?: string },
         command: Command,
       ) => {
         if ((dir === undefined) === (flags.sandbox === undefined)) {
           throw new InputError('INVALID_INPUT', 'restore takes a directory or --sandbox <id> (exactly one)', {
             data: { flag: '--sandbox' },
+          });
+        }
+        if (flags.workspace === undefined && flags.checkpoint === undefined) {
+          throw new InputError('INVALID_INPUT', 'restore needs --checkpoint <id>, --workspace <name>, or both', {
+            data: { flag: '--checkpoint' },
           });
         }
         await withHoldfast(command, async (hf, { output }) => {

@@ -5,7 +5,8 @@ import { InputError, isHoldfastError, NotFoundError } from '../../errors.js';
 import type { RepositoryStatus } from '../../git/repository-checkpoints.js';
 import type { Holdfast, Run, RunEvent, TenantServices, Turn } from '../../index.js';
 import { isoTime, renderTable } from '../output.js';
-import { positiveInt, readHoldfast, withHoldfast } from '../program.js';
+import { collect, positiveInt, readHoldfast, withHoldfast } from '../program.js';
+import { metaFlags } from './checkpoint-note-flags.js';
 
 /** Most recent turns `run show` prints. */
 const SHOWN_TURNS = 10;
@@ -133,6 +134,39 @@ export function registerRun(program: Command): void {
     });
 
   run
+    .command('fork')
+    .description(
+      "start a new run from any checkpoint of the tenant, no byte copied: its first checkpoint shares the source's tree, its first turn restores it",
+    )
+    .argument('<checkpoint>', "checkpoint id, a unique prefix of it (8+ characters), or latest (the tenant's newest ready checkpoint)")
+    .option('-t, --tenant <name>', 'tenant of the checkpoint and the new run', 'default')
+    .option('--channel <name>', "follow this channel (default: the source run's channel or pinned deployment)")
+    .option('--deployment <id>', 'pin this deployment id')
+    .option('--label <text>', "a label for the fork's first checkpoint")
+    .option('--meta <key=value>', "metadata for the fork's first checkpoint (repeatable)", collect)
+    .action(async (checkpoint: string, flags: RunForkFlags, command: Command) => {
+      await withHoldfast(command, async (hf, { output }) => {
+        if (flags.channel !== undefined && flags.deployment !== undefined) {
+          throw new InputError('INVALID_INPUT', 'give at most one of --channel and --deployment', { data: { field: 'channel' } });
+        }
+        const tenant = await tenantNamed(hf, flags.tenant);
+        const { runs } = await hf.forTenant(tenant.name);
+        const meta = metaFlags(flags.meta);
+        const forked = await runs.fork({
+          fromCheckpoint: checkpoint,
+          ...(flags.channel === undefined ? {} : { channel: flags.channel }),
+          ...(flags.deployment === undefined ? {} : { deploymentId: flags.deployment }),
+          ...(flags.label === undefined ? {} : { label: flags.label }),
+          ...(meta === undefined ? {} : { meta }),
+        });
+        output.result(
+          { ...(await runs.named(forked)), tenant: tenant.name },
+          () => `${forked.id}\n  forked from checkpoint ${forked.checkpoint.forkedFrom ?? ''}; first checkpoint ${forked.checkpoint.id}`,
+        );
+      });
+    });
+
+  run
     .command('end')
     .description('end a run of any tenant (idempotent): no more turns, and its run tokens reach nothing')
     .argument('<runId>', 'run id, a unique prefix of it (8+ characters), or latest')
@@ -165,6 +199,14 @@ export function registerRun(program: Command): void {
 }
 
 /** Flags of `holdfast run create`. */
+interface RunForkFlags {
+  readonly tenant: string;
+  readonly channel?: string;
+  readonly deployment?: string;
+  readonly label?: string;
+  readonly meta?: string[];
+}
+
 interface RunCreateFlags {
   readonly tenant: string;
   readonly channel?: string;

@@ -153,6 +153,15 @@ function factsList(c: CheckpointView, here: (q: Record<string, string | null>) =
   add('Id', h('span', { class: 'mono' }, c.id));
   add('Status', c.status);
   add('Reason', c.reason);
+  // Labels and metadata are the caller's text: shown as text nodes, never parsed as HTML.
+  if (typeof c.label === 'string') add('Label', c.label);
+  if (c.meta !== null && c.meta !== undefined && Object.keys(c.meta).length > 0) add('Metadata', metaList(c.meta));
+  if (typeof c.forkedFrom === 'string') {
+    add(
+      'Forked from',
+      link(route(`checkpoints/${encodeURIComponent(c.forkedFrom)}`), shortId(c.forkedFrom), { class: 'mono', title: c.forkedFrom }),
+    );
+  }
   add('Created', formatTime(c.createdAt));
   add('Duration', formatDuration(c.stats?.durationMs ?? (c.finishedAt === null ? null : c.finishedAt - c.createdAt)));
   add('Size', `${formatBytes(c.stats?.bytes)}${c.stats?.files === undefined ? '' : ` in ${c.stats.files} files`}`);
@@ -166,6 +175,15 @@ function factsList(c: CheckpointView, here: (q: Record<string, string | null>) =
   if (c.error !== null) add('Error', h('span', { class: 'flag' }, `${c.error.code ?? 'error'}: ${c.error.message ?? ''}`));
   void here;
   return dl;
+}
+
+/** A checkpoint's metadata as a list of `key: value` lines, every part a text node. */
+function metaList(meta: NonNullable<CheckpointView['meta']>): HTMLElement {
+  const list = h('ul', { class: 'meta' });
+  for (const [key, value] of Object.entries(meta)) {
+    list.appendChild(h('li', {}, h('span', { class: 'mono' }, key), ': ', typeof value === 'string' ? value : JSON.stringify(value)));
+  }
+  return list;
 }
 
 function breadcrumbs(dir: string, here: (q: Record<string, string | null>) => string): HTMLElement {

@@ -34,6 +34,12 @@ export interface Checkpoint {
   readonly createdAt: number;
   /** When it left `pending`; `null` while pending. */
   readonly finishedAt: number | null;
+  /** The caller's label, if one was given (`snapshot/checkpoint-note.ts` holds the rules). */
+  readonly label: string | null;
+  /** The caller's flat metadata object, if any was given. */
+  readonly meta: Readonly<Record<string, string | number | boolean | null>> | null;
+  /** For a fork's first checkpoint: the checkpoint whose tree it shares (same tenant); else `null`. */
+  readonly forkedFrom: string | null;
   /**
    * What a ready checkpoint lost to packs missing from the blob store, as last assessed;
    * `null` while it is whole. It stays listed and `ready` (its other files still restore), but
@@ -62,6 +68,10 @@ export interface CreateCheckpointInput {
   readonly workspaceId: string;
   readonly parentId?: string | null;
   readonly reason: CheckpointReason;
+  /** Checked by the caller (`checkedCheckpointNote`); the column's CHECK bounds its length again. */
+  readonly label?: string | null;
+  readonly meta?: JsonObject | null;
+  readonly forkedFrom?: string | null;
 }
 
 /** Input of {@link CheckpointsRepo.markReady}. */
@@ -161,6 +171,9 @@ export function createCheckpointsRepo({ db, dialect, now }: RepoContext): Checkp
         error: null,
         created_at: now(),
         finished_at: null,
+        label: input.label ?? null,
+        meta: input.meta === undefined || input.meta === null ? null : toJsonText(input.meta, 'meta'),
+        forked_from: input.forkedFrom ?? null,
         damage: null,
       };
       try {
@@ -264,6 +277,10 @@ function toCheckpoint(row: Selectable<CheckpointsTable>): Checkpoint {
     error: recordedErrorFromText(row.error),
     createdAt: row.created_at,
     finishedAt: row.finished_at,
+    label: row.label ?? null,
+    // Written only through `createPending` from a checked note: a flat object.
+    meta: fromJsonText(row.meta ?? null) as Checkpoint['meta'],
+    forkedFrom: row.forked_from ?? null,
     damage: fromJsonText(row.damage) as CheckpointDamage | null,
   };
 }

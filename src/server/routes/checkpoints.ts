@@ -1,10 +1,19 @@
 import { Readable } from 'node:stream';
 import { z } from 'zod';
 import type { Holdfast } from '../../index.js';
-import { answerAs, type RouteDef, readQuery, tenantServices } from '../route.js';
+import { answerAs, type RouteDef, readJson, readQuery, tenantServices } from '../route.js';
 import { checkpointsPage } from './list-pages.js';
 import { ID_PREFIX_ERRORS, RUN_WORK_ERRORS } from './runs.js';
-import { Checkpoint, CheckpointPage, FilePathQuery, PageQuery, PathQuery, TreeLookup } from './schemas.js';
+import {
+  Checkpoint,
+  CheckpointNoteBody,
+  CheckpointPage,
+  FilePathQuery,
+  PageQuery,
+  PathQuery,
+  RestoredSandbox,
+  TreeLookup,
+} from './schemas.js';
 import { attachmentDisposition, DOWNLOAD_HEADERS } from './work-folders-content.js';
 
 /**
@@ -31,15 +40,18 @@ export function checkpointRoutes(hf: Holdfast): RouteDef[] {
         method: 'post',
         path: '/v1/runs/:id/checkpoints',
         operationId: 'checkpointRun',
-        summary: "Checkpoint a run's sandbox now (reason manual)",
+        summary: "Checkpoint a run's sandbox now (reason manual), with an optional label and metadata",
         tags,
+        body: CheckpointNoteBody,
         response: Checkpoint,
         responseStatus: 201,
-        errors: RUN_WORK_ERRORS,
+        errors: [...RUN_WORK_ERRORS, 'SECRET_EXCLUDED', 'LIMIT_EXCEEDED'],
       },
       async handler(c) {
         const { runs } = await tenantServices(hf, c);
-        return c.json(answerAs(Checkpoint, await runs.checkpoint(c.req.param('id') ?? '')), 201);
+        const { label, meta } = await readJson(c, CheckpointNoteBody);
+        const note = { ...(label === undefined ? {} : { label }), ...(meta === undefined ? {} : { meta }) };
+        return c.json(answerAs(Checkpoint, await runs.checkpoint(c.req.param('id') ?? '', note)), 201);
       },
     },
     {
@@ -71,6 +83,33 @@ export function checkpointRoutes(hf: Holdfast): RouteDef[] {
       async handler(c) {
         const { checkpoints } = await tenantServices(hf, c);
         return c.json(answerAs(Checkpoint, await checkpoints.get(c.req.param('id') ?? '')));
+      },
+    },
+    {
+      doc: {
+        method: 'post',
+        path: '/v1/checkpoints/:id/restore',
+        operationId: 'restoreCheckpoint',
+        summary:
+          "Restore a checkpoint by its id alone (exact, unique prefix or latest) into a new sandbox of its run's deployment (the caller destroys it)",
+        tags,
+        response: RestoredSandbox,
+        responseStatus: 201,
+        errors: [...ID_PREFIX_ERRORS, ...RUN_WORK_ERRORS],
+        responses: { 400: { description: 'Bad input, the checkpoint is not ready, or it is of no run' } },
+      },
+      async handler(c) {
+        const { runs } = await tenantServices(hf, c);
+        const restored = await runs.restoreCheckpoint(c.req.param('id') ?? '');
+        const { sandbox } = restored;
+        return c.json(
+          answerAs(RestoredSandbox, {
+            sandbox: { provider: sandbox.provider, id: sandbox.id, workspaceRoot: sandbox.workspaceRoot },
+            deploymentId: restored.deployment.id,
+            checkpointId: restored.receipt.checkpointId,
+          }),
+          201,
+        );
       },
     },
     {

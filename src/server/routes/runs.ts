@@ -51,12 +51,12 @@ export function runRoutes(hf: Holdfast): RouteDef[] {
         path: '/v1/runs',
         operationId: 'createRun',
         summary:
-          'Create a run on a channel or a pinned deployment, optionally bound to collections (then its run token is in the answer, once)',
+          'Create a run on a channel or a pinned deployment, or fork one from any checkpoint of the tenant (no byte copied), optionally bound to collections (then its run token is in the answer, once)',
         tags,
         body: RunBody,
         response: CreatedRun,
         responseStatus: 201,
-        errors: ['FORBIDDEN'],
+        errors: ['FORBIDDEN', ...ID_PREFIX_ERRORS, 'SECRET_EXCLUDED', 'LIMIT_EXCEEDED'],
         responses: {
           403: {
             description: "bindings.user without that user's consent: only a token of that user may bind it (data.field names the binding)",
@@ -69,7 +69,9 @@ export function runRoutes(hf: Holdfast): RouteDef[] {
       principals: ['service', 'user'],
       async handler(c) {
         const { runs } = await tenantServices(hf, c);
-        const created = await runs.create(await readJson(c, RunBody), { caller: c.get('principal') });
+        const body = await readJson(c, RunBody);
+        const caller = { caller: c.get('principal') };
+        const created = 'fromCheckpoint' in body ? await runs.fork(body, caller) : await runs.create(body, caller);
         return c.json(answerAs(CreatedRun, await runs.named(created)), 201);
       },
     },
@@ -171,8 +173,8 @@ export function runRoutes(hf: Holdfast): RouteDef[] {
       },
       async handler(c) {
         const { runs } = await tenantServices(hf, c);
-        const body = await readJson(c, TurnBody);
-        const outcome = await runs.command(c.req.param('id') ?? '', body);
+        const { checkpoint, ...command } = await readJson(c, TurnBody);
+        const outcome = await runs.command(c.req.param('id') ?? '', { ...command, ...(checkpoint === undefined ? {} : { checkpoint }) });
         const { value } = outcome;
         return c.json(
           answerAs(TurnResult, {

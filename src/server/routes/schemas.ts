@@ -1,6 +1,12 @@
 import { z } from 'zod';
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../../core/page-cursor.js';
 import { CHECKPOINT_REASONS } from '../../metadata/schema.js';
+import {
+  MAX_CHECKPOINT_LABEL_CHARS,
+  MAX_CHECKPOINT_META_BYTES,
+  MAX_CHECKPOINT_META_KEY_CHARS,
+  MAX_CHECKPOINT_META_KEYS,
+} from '../../snapshot/checkpoint-note.js';
 import { MAX_CURSOR_CHARS } from './work-folders-schemas.js';
 
 /** Shared request and response schemas of API v1 (they also document it). */
@@ -112,9 +118,42 @@ export const RunBindings = z.strictObject({
     .optional(),
 });
 
+/** A checkpoint's label as a request gives it; `checkedCheckpointNote` (snapshot/checkpoint-note.ts) holds every rule. */
+export const CheckpointLabel = z
+  .string()
+  .min(1)
+  .max(MAX_CHECKPOINT_LABEL_CHARS)
+  .describe(
+    `1-${MAX_CHECKPOINT_LABEL_CHARS} characters, no control characters; one that looks like a credential is refused (422 SECRET_EXCLUDED)`,
+  );
+/** A checkpoint's metadata as a request gives it. */
+export const CheckpointMetaSchema = z
+  .record(z.string().max(MAX_CHECKPOINT_META_KEY_CHARS), z.union([z.string(), z.number(), z.boolean(), z.null()]))
+  .describe(
+    `A flat JSON object: at most ${MAX_CHECKPOINT_META_KEYS} keys of A-Z a-z 0-9 _ . : @ / -, values strings, numbers, booleans or null, at most ${MAX_CHECKPOINT_META_BYTES} bytes as JSON (413 LIMIT_EXCEEDED above); no credentials (422 SECRET_EXCLUDED)`,
+  );
+/** What a request that makes a checkpoint may attach to it. */
+export const CheckpointNoteBody = z.strictObject({ label: CheckpointLabel.optional(), meta: CheckpointMetaSchema.optional() });
+
 export const RunBody = z.union([
   z.strictObject({ channel: z.string().min(1).max(64), bindings: RunBindings.optional() }),
   z.strictObject({ deploymentId: z.string().length(64), bindings: RunBindings.optional() }),
+  z
+    .strictObject({
+      fromCheckpoint: z
+        .string()
+        .min(1)
+        .max(128)
+        .describe(
+          "A checkpoint of this tenant (id, unique prefix of 8+ characters, or latest): the run's workspace starts from it, no byte copied",
+        ),
+      channel: z.string().min(1).max(64).optional().describe("Default: the source run's channel (or its pinned deployment)"),
+      deploymentId: z.string().length(64).optional(),
+      bindings: RunBindings.optional(),
+      label: CheckpointLabel.optional().describe("The label of the fork's first checkpoint"),
+      meta: CheckpointMetaSchema.optional().describe("The metadata of the fork's first checkpoint"),
+    })
+    .meta({ id: 'ForkRunBody', description: 'Fork: a new run from any checkpoint of this tenant' }),
 ]);
 
 /** A run's lease (`metadata/repos/runs-repo.ts` `Lease`). */
@@ -177,6 +216,10 @@ export const RunWithRepositories = Run.extend({
 /** A run just created: `runToken` is its run token's secret (shown once; `null` for an unbound run or in a replay). */
 export const CreatedRun = Run.extend({
   runToken: z.string().nullable().describe("The run token's secret, shown once; `null` for an unbound run and in a replay"),
+  checkpoint: z
+    .lazy(() => Checkpoint)
+    .optional()
+    .describe("A fork (fromCheckpoint): the run's first checkpoint, sharing the source's tree"),
 });
 
 export const TurnBody = z.strictObject({
@@ -188,6 +231,7 @@ export const TurnBody = z.strictObject({
   env: Env.optional(),
   timeoutMs: z.number().int().positive().max(3_600_000).optional(),
   waitMs: z.number().int().min(0).max(30_000).optional(),
+  checkpoint: CheckpointNoteBody.optional().describe("The label and metadata of the turn's checkpoint"),
 });
 
 /** One entry a checkpoint left out (`rules/exclusion.ts` `Exclusion`); the reason is a string, as stored. */
@@ -234,6 +278,12 @@ export const Checkpoint = z
     error: StoredError.nullable().describe('Why it failed; set exactly when failed'),
     createdAt: EpochMs,
     finishedAt: EpochMs.nullable(),
+    label: z.string().nullable().describe("The caller's label; `null` when none was given"),
+    meta: z
+      .record(z.string(), z.union([z.string(), z.number(), z.boolean(), z.null()]))
+      .nullable()
+      .describe("The caller's flat metadata; `null` when none was given"),
+    forkedFrom: z.string().nullable().describe("A fork's first checkpoint: the checkpoint whose tree it shares; else `null`"),
   })
   .meta({ id: 'Checkpoint' });
 
@@ -318,6 +368,7 @@ export const TreeLookup = z.discriminatedUnion('kind', [
 
 export const UpgradeBody = z.strictObject({ deploymentId: z.string().length(64).optional() });
 export const RestoreBody = z.strictObject({ checkpointId: z.string().min(1).max(128).optional() });
+
 export const PathQuery = z.object({ path: z.string().max(4096).optional() });
 /** A file's path inside a checkpoint: required (a directory listing takes {@link PathQuery}). */
 export const FilePathQuery = z.object({ path: z.string().min(1).max(4096) });

@@ -5,6 +5,7 @@ import { ObjectWriter, type WriteStats } from '../../objects/object-writer.js';
 import type { ExcludeOptions, Exclusion } from '../../rules/excludes.js';
 import { DEFAULT_MAX_ENTRIES, DEFAULT_MAX_FILE_BYTES, listFiles, type ScanLimits, type ScanResult } from '../../workspace-fs/scan.js';
 import type { StatCacheBuilder } from '../../workspace-fs/stat-cache.js';
+import type { CheckpointNote } from '../checkpoint-note.js';
 import { MAX_CHECKPOINT_MS, type SnapshotDeps } from '../snapshot-deps.js';
 import type { SourceScan, WorkspaceSource } from '../workspace-source.js';
 import { ContentSink } from './content-sink.js';
@@ -32,6 +33,8 @@ export interface CheckpointOptions {
   readonly source: WorkspaceSource;
   readonly workspace: Workspace;
   readonly reason?: CheckpointReason;
+  /** The caller's label and metadata, already checked (`checkedCheckpointNote`), recorded on the pending row. */
+  readonly note?: CheckpointNote;
   readonly excludes?: ExcludeOptions;
   readonly limits?: Partial<ScanLimits>;
   readonly maxAttempts?: number;
@@ -103,6 +106,8 @@ export async function createCheckpoint(deps: SnapshotDeps, options: CheckpointOp
     workspaceId: workspace.id,
     parentId: workspace.headCheckpointId,
     reason: options.reason ?? 'manual',
+    ...(options.note?.label === undefined ? {} : { label: options.note.label }),
+    ...(options.note?.meta === undefined ? {} : { meta: options.note.meta }),
   });
   try {
     let captured = await capture(deps, options, pending.id, true);
