@@ -31,6 +31,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['index.ts', 'tanstack'],
   ['server', 'inspector'],
   ['cli'],
+  ['testkit'],
 ];
 
 /** Files inside a unit's sub-folders that other units may import (its top-level files always may). */

@@ -50,7 +50,7 @@ class LyingProvider implements SandboxProvider {
       // Looks like a pipe to the caller, goes nowhere.
       const sink = options.stdin === 'pipe' ? new PassThrough() : undefined;
       sink?.resume();
-      return { stdin: sink, stdout: proc.stdout, stderr: proc.stderr, exit: proc.exit, kill: proc.kill };
+      return { stdin: sink, stdout: proc.stdout, stderr: proc.stderr, exit: proc.exit, kill: proc.kill, pid: proc.pid };
     };
     return { ...handle, exec, run: (argv, options) => runBuffered(exec, argv, options) };
   }

@@ -32,6 +32,7 @@ export function viewOf(handle: SandboxHandle, view: HandleView): SandboxHandle {
     provider: handle.provider,
     workspaceRoot: root,
     agentHome: handle.agentHome,
+    labels: handle.labels,
     ...(localPath === undefined ? {} : { localPath }),
     exec: (argv, options) => handle.exec(argv, merged(options)),
     run: (argv, options) => handle.run(argv, merged(options)),

@@ -2,7 +2,8 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import type { Writable } from 'node:stream';
 import { armKill } from './exec-deadline.js';
 import { sealedStdio } from './inherited-fds.js';
-import type { ExecExit, ExecOptions, ExecProcess } from './sandbox-provider.js';
+import type { ExecExit, ExecOptions, ExecProcess, ExecSignal } from './sandbox-provider.js';
+import { checkedSignal } from './sandbox-spec.js';
 
 /** One command as a provider starts it on the host (for bwrap: the `bwrap` process itself). */
 export interface HostCommand {
@@ -26,8 +27,13 @@ export interface HostCommand {
 
 /** How a provider tracks and kills what one command started; see {@link ProcessHooks.start}. */
 export interface ProcessTree {
-  /** Kills the command's whole tree (its process group, or its pid namespace). Called only while the command runs. */
-  kill(): void;
+  /**
+   * `SIGKILL`: kills the command's whole tree (its process group, or its pid namespace); any
+   * other signal is delivered to the command's process group. Called only while the command runs.
+   */
+  kill(signal: ExecSignal): void;
+  /** The command's pid as the sandbox sees it; absent when that is its host pid (no pid namespace). */
+  readonly pid?: Promise<number | undefined>;
   /** Called once when the command has exited: stop tracking it, kill what it left behind. */
   exited(): void;
 }
@@ -78,10 +84,11 @@ export function startHostProcess(cmd: HostCommand, options: ExecOptions, hooks: 
     }
   }
   let running = tree !== undefined;
-  const kill = (): void => {
-    if (running) tree?.kill();
+  const kill = (signal?: ExecSignal): void => {
+    const checked = checkedSignal(signal);
+    if (running) tree?.kill(checked);
   };
-  const armed = armKill(options, kill);
+  const armed = armKill(options, () => kill('SIGKILL'));
 
   const stdin = feedStdin(child.stdin, input);
   const exit = new Promise<ExecExit>((resolve, reject) => {
@@ -106,7 +113,7 @@ export function startHostProcess(cmd: HostCommand, options: ExecOptions, hooks: 
 
   // Both are pipes by construction; the assertion documents that for the type checker.
   const { stdout, stderr } = child as { stdout: NonNullable<typeof child.stdout>; stderr: NonNullable<typeof child.stderr> };
-  return { stdout, stderr, stdin, exit, kill };
+  return { stdout, stderr, stdin, exit, kill, pid: tree?.pid ?? Promise.resolve(pid) };
 }
 
 /** Connects the requested input to the child's stdin; returns it only for `'pipe'`. */

@@ -2,18 +2,18 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
-import { InputError, NotFoundError } from '../errors.js';
+import { ConflictError, InputError, NotFoundError } from '../errors.js';
 import { writeFileAtomic } from '../workspace-fs/atomic-file.js';
 import { removeTree as removeDeepTree } from '../workspace-fs/remove-tree.js';
 import type { SandboxInfo, SandboxSpec } from './sandbox-provider.js';
-import { checkedEnv, checkedLabels } from './sandbox-spec.js';
+import { checkedEnv, checkedLabels, checkedSandboxId, SANDBOX_ID_PATTERN } from './sandbox-spec.js';
 import { type KillMode, killTrackedProcesses, trackProcess, untrackProcess } from './tracked-processes.js';
 
 /**
  * Host-side state of providers whose sandboxes are directories (local, bwrap):
  *
  * ```text
- * ROOT/sbx-<16 hex>/sandbox.json   the record; its presence is what makes the sandbox exist
+ * ROOT/<id>/sandbox.json           the record (id: `sbx-<16 hex>` or the caller's own); its presence is what makes the sandbox exist
  *                   workspace/     the workspace disk
  *                   home/          the agent's home
  *                   procs/<pid>    one file per running exec (see tracked-processes.ts)
@@ -43,7 +43,8 @@ export interface SandboxLayout {
   readonly procs: string;
 }
 
-const ID_PATTERN = /^sbx-[0-9a-f]{16}$/;
+/** Ids of sandboxes: generated `sbx-<16 hex>` ones and callers' own both match it (see `SANDBOX_ID_PATTERN`). */
+const ID_PATTERN = SANDBOX_ID_PATTERN;
 const TRASH_PREFIX = '.trash-';
 
 /** The sandboxes of one directory-backed provider under `root`. */
@@ -77,7 +78,7 @@ export class SandboxDirs {
     }
     const record: SandboxRecord = {
       version: 1,
-      id: `sbx-${randomBytes(8).toString('hex')}`,
+      id: checkedSandboxId(spec.id, this.provider, () => `sbx-${randomBytes(8).toString('hex')}`),
       provider: this.provider,
       createdAt: Date.now(),
       labels: checkedLabels(spec.labels),
@@ -85,7 +86,14 @@ export class SandboxDirs {
     };
     const layout = this.layout(record.id);
     await fsp.mkdir(this.root, { recursive: true, mode: 0o700 });
-    await fsp.mkdir(layout.dir, { mode: 0o700 });
+    try {
+      await fsp.mkdir(layout.dir, { mode: 0o700 });
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      throw new ConflictError('ALREADY_EXISTS', `[${this.provider}] sandbox ${record.id} already exists: choose another id`, {
+        data: { provider: this.provider, id: record.id },
+      });
+    }
     try {
       for (const dir of [layout.workspace, layout.home, layout.procs]) await fsp.mkdir(dir);
       await prepare?.(layout);

@@ -107,6 +107,14 @@ export interface SandboxLimits {
 
 /** What a new sandbox should look like. Every field is optional. */
 export interface SandboxSpec {
+  /**
+   * The caller's id for the new sandbox: 1-64 of `a-z 0-9 -`, starting with a letter (the rule
+   * provider names follow: `SANDBOX_ID_PATTERN`). One that is malformed is `INVALID_INPUT`; one
+   * already taken (by a sandbox of this provider, or by anything the provider's namespace holds,
+   * such as another container's name on the docker daemon) is `ALREADY_EXISTS`, and nothing is
+   * created. Absent: a fresh `sbx-<16 hex>`.
+   */
+  readonly id?: string;
   /** Provider-specific base image. Providers without images reject it with `INVALID_INPUT`. */
   readonly image?: string;
   /** Variables present in every exec of this sandbox, on top of the provider's allowlist (PATH, HOME, LANG, TERM; bwrap adds PWD). Nothing else of the host's environment reaches a command. */
@@ -181,9 +189,26 @@ export interface ExecProcess {
    * only when the host cannot start processes at all.
    */
   readonly exit: Promise<ExecExit>;
-  /** Kills the whole process tree now (SIGKILL). Safe to call more than once or after exit. */
-  kill(): void;
+  /**
+   * The command's process id as seen inside the sandbox (what `echo $$` prints in `sh -c`),
+   * once it has started; `undefined` when it never started or ended before its id was learnt.
+   * Never rejects.
+   */
+  readonly pid: Promise<number | undefined>;
+  /**
+   * Sends `signal` (default `SIGKILL`; one of {@link EXEC_SIGNALS}) to the command. `SIGKILL`
+   * kills the whole process tree now, background children included; any other signal goes to
+   * the command and the processes it started (its process group or exec), which may handle it
+   * (a `trap` in a shell) and exit in their own time. An unknown signal is `INVALID_INPUT`,
+   * thrown here. Safe to call more than once or after exit (then it does nothing).
+   */
+  kill(signal?: ExecSignal): void;
 }
+
+/** The signals {@link ExecProcess.kill} delivers. */
+export const EXEC_SIGNALS = Object.freeze(['SIGKILL', 'SIGTERM', 'SIGINT', 'SIGHUP', 'SIGQUIT', 'SIGUSR1', 'SIGUSR2'] as const);
+/** One of {@link EXEC_SIGNALS}. */
+export type ExecSignal = (typeof EXEC_SIGNALS)[number];
 
 /** What {@link SandboxHandle.run} resolves with. */
 export interface RunResult {
@@ -206,6 +231,8 @@ export interface SandboxHandle {
   readonly localPath?: string;
   /** The workspace's file API, rooted at `workspaceRoot`; set only when `capabilities.files` (see `file-api/sandbox-files.ts`). */
   readonly files?: SandboxFiles;
+  /** The labels the sandbox was created with ({@link SandboxSpec.labels}); `get` returns them too. */
+  readonly labels: Readonly<Record<string, string>>;
 
   /**
    * Runs `argv` directly (no shell: arguments are passed as they are). Throws `INVALID_INPUT`

@@ -1,4 +1,31 @@
 import { InputError } from '../errors.js';
+import { EXEC_SIGNALS, type ExecSignal } from './sandbox-provider.js';
+
+/** What a caller-chosen sandbox id looks like: the rule provider names follow (`[a-z][a-z0-9-]{0,63}`). */
+export const SANDBOX_ID_PATTERN = /^[a-z][a-z0-9-]{0,63}$/;
+
+/**
+ * The id of a new sandbox: `spec.id` when it is well formed (`INVALID_INPUT` when it is not,
+ * naming `provider`), else a fresh `sbx-<16 hex>` from `fresh`.
+ */
+export function checkedSandboxId(id: unknown, provider: string, fresh: () => string): string {
+  if (id === undefined) return fresh();
+  if (typeof id !== 'string' || !SANDBOX_ID_PATTERN.test(id)) {
+    throw new InputError('INVALID_INPUT', `[${provider}] a sandbox id is 1-64 of a-z 0-9 -, starting with a letter`, {
+      data: { provider, field: 'id' },
+    });
+  }
+  return id;
+}
+
+/** `signal` when {@link ExecProcess.kill} delivers it (default `SIGKILL`); `INVALID_INPUT` otherwise. */
+export function checkedSignal(signal: unknown): ExecSignal {
+  if (signal === undefined) return 'SIGKILL';
+  if (!(EXEC_SIGNALS as readonly unknown[]).includes(signal)) {
+    throw new InputError('INVALID_INPUT', `kill takes one of ${EXEC_SIGNALS.join(', ')}`, { data: { signal: String(signal) } });
+  }
+  return signal as ExecSignal;
+}
 
 /** Names a label key may have. */
 const LABEL_KEY_PATTERN = /^[A-Za-z0-9._/-]{1,128}$/;

@@ -4,7 +4,7 @@ import os from 'node:os';
 import { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { codeOf } from '../../test/support/error-code.js';
+import { codeOf } from '../testkit/code-of.js';
 import type { SandboxHandle, SandboxProvider } from './sandbox-provider.js';
 
 /** How a provider's test file plugs into the shared suite. */
@@ -252,6 +252,57 @@ export function describeSandboxProviderContract(options: SandboxProviderContract
       expect(await provider.get('no-such-sandbox')).toBeUndefined();
       expect(await provider.get('../../etc')).toBeUndefined();
     });
+
+    it('takes a caller-chosen id and labels, returned by create, get and list; a taken id is ALREADY_EXISTS', async () => {
+      const id = `contract-${randomBytes(6).toString('hex')}`;
+      const made = await provider.create({ id, labels: { thread: 't-1', 'run/id': 'r.2' } });
+      try {
+        expect(made.id).toBe(id);
+        expect(made.labels).toEqual({ thread: 't-1', 'run/id': 'r.2' });
+        expect((await provider.get(id))?.labels).toEqual({ thread: 't-1', 'run/id': 'r.2' });
+        expect((await provider.list()).find((info) => info.id === id)?.labels).toEqual({ thread: 't-1', 'run/id': 'r.2' });
+        expect((await made.run(['sh', '-c', 'echo mine > mine.txt'])).code).toBe(0);
+        expect(await codeOf(provider.create({ id, labels: { thread: 'intruder' } }))).toBe('ALREADY_EXISTS');
+        // The refused create changed nothing of the sandbox that holds the id.
+        const again = await provider.get(id);
+        expect(again?.labels).toEqual({ thread: 't-1', 'run/id': 'r.2' });
+        expect((await again?.run(['cat', 'mine.txt']))?.stdout.toString()).toBe('mine\n');
+      } finally {
+        await provider.destroy(id);
+      }
+      expect(await provider.get(id)).toBeUndefined();
+      expect(sandbox.labels).toEqual({ suite: 'contract' });
+    });
+
+    it('attack: a sandbox id that escapes, shouts or overflows is INVALID_INPUT and creates nothing', async () => {
+      const before = (await provider.list()).length;
+      for (const id of ['../escape', '/abs', 'UPPER', '-dash', 'a'.repeat(65), 'has space', 'dot.ted', '', 'new\nline', 'x/y']) {
+        expect(await codeOf(provider.create({ id })), JSON.stringify(id)).toBe('INVALID_INPUT');
+      }
+      expect((await provider.list()).length).toBe(before);
+    });
+
+    it("exposes a started command's pid as the sandbox sees it", async () => {
+      const proc = sandbox.exec(['sh', '-c', 'echo $$; sleep 0.5']);
+      proc.stderr.resume();
+      const [out, pid] = await Promise.all([readAll(proc.stdout), proc.pid, proc.exit]);
+      expect(pid).toBeGreaterThan(0);
+      expect(out.toString().trim()).toBe(String(pid));
+    }, 30_000);
+
+    it('kill(signal) delivers the signal, which the command may handle; an unknown signal is INVALID_INPUT', async () => {
+      const proc = sandbox.exec(['sh', '-c', 'trap "echo got-term; exit 3" TERM; echo ready; while true; do sleep 0.1; done']);
+      proc.stderr.resume();
+      const ready = new Promise<void>((resolve) => proc.stdout.once('data', () => resolve()));
+      const out = readAll(proc.stdout);
+      await ready;
+      expect(await codeOf(() => proc.kill('SIGBOGUS' as 'SIGTERM'))).toBe('INVALID_INPUT');
+      proc.kill('SIGTERM');
+      const exit = await proc.exit;
+      expect(exit.code).toBe(3);
+      expect((await out).toString()).toBe('ready\ngot-term\n');
+      proc.kill('SIGTERM');
+    }, 30_000);
 
     it('rejects bad input with codes: empty argv, bad env names, bad labels', async () => {
       expect(await codeOf(() => sandbox.exec([]))).toBe('INVALID_INPUT');

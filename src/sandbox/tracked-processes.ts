@@ -36,8 +36,13 @@ export function untrackProcess(procsDir: string, pid: number): void {
 
 /** SIGKILLs a process group or a single process, ignoring one that is already gone. */
 export function killProcess(pid: number, mode: KillMode): void {
+  signalProcess(pid, mode, 'SIGKILL');
+}
+
+/** Sends `signal` to a process group or a single process, ignoring one that is already gone. */
+export function signalProcess(pid: number, mode: KillMode, signal: NodeJS.Signals): void {
   try {
-    process.kill(mode === 'group' ? -pid : pid, 'SIGKILL');
+    process.kill(mode === 'group' ? -pid : pid, signal);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error;
   }

@@ -9,8 +9,8 @@ import {
   GITIGNORE_IGNORED,
   GITIGNORE_KEPT,
   gitignoreFixture,
-} from '../../test/support/endpoint-fixture.js';
-import { codeOf } from '../../test/support/error-code.js';
+} from '../testkit/endpoint-fixture.js';
+import { codeOf } from '../testkit/code-of.js';
 import type { BlobStore } from '../blob-store/blob-store.js';
 import type { MetadataStore } from '../metadata/metadata-store.js';
 import { ObjectReader } from '../objects/object-reader.js';

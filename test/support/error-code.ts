@@ -1,12 +1,2 @@
-/**
- * The `code` a piece of work failed with, or `RESOLVED` when it succeeded. Takes a promise, or
- * a function (so a synchronous throw is caught too). Tests assert codes, never message text.
- */
-export async function codeOf(work: Promise<unknown> | (() => unknown)): Promise<string> {
-  try {
-    await (typeof work === 'function' ? work() : work);
-  } catch (error) {
-    return String((error as { code?: unknown }).code);
-  }
-  return 'RESOLVED';
-}
+/** `codeOf` moved into the package's testkit (`src/testkit/code-of.ts`), where the contract suites that use it ship. */
+export { codeOf } from '../../src/testkit/code-of.js';

@@ -24,6 +24,7 @@ export function withoutStdin(inner: SandboxHandle): SandboxHandle & { readonly c
     provider: inner.provider,
     workspaceRoot: inner.workspaceRoot,
     agentHome: inner.agentHome,
+    labels: inner.labels,
     exec(argv: readonly string[], options?: ExecOptions): ExecProcess {
       refuse(options);
       handle.execs += 1;
@@ -48,6 +49,7 @@ export function lyingHandle(inner: SandboxHandle, marker: string, lie: (stdout: 
     provider: inner.provider,
     workspaceRoot: inner.workspaceRoot,
     agentHome: inner.agentHome,
+    labels: inner.labels,
     exec: (argv, options) => inner.exec(argv, options),
     run: async (argv, options) => {
       const got = await inner.run(argv, options);

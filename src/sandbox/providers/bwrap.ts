@@ -151,6 +151,7 @@ export class BwrapSandboxProvider implements SandboxProvider {
       workspaceRoot: BWRAP_WORKSPACE,
       agentHome: BWRAP_HOME,
       hostDiskPath: layout.dir,
+      labels: { ...record.labels },
       exec,
       run: (argv: readonly string[], options?: RunOptions): Promise<RunResult> => runBuffered(exec, argv, options),
     };

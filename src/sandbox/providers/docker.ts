@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
-import { InputError, NotFoundError, StoreError } from '../../errors.js';
+import { ConflictError, InputError, NotFoundError, StoreError } from '../../errors.js';
 import { runBuffered } from '../run-buffered.js';
 import type {
   ExecOptions,
@@ -14,7 +14,7 @@ import type {
   SandboxProvider,
   SandboxSpec,
 } from '../sandbox-provider.js';
-import { checkedEnv, checkedLabels } from '../sandbox-spec.js';
+import { checkedEnv, checkedLabels, checkedSandboxId, SANDBOX_ID_PATTERN } from '../sandbox-spec.js';
 import {
   containerBody,
   DOCKER_HOME,
@@ -45,7 +45,8 @@ export interface DockerSandboxProviderConfig {
   readonly limits?: SandboxLimits;
 }
 
-const ID_PATTERN = /^sbx-[0-9a-f]{16}$/;
+/** Sandbox ids: generated `sbx-<16 hex>` ones and callers' own (container names on the daemon). */
+const ID_PATTERN = SANDBOX_ID_PATTERN;
 const SCOPE_PATTERN = /^[A-Za-z0-9._-]{1,64}$/;
 /** Bound on ids remembered as destroyed by this instance (so earlier handles refuse exec at once). */
 const MAX_REMEMBERED_DESTROYED = 4096;
@@ -117,9 +118,18 @@ export class DockerSandboxProvider implements SandboxProvider {
       network: this.network,
       limits: resolvedLimits(this.config.limits, spec.limits),
     });
-    const id = `sbx-${randomBytes(8).toString('hex')}`;
+    const id = checkedSandboxId(spec.id, this.name, () => `sbx-${randomBytes(8).toString('hex')}`);
     const engine = this.engine();
     const created = await engine.request('POST', `/containers/create?name=${id}`, body);
+    if (created.status === 409) {
+      throw new ConflictError(
+        'ALREADY_EXISTS',
+        `[docker] a container named ${id} already exists on this daemon: choose another sandbox id`,
+        {
+          data: { provider: this.name, id },
+        },
+      );
+    }
     if (created.status === 404) {
       throw new InputError('INVALID_INPUT', `[docker] image ${image} not found on this daemon: build, import or pull it first`, {
         data: { provider: this.name, image },
@@ -138,7 +148,7 @@ export class DockerSandboxProvider implements SandboxProvider {
       await this.remove(id).catch(() => undefined);
       throw error;
     }
-    return this.handle(id);
+    return this.handle(id, labels);
   }
 
   async get(id: string): Promise<SandboxHandle | undefined> {
@@ -147,7 +157,7 @@ export class DockerSandboxProvider implements SandboxProvider {
     if (state === undefined) return undefined;
     if (state.paused) await this.expectOk(await this.engine().request('POST', `/containers/${id}/unpause`), 'container unpause');
     else if (!state.running) await this.start(id);
-    return this.handle(id);
+    return this.handle(id, state.labels);
   }
 
   /** Removes the container with its volumes (`force` kills its processes first); a missing one is fine. */
@@ -185,7 +195,7 @@ export class DockerSandboxProvider implements SandboxProvider {
   }
 
   /** Whether `id` is one of this scope's live containers, and its run state; undefined when it is not. */
-  private async inspect(id: string): Promise<{ running: boolean; paused: boolean } | undefined> {
+  private async inspect(id: string): Promise<{ running: boolean; paused: boolean; labels: Record<string, string> } | undefined> {
     const answer = await this.engine().request('GET', `/containers/${id}/json`);
     if (answer.status === 404) return undefined;
     if (answer.status !== 200) throw engineError(answer.status, 'container inspect', answer.body);
@@ -196,7 +206,7 @@ export class DockerSandboxProvider implements SandboxProvider {
     };
     if (info.Name !== `/${id}` || info.Config?.Labels?.[LABEL_SCOPE] !== this.scope) return undefined;
     if (info.State?.Status === 'removing' || info.State?.Status === 'dead') return undefined;
-    return { running: info.State?.Running === true, paused: info.State?.Paused === true };
+    return { running: info.State?.Running === true, paused: info.State?.Paused === true, labels: userLabels(info.Config?.Labels ?? {}) };
   }
 
   private async start(id: string): Promise<void> {
@@ -224,7 +234,7 @@ export class DockerSandboxProvider implements SandboxProvider {
     }
   }
 
-  private handle(id: string): SandboxHandle {
+  private handle(id: string, labels: Readonly<Record<string, string>>): SandboxHandle {
     const exec = (argv: readonly string[], options: ExecOptions = {}): ExecProcess => {
       if (argv.length === 0 || argv[0] === '') throw new InputError('INVALID_INPUT', '[docker] exec needs a command: argv is empty');
       const env = checkedEnv(options.env);
@@ -247,6 +257,7 @@ export class DockerSandboxProvider implements SandboxProvider {
       provider: this.name,
       workspaceRoot: DOCKER_WORKSPACE,
       agentHome: DOCKER_HOME,
+      labels: { ...labels },
       exec,
       run: (argv: readonly string[], options?: RunOptions): Promise<RunResult> => runBuffered(exec, argv, options),
     };

@@ -15,7 +15,7 @@ import type {
   SandboxSpec,
 } from '../sandbox-provider.js';
 import { checkedEnv } from '../sandbox-spec.js';
-import { killProcess } from '../tracked-processes.js';
+import { killProcess, signalProcess } from '../tracked-processes.js';
 
 /** Settings of {@link LocalSandboxProvider}. */
 export interface LocalSandboxProviderConfig {
@@ -96,7 +96,7 @@ export class LocalSandboxProvider implements SandboxProvider {
           start: (child) => {
             dirs.track(record.id, child.pid, 'group');
             return {
-              kill: () => killProcess(child.pid, 'group'),
+              kill: (signal) => signalProcess(child.pid, 'group', signal),
               exited: () => {
                 // Background children die with the command, as they do in a bwrap pid namespace.
                 killProcess(child.pid, 'group');
@@ -113,6 +113,7 @@ export class LocalSandboxProvider implements SandboxProvider {
       workspaceRoot: layout.workspace,
       agentHome: layout.home,
       localPath: layout.workspace,
+      labels: { ...record.labels },
       exec,
       run: (argv: readonly string[], options?: RunOptions): Promise<RunResult> => runBuffered(exec, argv, options),
     };

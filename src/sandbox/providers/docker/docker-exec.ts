@@ -2,9 +2,10 @@ import { type Duplex, PassThrough, type Writable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { NotFoundError } from '../../../errors.js';
 import { armKill } from '../../exec-deadline.js';
-import type { ExecExit, ExecOptions, ExecProcess } from '../../sandbox-provider.js';
+import type { ExecExit, ExecOptions, ExecProcess, ExecSignal } from '../../sandbox-provider.js';
+import { checkedSignal } from '../../sandbox-spec.js';
 import { type EngineClient, engineError } from './engine-client.js';
-import { EXEC_TAG_VARIABLE, killArgv, newExecTag, wrappedArgv } from './exec-scripts.js';
+import { commandPidArgv, EXEC_TAG_VARIABLE, killArgv, newExecTag, signalArgv, wrappedArgv } from './exec-scripts.js';
 import { StreamDemux } from './stream-demux.js';
 
 /** How long after a kill sweep the exec must have ended before the sweep runs again (it may have started after the first). */
@@ -14,6 +15,11 @@ const MAX_KILL_SWEEPS = 20;
 /** Polling of exec inspect once the stream has closed, until the daemon reports the exit. */
 const EXIT_POLL_FIRST_MS = 5;
 const EXIT_POLL_MAX_MS = 250;
+/** Lookups of a started command's pid, and the wait between two (the wrapper may not have forked it yet). */
+const PID_LOOKUPS = 10;
+const PID_LOOKUP_WAIT_MS = 50;
+/** Output a provider-internal command may print to {@link runCaptured}; what is past it is dropped. */
+const MAX_CAPTURED_BYTES = 4096;
 /** Exit status the kernel's SIGKILL gives a process, as the runtime reports it. */
 const EXIT_SIGKILL = 128 + 9;
 
@@ -66,13 +72,29 @@ export function startDockerExec(request: DockerExecRequest, options: ExecOptions
       sweeping = false;
     }
   };
-  const kill = (): void => {
+  /** Signals other than SIGKILL asked for before the exec started, delivered once it has. */
+  const held: ExecSignal[] = [];
+  const deliver = (signal: ExecSignal): void => {
+    const argv = signalArgv(tag, signal.replace(/^SIG/, ''));
+    void runDetached(request.engine, request.container, argv, request.user).catch(() => undefined);
+  };
+  const kill = (signal?: ExecSignal): void => {
+    const checked = checkedSignal(signal);
     if (finished) return;
+    if (checked !== 'SIGKILL') {
+      if (started) deliver(checked);
+      else held.push(checked);
+      return;
+    }
     killRequested = true;
     if (started) void sweep();
   };
 
-  const armed = armKill(options, kill);
+  const armed = armKill(options, () => kill('SIGKILL'));
+  let learnPid: (pid: number | undefined) => void = () => undefined;
+  const pid = new Promise<number | undefined>((resolve) => {
+    learnPid = resolve;
+  });
 
   const run = async (): Promise<ExecExit> => {
     const killedExit = (): ExecExit => ({ code: null, signal: 'SIGKILL', timedOut: armed.timedOut });
@@ -82,6 +104,8 @@ export function startDockerExec(request: DockerExecRequest, options: ExecOptions
     const { socket, head } = await request.engine.hijack(`/exec/${execId}/start`, { Detach: false, Tty: false });
     started = true;
     if (killRequested) void sweep();
+    void findCommandPid().then(learnPid, () => learnPid(undefined));
+    for (const signal of held.splice(0)) deliver(signal);
     const streamDone = pump(socket, head, stdout, stderr);
     feedStdin(socket, input, stdinPipe);
     await streamDone;
@@ -91,8 +115,20 @@ export function startDockerExec(request: DockerExecRequest, options: ExecOptions
     return { code, signal: null, timedOut: armed.timedOut };
   };
 
+  /** Asks the container, a few times while the command may still be starting, for the command's pid. */
+  async function findCommandPid(): Promise<number | undefined> {
+    for (let i = 0; i < PID_LOOKUPS && !finished; i += 1) {
+      const out = await runCaptured(request.engine, request.container, commandPidArgv(tag), request.user);
+      const found = Number.parseInt(out.trim(), 10);
+      if (Number.isSafeInteger(found) && found > 0) return found;
+      await sleep(PID_LOOKUP_WAIT_MS);
+    }
+    return undefined;
+  }
+
   const exit = run().finally(() => {
     finished = true;
+    learnPid(undefined);
     armed.disarm();
     // Once started, the demultiplexer ends the streams after the last byte; before, nothing will.
     if (!started) {
@@ -101,7 +137,7 @@ export function startDockerExec(request: DockerExecRequest, options: ExecOptions
     }
   });
   exit.catch(() => undefined); // the caller sees the rejection through `exit`; this keeps it from being unhandled meanwhile
-  return { stdout, stderr, stdin: stdinPipe, exit, kill };
+  return { stdout, stderr, stdin: stdinPipe, exit, kill, pid };
 
   async function createExec(req: DockerExecRequest, execTag: string, attachStdin: boolean): Promise<string> {
     const answer = await req.engine.request('POST', `/containers/${encodeURIComponent(req.container)}/exec`, {
@@ -196,4 +232,34 @@ export async function runDetached(
     socket.resume();
   });
   return exitCode(engine, id);
+}
+
+/**
+ * Runs a provider-internal command (the pid lookup) to completion and resolves with the first
+ * {@link MAX_CAPTURED_BYTES} of its stdout, as UTF-8; stderr is discarded.
+ */
+export async function runCaptured(engine: EngineClient, container: string, argv: readonly string[], user: string): Promise<string> {
+  const created = await engine.request('POST', `/containers/${encodeURIComponent(container)}/exec`, {
+    AttachStdout: true,
+    AttachStderr: true,
+    Tty: false,
+    User: user,
+    Cmd: argv,
+  });
+  const id = (created.body as { Id?: unknown } | undefined)?.Id;
+  if (created.status !== 201 || typeof id !== 'string') throw engineError(created.status, 'exec create', created.body);
+  const { socket, head } = await engine.hijack(`/exec/${id}/start`, { Detach: false, Tty: false });
+  const out = new PassThrough();
+  const err = new PassThrough();
+  err.resume();
+  const parts: Buffer[] = [];
+  let kept = 0;
+  out.on('data', (chunk: Buffer) => {
+    if (kept < MAX_CAPTURED_BYTES) parts.push(chunk.subarray(0, MAX_CAPTURED_BYTES - kept));
+    kept += chunk.length;
+  });
+  const ended = new Promise<void>((resolve) => out.once('end', () => resolve()));
+  await pump(socket, head, out, err);
+  await ended;
+  return Buffer.concat(parts).toString('utf8');
 }

@@ -76,3 +76,42 @@ sweep "$1" $$; exit "$2"' holdfast-sweep "$${EXEC_TAG_VARIABLE}" "$s"`;
 export function killArgv(tag: string): string[] {
   return ['sh', '-c', `${SWEEP_FUNCTION}\nsweep "$1" $$`, 'holdfast-kill', tag];
 }
+
+/**
+ * Finds the wrapper of the exec tagged with the first argument (the tagged process whose argv
+ * holds `holdfast-exec`), then prints the pid of its child, the command; prints nothing while
+ * there is none (not started yet, or already gone). The helper carries no tag itself.
+ */
+const COMMAND_PID_SCRIPT = `t=$1; w=""
+for f in $(grep -slzxF "${EXEC_TAG_VARIABLE}=$t" /proc/[0-9]*/environ); do
+  p=\${f#/proc/}; p=\${p%/environ}
+  grep -qzxF holdfast-exec "/proc/$p/cmdline" 2>/dev/null && w=$p
+done
+[ -n "$w" ] || exit 0
+for d in /proc/[0-9]*; do
+  st=""; read -r st 2>/dev/null < "$d/stat" || continue
+  set -- \${st##*) }
+  [ "$2" = "$w" ] && { echo "\${d#/proc/}"; exit 0; }
+done
+exit 0`;
+
+/** The argv of the exec that prints the pid of the command of the exec tagged `tag` (see {@link COMMAND_PID_SCRIPT}). */
+export function commandPidArgv(tag: string): string[] {
+  return ['sh', '-c', COMMAND_PID_SCRIPT, 'holdfast-pid', tag];
+}
+
+/**
+ * The argv of the exec that sends `signal` (a name without `SIG`, as `kill -s` takes it) to
+ * every process of the exec tagged `tag` but its wrapper, which must stay to report the
+ * command's status and sweep what it leaves.
+ */
+export function signalArgv(tag: string, signal: string): string[] {
+  const script = `t=$1; s=$2; all=""
+for f in $(grep -slzxF "${EXEC_TAG_VARIABLE}=$t" /proc/[0-9]*/environ); do
+  p=\${f#/proc/}; p=\${p%/environ}
+  grep -qzxF holdfast-exec "/proc/$p/cmdline" 2>/dev/null || all="$all $p"
+done
+[ -n "$all" ] && kill -s "$s" $all 2>/dev/null
+exit 0`;
+  return ['sh', '-c', script, 'holdfast-signal', tag, signal];
+}
