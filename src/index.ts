@@ -78,9 +78,11 @@ export { DockerSandboxProvider, type DockerSandboxProviderConfig } from './sandb
 export { LocalSandboxProvider, type LocalSandboxProviderConfig } from './sandbox/providers/local.js';
 export { runBuffered } from './sandbox/run-buffered.js';
 export {
+  EXEC_SIGNALS,
   type ExecExit,
   type ExecOptions,
   type ExecProcess,
+  type ExecSignal,
   MAX_RUN_OUTPUT_BYTES,
   type RunOptions,
   type RunResult,
@@ -91,6 +93,7 @@ export {
   type SandboxProvider,
   type SandboxSpec,
 } from './sandbox/sandbox-provider.js';
+export { checkedSandboxId, SANDBOX_ID_PATTERN } from './sandbox/sandbox-spec.js';
 export type { CheckpointProgress, CheckpointResult, CheckpointStats } from './snapshot/checkpoint/checkpoint.js';
 export {
   type CheckpointMeta,

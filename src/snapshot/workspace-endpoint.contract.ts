@@ -1,4 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { BlobStore } from '../blob-store/blob-store.js';
+import type { MetadataStore } from '../metadata/metadata-store.js';
+import { ObjectReader } from '../objects/object-reader.js';
+import type { ExcludeOptions } from '../rules/excludes.js';
+import { MAX_IGNORE_FILE_BYTES } from '../rules/ignore-files.js';
+import { codeOf } from '../testkit/code-of.js';
 import {
   endpointFixture,
   FIXTURE_SECRETS,
@@ -10,12 +16,6 @@ import {
   GITIGNORE_KEPT,
   gitignoreFixture,
 } from '../testkit/endpoint-fixture.js';
-import { codeOf } from '../testkit/code-of.js';
-import type { BlobStore } from '../blob-store/blob-store.js';
-import type { MetadataStore } from '../metadata/metadata-store.js';
-import { ObjectReader } from '../objects/object-reader.js';
-import type { ExcludeOptions } from '../rules/excludes.js';
-import { MAX_IGNORE_FILE_BYTES } from '../rules/ignore-files.js';
 import type { CheckpointResult } from './checkpoint/checkpoint.js';
 import type { RestoreProgress, RestoreReceipt } from './restore/restore.js';
 import type { Snapshots } from './snapshots.js';
