@@ -189,8 +189,15 @@ describe('every documented operation answers as the OpenAPI document says (local
   });
 
   it('checkpoints: take one, list, get, browse, download, diff; restore one into a new sandbox', async () => {
-    const manual = await expectAnswer(201, 'POST', `/v1/runs/${runId}/checkpoints`);
-    expect(manual.body).toMatchObject({ status: 'ready', reason: 'manual', stats: { files: 1 } });
+    const manual = await expectAnswer(201, 'POST', `/v1/runs/${runId}/checkpoints`, { body: { label: 'by hand', meta: { step: 1 } } });
+    expect(manual.body).toMatchObject({ status: 'ready', reason: 'manual', stats: { files: 1 }, label: 'by hand', meta: { step: 1 } });
+    await expectAnswer(
+      422,
+      'POST',
+      `/v1/runs/${runId}/checkpoints`,
+      { body: { label: `ghp_${'a1B2c3D4e5'.repeat(4).slice(0, 36)}` } },
+      'SECRET_EXCLUDED',
+    );
     await expectAnswer(409, 'POST', `/v1/runs/${endedRunId}/checkpoints`, {}, 'CONFLICT');
     await expectAnswer(200, 'GET', `/v1/runs/${runId}/checkpoints?limit=10`);
     await expectAnswer(404, 'GET', '/v1/runs/no-such-run/checkpoints', {}, 'NOT_FOUND');
@@ -209,6 +216,11 @@ describe('every documented operation answers as the OpenAPI document says (local
     const restored = await expectAnswer(201, 'POST', `/v1/runs/${runId}/restore`, { body: { checkpointId: turnCheckpointId } });
     expect(restored.body.checkpointId).toBe(turnCheckpointId);
     await expectAnswer(400, 'POST', `/v1/runs/${runId}/restore`, { body: { checkpointId: '' } }, 'INVALID_INPUT');
+    const byId = await expectAnswer(201, 'POST', `/v1/checkpoints/${turnCheckpointId.slice(0, 12)}/restore`);
+    expect(byId.body.checkpointId).toBe(turnCheckpointId);
+    await expectAnswer(404, 'POST', '/v1/checkpoints/no-such-checkpoint/restore', {}, 'NOT_FOUND');
+    const forked = await expectAnswer(201, 'POST', '/v1/runs', { body: { fromCheckpoint: turnCheckpointId, label: 'fork' } });
+    expect(forked.body.checkpoint).toMatchObject({ forkedFrom: turnCheckpointId, label: 'fork', status: 'ready' });
   });
 
   it('work folders: upload, list, download (whole, a range, past the end), operations, sync state, refresh, purge', async () => {

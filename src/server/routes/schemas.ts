@@ -118,6 +118,18 @@ export const RunBindings = z.strictObject({
     .optional(),
 });
 
+/**
+ * One value of a checkpoint's metadata. Each member carries a description so the document keeps
+ * them as separate `anyOf` branches (a bare union collapses into a `type` array, which strict
+ * JSON Schema validators refuse).
+ */
+const CheckpointMetaValue = z.union([
+  z.string().describe('text'),
+  z.number().describe('a finite number'),
+  z.boolean().describe('a flag'),
+  z.null().describe('no value'),
+]);
+
 /** A checkpoint's label as a request gives it; `checkedCheckpointNote` (snapshot/checkpoint-note.ts) holds every rule. */
 export const CheckpointLabel = z
   .string()
@@ -128,7 +140,7 @@ export const CheckpointLabel = z
   );
 /** A checkpoint's metadata as a request gives it. */
 export const CheckpointMetaSchema = z
-  .record(z.string().max(MAX_CHECKPOINT_META_KEY_CHARS), z.union([z.string(), z.number(), z.boolean(), z.null()]))
+  .record(z.string().max(MAX_CHECKPOINT_META_KEY_CHARS), CheckpointMetaValue)
   .describe(
     `A flat JSON object: at most ${MAX_CHECKPOINT_META_KEYS} keys of A-Z a-z 0-9 _ . : @ / -, values strings, numbers, booleans or null, at most ${MAX_CHECKPOINT_META_BYTES} bytes as JSON (413 LIMIT_EXCEEDED above); no credentials (422 SECRET_EXCLUDED)`,
   );
@@ -279,10 +291,7 @@ export const Checkpoint = z
     createdAt: EpochMs,
     finishedAt: EpochMs.nullable(),
     label: z.string().nullable().describe("The caller's label; `null` when none was given"),
-    meta: z
-      .record(z.string(), z.union([z.string(), z.number(), z.boolean(), z.null()]))
-      .nullable()
-      .describe("The caller's flat metadata; `null` when none was given"),
+    meta: z.record(z.string(), CheckpointMetaValue).nullable().describe("The caller's flat metadata; `null` when none was given"),
     forkedFrom: z.string().nullable().describe("A fork's first checkpoint: the checkpoint whose tree it shares; else `null`"),
   })
   .meta({ id: 'Checkpoint' });
