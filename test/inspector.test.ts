@@ -294,6 +294,22 @@ describe('inspector in chromium against holdfast serve', () => {
     await close();
   });
 
+  it("shows a checkpoint's hostile label and metadata as text, never as markup", async () => {
+    const label = '<img src="x" onerror="alert(1)"> label';
+    const made = await api('POST', `/v1/runs/${runId}/checkpoints`, { label, meta: { note: '<b onmouseover=alert(2)>bold</b>', n: 7 } });
+    const { page, dialogs, close } = await pageFor(service);
+    await page.goto(`${server.url}/ui/#/checkpoints/${made.id}?run=${runId}`);
+    const facts = page.getByRole('region', { name: 'Checkpoint facts' });
+    await expect.poll(() => facts.textContent()).toContain(label);
+    expect(await facts.textContent()).toContain('note: <b onmouseover=alert(2)>bold</b>');
+    expect(await facts.textContent()).toContain('n: 7');
+    expect(await page.locator('img[src="x"]').count()).toBe(0);
+    expect(await page.locator('b[onmouseover]').count()).toBe(0);
+    await page.waitForTimeout(300);
+    expect(dialogs).toEqual([]);
+    await close();
+  });
+
   it('work folders: tabs, unbound and private scopes, select a directory, trash it, restore it, a collision refused', async () => {
     const { page, dialogs, close } = await pageFor(service);
     await page.goto(`${server.url}/ui/#/folders?run=${runId}&tab=task`);
