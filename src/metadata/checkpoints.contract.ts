@@ -102,6 +102,28 @@ function describeCheckpointCases(fixture: Fixture): void {
       await store.checkpoints.setDamage('no-such-checkpoint', damage);
     });
 
+    it('keeps a label, flat meta and forkedFrom (migration 14); the columns refuse what no writer may store', async () => {
+      const { store } = await fixture();
+      const { workspaceId } = await makeWorkspace(store);
+      const plain = await store.checkpoints.createPending({ workspaceId, reason: 'manual' });
+      expect(plain).toMatchObject({ label: null, meta: null, forkedFrom: null });
+      const noted = await store.checkpoints.createPending({
+        workspaceId,
+        reason: 'manual',
+        label: 'l'.repeat(200),
+        meta: { thread: 't', n: 1, ok: true, none: null },
+        forkedFrom: plain.id,
+      });
+      const ready = await store.checkpoints.markReady(noted.id, { rootTree: sha256('noted') });
+      expect(await store.checkpoints.get(noted.id)).toEqual(ready);
+      expect(ready).toMatchObject({ label: 'l'.repeat(200), meta: { thread: 't', n: 1, ok: true, none: null }, forkedFrom: plain.id });
+      // The database bounds the columns itself: a writer that skipped the checks stores nothing.
+      await expect(store.checkpoints.createPending({ workspaceId, reason: 'manual', label: 'l'.repeat(201) })).rejects.toThrow();
+      await expect(store.checkpoints.createPending({ workspaceId, reason: 'manual', label: '' })).rejects.toThrow();
+      await expect(store.checkpoints.createPending({ workspaceId, reason: 'manual', meta: { big: 'v'.repeat(4096) } })).rejects.toThrow();
+      expect((await store.checkpoints.listByWorkspace(workspaceId)).length).toBe(2);
+    });
+
     it('pending -> failed keeps its error, and a failed checkpoint stays failed', async () => {
       const { store } = await fixture();
       const { workspaceId } = await makeWorkspace(store);
