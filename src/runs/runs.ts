@@ -150,7 +150,8 @@ export class Runs {
    * takes that run's channel (or pinned deployment); a checkpoint of no run needs one of them
    * (`INVALID_INPUT`). Bindings follow the rules of {@link create} (they are never copied from
    * the source run). `label` and `meta` go on the fork's first checkpoint. Bad input, an
-   * unready checkpoint or a refused binding create nothing.
+   * unready checkpoint or a refused binding create nothing; a source that retention forgets
+   * while the fork is made fails it with `NOT_FOUND` and leaves the new run ended.
    */
   async fork(input: ForkRunInput, options: CreateRunOptions = {}): Promise<CreatedRun & { readonly checkpoint: Checkpoint }> {
     if (typeof input !== 'object' || input === null || typeof input.fromCheckpoint !== 'string') {
@@ -173,7 +174,13 @@ export class Runs {
       options,
     );
     const workspace = await this.host.meta.workspaces.get(run.workspaceId);
-    return { ...run, checkpoint: await snapshots.forkInto(workspace, source, note) };
+    try {
+      return { ...run, checkpoint: await snapshots.forkInto(workspace, source, note) };
+    } catch (error) {
+      // The source went away between the checks and the fork (retention): the new run, still empty, takes no turns.
+      await this.host.meta.runs.end(run.id).catch(() => undefined);
+      throw error;
+    }
   }
 
   /** What a fork of `source` follows by default: the channel (or pinned deployment) of the run whose checkpoint it is. */
