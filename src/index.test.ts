@@ -49,6 +49,7 @@ describe('the package face', () => {
       durableFilesystem: false,
       killableProcesses: true,
       networkIsolation: false,
+      workspaceRootsUnder: null,
     };
     const spec: SandboxSpec = { id: 'my-sandbox', labels: { thread: 't' }, limits: {} satisfies SandboxLimits };
     const options: ExecOptions & RunOptions = { timeoutMs: 1000, maxOutputBytes: 10 };

@@ -2,7 +2,14 @@ import { PassThrough } from 'node:stream';
 import type { SandboxHandle as TanStackSandboxHandle } from '@tanstack/ai-sandbox';
 import { InputError, IntegrityError } from '../errors.js';
 import { runBuffered } from '../sandbox/run-buffered.js';
-import type { ExecExit, ExecOptions, ExecProcess, SandboxHandle } from '../sandbox/sandbox-provider.js';
+import {
+  EXEC_SIGNALS,
+  type ExecExit,
+  type ExecOptions,
+  type ExecProcess,
+  type ExecSignal,
+  type SandboxHandle,
+} from '../sandbox/sandbox-provider.js';
 
 /** The workspace root TanStack sandboxes present when a handle names none. */
 export const TANSTACK_WORKSPACE_ROOT = '/workspace';
@@ -88,13 +95,24 @@ export async function commandHandle(tanstack: TanStackSandboxHandle, workspaceRo
         if (!stderr.writableEnded) stderr.end();
       }
     })();
-    return { stdout, stderr, stdin: undefined, exit, kill: () => abort.abort() };
+    // A TanStack command runs through a text exec that can only be stopped: every signal stops
+    // it, and its pid is never known.
+    const kill = (signal?: ExecSignal): void => {
+      if (signal !== undefined && !(EXEC_SIGNALS as readonly string[]).includes(signal)) {
+        throw new InputError('INVALID_INPUT', `kill: ${String(signal).slice(0, 32)} is not one of ${EXEC_SIGNALS.join(', ')}`, {
+          data: { field: 'signal' },
+        });
+      }
+      abort.abort();
+    };
+    return { stdout, stderr, stdin: undefined, exit, pid: Promise.resolve(undefined), kill };
   };
   return {
     id: tanstack.id,
     provider: tanstack.provider,
     workspaceRoot: root,
     agentHome,
+    labels: {},
     exec,
     run: (argv, options) => runBuffered(exec, argv, options),
   };
