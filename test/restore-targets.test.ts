@@ -80,9 +80,10 @@ describe('restore targets on local-disk + sqlite', () => {
     expect(fs.readdirSync(target).sort()).toEqual(['d', 'g.txt']);
   });
 
-  it('refuses a target that is, contains or lies inside the blob store, the database directory or the stat cache (INVALID_INPUT)', async () => {
+  it('refuses a target that is, contains or lies inside the blob store, the database file and its side files or the stat cache (INVALID_INPUT)', async () => {
     const blobs = b.blobs.localPath as string;
-    const dbDir = path.dirname(b.meta.localPath as string);
+    const dbFile = b.meta.localPath as string;
+    const dbDir = path.dirname(dbFile);
     const cache = path.join(b.dir, 'cache');
     fs.mkdirSync(cache, { recursive: true });
     fs.symlinkSync(dbDir, path.join(b.dir, 'alias'));
@@ -91,11 +92,16 @@ describe('restore targets on local-disk + sqlite', () => {
       blobs,
       path.join(blobs, 'inside'),
       dbDir,
-      path.join(dbDir, 'new-dir'),
+      dbFile,
+      `${dbFile}-wal`,
+      `${dbFile}-shm`,
+      `${dbFile}-journal`,
+      path.join(dbFile, 'inside'),
       b.dir,
       cache,
       path.join(cache, 'stat', 'x'),
       path.join(b.dir, 'alias', 'blobs', 'via-symlink'),
+      path.join(b.dir, 'alias', 'meta.db'),
     ]) {
       expect(await codeOf(b.snapshots.restore({ dir: target, workspace: 'ws', replace: true })), target).toBe('INVALID_INPUT');
     }
@@ -108,5 +114,17 @@ describe('restore targets on local-disk + sqlite', () => {
     const target = `${path.dirname(b.meta.localPath as string)}-copy`;
     await b.snapshots.restore({ dir: target, workspace: 'ws' });
     expect(fs.readFileSync(path.join(target, 'g.txt'), 'utf8')).toBe('g bytes\n');
+  });
+
+  it('a target beside the SQLite file, in the same directory, is allowed (HOLDFAST_META=sqlite:/srv/meta.db, restore to /srv/ws)', async () => {
+    const dbDir = path.dirname(b.meta.localPath as string);
+    const before = listing(dbDir).filter((entry) => !entry.startsWith('ws-beside'));
+    const target = path.join(dbDir, 'ws-beside');
+    await b.snapshots.restore({ dir: target, workspace: 'ws' });
+    expect(fs.readFileSync(path.join(target, 'd/f.txt'), 'utf8')).toBe('the same bytes inside and outside\n');
+    expect(await codeOf(b.snapshots.restore({ dir: path.join(dbDir, 'meta.db-wal'), workspace: 'ws', replace: true }))).toBe(
+      'INVALID_INPUT',
+    );
+    expect(listing(dbDir).filter((entry) => !entry.startsWith('ws-beside'))).toEqual(before);
   });
 });

@@ -29,16 +29,25 @@ function overlaps(a: string, b: string): boolean {
   return inside(a, b) || inside(b, a);
 }
 
+/** The files SQLite keeps beside its database file (write-ahead log, shared memory, rollback journal). */
+const SQLITE_SIDE_FILE_SUFFIXES = ['-wal', '-shm', '-journal'] as const;
+
 /**
  * Refuses, with `INVALID_INPUT` (data: `target`, `store`, `storePath`), a restore target that
  * is, contains or lies inside a place Holdfast keeps its own state: the blob store's
- * directory, the SQLite database's directory or the stat-cache directory. Paths are compared
- * after resolving symlinks, so a link to the store is caught too. Nothing is touched.
+ * directory, the SQLite database file and its side files (`-wal`, `-shm`, `-journal`) or the
+ * stat-cache directory. Siblings of those places (another directory beside the database file)
+ * are allowed. Paths are compared after resolving symlinks, so a link to the store is caught
+ * too. Nothing is touched.
  */
 export function refuseStoreOverlap(target: string, deps: Pick<SnapshotDeps, 'blobs' | 'meta' | 'cacheDir'>): void {
+  const db = deps.meta.localPath;
   const places: Array<[string, string | undefined]> = [
     ['blob store', deps.blobs.localPath],
-    ['metadata store', deps.meta.localPath === undefined ? undefined : path.dirname(deps.meta.localPath)],
+    ...(db === undefined ? [] : [db, ...SQLITE_SIDE_FILE_SUFFIXES.map((suffix) => `${db}${suffix}`)]).map((file): [string, string] => [
+      'metadata store',
+      file,
+    ]),
     ['stat cache', deps.cacheDir],
   ];
   const real = realPathOf(target);
