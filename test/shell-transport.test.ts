@@ -1,8 +1,9 @@
+import { execFileSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chooseTransport, ProbeCache, parseProbe, probeSandbox } from '../src/sandbox/endpoints/shell/probe.js';
+import { chooseTransport, NO_SCRATCH, ProbeCache, parseProbe, probeSandbox } from '../src/sandbox/endpoints/shell/probe.js';
 import { parseScanAnswer } from '../src/sandbox/endpoints/shell/shell-scan.js';
 import type { BwrapSandboxProvider } from '../src/sandbox/providers/bwrap.js';
 import { DockerSandboxProvider } from '../src/sandbox/providers/docker.js';
@@ -369,6 +370,51 @@ describe('shell transport in a busybox-only Docker container', () => {
     });
     expect(chooseTransport({ exec: true, stdin: true }, probe)).toBe('shell-stdin');
     expect(chooseTransport({ exec: true, stdin: false }, probe)).toBe('shell-args');
+  }, 60_000);
+
+  /** Makes the container's /tmp (a root-owned tmpfs the agent cannot chmod) unwritable for the agent, as root inside it. */
+  const blockTmp = (c: SandboxHandle) => execFileSync('docker', ['exec', '-u', '0', c.id, 'chmod', '0555', '/tmp'], { stdio: 'ignore' });
+  /** What is in `dir` inside the container. */
+  const entries = async (c: SandboxHandle, dir: string) => (await c.run(['ls', '-A', dir])).stdout.toString().split('\n').filter(Boolean);
+
+  it('probe: /tmp not writable (read-only root): the probe and the shell transport use $HOME as scratch; checkpoint and restore work', async () => {
+    const from = await create();
+    blockTmp(from);
+    const fill = await from.run([
+      'sh',
+      '-c',
+      '! mktemp && cd /workspace && printf "skip.txt\\n" > .gitignore && echo kept > kept.txt && echo no > skip.txt',
+    ]);
+    expect(fill.code).toBe(0);
+    const probe = await probeSandbox(from);
+    expect(probe).toMatchObject({ scratch: true, print0: true, ddFullblock: true, base64: true, mtimePrecision: 's' });
+    expect(chooseTransport({ exec: true, stdin: true }, probe)).toBe('shell-stdin');
+    const ws = `no-tmp-${from.id}`;
+    const saved = await shellCheckpoint(b.snapshots, from, ws, { mode: 'stdin' }, { excludes: { gitignore: true } });
+    expect(saved.stats.files).toBe(2);
+    const into = await create();
+    blockTmp(into);
+    expect(await shellRestore(b.snapshots, withoutStdin(into), ws, { mode: 'args', acceptSecondMtimes: true })).toMatchObject({
+      verified: true,
+    });
+    expect((await into.run(['cat', '/workspace/kept.txt'])).stdout.toString()).toBe('kept\n');
+    expect(await entries(into, '/home/agent')).toEqual([]);
+    expect(await entries(from, '/home/agent')).toEqual([]);
+  }, 120_000);
+
+  it('probe: no writable scratch anywhere: STORE_UNAVAILABLE names the missing scratch directory, not tools the sandbox has', async () => {
+    const c = await create();
+    blockTmp(c);
+    expect((await c.run(['chmod', '0555', '/home/agent'])).code).toBe(0);
+    const probe = await probeSandbox(c);
+    expect(probe.scratch).toBe(false);
+    let error: unknown;
+    try {
+      chooseTransport({ exec: true, stdin: true }, probe);
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toMatchObject({ code: 'STORE_UNAVAILABLE', data: { missing: [NO_SCRATCH] } });
   }, 60_000);
 
   it('millisecond mtimes into whole-second tools: INTEGRITY (field mtime) unless accepted, and the target is left empty', async () => {

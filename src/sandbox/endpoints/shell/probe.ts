@@ -1,6 +1,6 @@
 import { StoreError } from '../../../errors.js';
 import type { SandboxCapabilities, SandboxHandle } from '../../sandbox-provider.js';
-import { expectSuccess, malformedAnswer, runShell } from './shell-exec.js';
+import { expectSuccess, malformedAnswer, pathArg, runShell } from './shell-exec.js';
 import type { MtimePrecision } from './shell-target.js';
 
 /** Tools every shell transport mode runs. */
@@ -40,14 +40,19 @@ const MAX_PROBE_BYTES = 4096;
  * version), `busybox`, `tool` (each present one), and the features the transport relies on
  * or that decide fidelity, each tried on a scratch directory: `print0` (`find -print0`),
  * `fullblock` (`dd iflag=fullblock`), `base64` (`base64 -d`), `touch-ms` (`touch -d @s.fff`
- * kept to the millisecond, as `stat` shows it), `touch-symlink` (`touch -h`).
+ * kept to the millisecond, as `stat` shows it), `touch-symlink` (`touch -h`). The scratch
+ * directory is the first of `$TMPDIR` (or /tmp), the workspace's parent (`$2`) and `$HOME`
+ * where `mktemp -d` succeeds (`scratch=1`; the same order as {@link MAKE_SCRATCH_FILE}); with
+ * none writable, nothing after the tool list can be tried and `scratch=0` says so.
  */
 const PROBE_SCRIPT = `
 echo probe=1
 if command -v node >/dev/null 2>&1; then echo "node=$(node --version 2>/dev/null | head -c 32 | tr -cd 'v0-9.')"; fi
 if busybox true >/dev/null 2>&1; then echo busybox=1; fi
 for t in $1; do if command -v "$t" >/dev/null 2>&1; then echo "tool=$t"; fi; done
-t=$(mktemp -d 2>/dev/null) || exit 0
+d "$2"; w=$(dirname "$p")
+t=$(mktemp -d 2>/dev/null || mktemp -d -p "$w" 2>/dev/null || mktemp -d -p "$HOME" 2>/dev/null) || { echo scratch=0; exit 0; }
+echo scratch=1
 trap 'rm -rf "$t"' EXIT
 : > "$t/f"
 [ "$(find "$t/f" -print0 2>/dev/null | tr '\\0' '|')" = "$t/f|" ] && echo print0=1
@@ -73,14 +78,25 @@ export interface SandboxProbe {
   readonly symlinkMtimes: boolean;
   /** `tar` is there (restores write small files through one tar stream per exec). */
   readonly tar: boolean;
+  /**
+   * A scratch directory was writable ($TMPDIR or /tmp, the workspace's parent, or `$HOME`).
+   * False: the features above could not be tried (they read false) and no shell mode can run;
+   * with `mktemp` there, the lack of scratch space is what {@link shellMissing} reports.
+   */
+  readonly scratch: boolean;
 }
+
+/** What {@link shellMissing} lists when no scratch directory is writable (the probe could try nothing else). */
+export const NO_SCRATCH = 'a writable scratch directory ($TMPDIR or /tmp, the workspace parent, $HOME)';
 
 /** Runs the probe (one exec, no stdin, bounded answer). An answer with anything unexpected is `INTEGRITY`. */
 export async function probeSandbox(handle: SandboxHandle): Promise<SandboxProbe> {
   const result = expectSuccess(
     handle,
     'the probe',
-    await runShell(handle, PROBE_SCRIPT, [[...SHELL_TOOLS, ...SHELL_OPTIONAL_TOOLS].join(' ')], { maxOutputBytes: MAX_PROBE_BYTES }),
+    await runShell(handle, PROBE_SCRIPT, [[...SHELL_TOOLS, ...SHELL_OPTIONAL_TOOLS].join(' '), pathArg(handle.workspaceRoot)], {
+      maxOutputBytes: MAX_PROBE_BYTES,
+    }),
   );
   return parseProbe(result.stdout.toString('latin1'));
 }
@@ -92,6 +108,7 @@ export function parseProbe(text: string): SandboxProbe {
   let node: string | null = null;
   const tools = new Set<string>();
   const flags = new Set<string>();
+  let scratch: boolean | undefined;
   for (const line of lines.slice(1)) {
     const eq = line.indexOf('=');
     const key = line.slice(0, eq);
@@ -101,6 +118,7 @@ export function parseProbe(text: string): SandboxProbe {
     else if (['busybox', 'print0', 'fullblock', 'base64', 'touch-ms', 'touch-symlink'].includes(key) && value === '1' && !flags.has(key))
       flags.add(key);
     else if (key === 'node' && value === '') continue;
+    else if (key === 'scratch' && (value === '0' || value === '1') && scratch === undefined) scratch = value === '1';
     else throw malformedAnswer('probe', 'an unknown line');
   }
   return {
@@ -113,6 +131,8 @@ export function parseProbe(text: string): SandboxProbe {
     mtimePrecision: flags.has('touch-ms') ? 'ms' : 's',
     symlinkMtimes: flags.has('touch-symlink'),
     tar: tools.has('tar'),
+    // An answer without the line comes from a sandbox that stopped before it: nothing was tried there.
+    scratch: scratch === true,
   };
 }
 
@@ -121,6 +141,8 @@ export type Transport = 'agent' | 'shell-stdin' | 'shell-args';
 
 /** What a shell mode lacks in `probe` (empty: it can run). */
 export function shellMissing(probe: SandboxProbe, mode: 'stdin' | 'args'): string[] {
+  // Without scratch space the features were never tried: listing them would send the user after tools they have.
+  if (!probe.scratch && probe.tools.has('mktemp')) return [NO_SCRATCH];
   const missing: string[] = SHELL_TOOLS.filter((t) => !probe.tools.has(t));
   if (!probe.print0) missing.push('find -print0');
   if (mode === 'stdin' && !probe.ddFullblock) missing.push('dd iflag=fullblock');
@@ -132,7 +154,7 @@ export function shellMissing(probe: SandboxProbe, mode: 'stdin' | 'args'): strin
  * The transport for a sandbox: the agent when it has Node >= {@link AGENT_MIN_NODE_MAJOR} and
  * the provider streams stdin; else the shell with stdin when the provider streams it and the
  * tools are there; else the shell over arguments alone. None fits: `STORE_UNAVAILABLE` listing
- * what is missing.
+ * what is missing (only {@link NO_SCRATCH} when the probe had no scratch space to try the tools in).
  */
 export function chooseTransport(capabilities: Pick<SandboxCapabilities, 'exec' | 'stdin'>, probe: SandboxProbe): Transport {
   requireExec(capabilities);
@@ -141,6 +163,12 @@ export function chooseTransport(capabilities: Pick<SandboxCapabilities, 'exec' |
   if (capabilities.stdin && shellMissing(probe, 'stdin').length === 0) return 'shell-stdin';
   const missing = shellMissing(probe, 'args');
   if (missing.length === 0) return 'shell-args';
+  if (missing.length === 1 && missing[0] === NO_SCRATCH) {
+    throw new StoreError(
+      `the sandbox has neither Node >= ${AGENT_MIN_NODE_MAJOR}${capabilities.stdin ? '' : ' with stdin'} nor ${NO_SCRATCH} for the shell transport: make /tmp writable or point TMPDIR at a writable directory`,
+      { data: { missing } },
+    );
+  }
   throw new StoreError(
     `the sandbox has neither Node >= ${AGENT_MIN_NODE_MAJOR}${capabilities.stdin ? '' : ' with stdin'} nor the shell tools Holdfast needs: missing ${missing.join(', ')}; install coreutils or busybox`,
     { data: { missing } },

@@ -39,6 +39,15 @@ const PRELUDE = `
 d() { case $1 in r*) p=\${1#r} ;; *) p=$(printf "\${1#o}x") && p=\${p%x} ;; esac; }
 `;
 
+/**
+ * Sets `t` to a new temporary file in the first scratch place where `mktemp` succeeds:
+ * `$TMPDIR` (or /tmp), the parent of the current directory (scripts `cd` into the workspace
+ * first, so that is the workspace's parent, outside what is scanned), then `$HOME`; the probe
+ * tries the same places. Exits 4 when none is writable.
+ */
+export const MAKE_SCRATCH_FILE =
+  't=$(mktemp 2>/dev/null || mktemp -p "$(dirname "$PWD")" 2>/dev/null || mktemp -p "$HOME" 2>/dev/null) || exit 4';
+
 /** A script with the prelude. */
 export function script(body: string): string {
   return `${PRELUDE}${body}`;

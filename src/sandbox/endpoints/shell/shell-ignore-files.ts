@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { ignoreFileTooLarge, MAX_IGNORE_FILE_BYTES } from '../../../rules/ignore-files.js';
 import type { SandboxHandle } from '../../sandbox-provider.js';
-import { expectSuccess, malformedAnswer, pathArg, runShell } from './shell-exec.js';
+import { expectSuccess, MAKE_SCRATCH_FILE, malformedAnswer, pathArg, runShell } from './shell-exec.js';
 import { DECODE_PATHS, pathGroups } from './shell-reads.js';
 
 /**
@@ -21,7 +21,7 @@ const SIZE_LINE_BYTES = 32;
 const IGNORE_READ_SCRIPT = `
 d "$1"; cd "$p" || exit 3; n=$2; m=$3
 ${DECODE_PATHS}
-t=$(mktemp) || exit 4
+${MAKE_SCRATCH_FILE}
 trap 'rm -f "$t"' EXIT
 for x do
   if [ -f "$x" ] && head -c "$m" "$x" > "$t" 2>/dev/null; then wc -c < "$t"; cat "$t"; else echo -; fi

@@ -8,7 +8,7 @@ import type { ScanLimits, ScannedDir, ScanResult } from '../../../workspace-fs/s
 import { maxScanBytes } from '../../agent/host/agent-client.js';
 import { checkAgentScan } from '../../agent/host/scan-check.js';
 import type { SandboxHandle } from '../../sandbox-provider.js';
-import { expectSuccess, malformedAnswer, pathArg, runShell } from './shell-exec.js';
+import { expectSuccess, MAKE_SCRATCH_FILE, malformedAnswer, pathArg, runShell } from './shell-exec.js';
 import { readIgnoreFiles } from './shell-ignore-files.js';
 import { parseStatLine, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG, STAT_FORMAT, type StatFields, statLines } from './stat-line.js';
 
@@ -30,7 +30,7 @@ d "$1"; cd "$p" || exit 3
 n=$2; f=$3; shift 3
 o=
 for x do shift; set -- "$@" $o -name "$x"; o=-o; done
-t=$(mktemp) || exit 4
+${MAKE_SCRATCH_FILE}
 trap 'rm -f "$t"' EXIT
 date +%s.%N
 if [ $# -gt 0 ]; then find . \\( "$@" \\) -type d -prune -print0 -o -print0 > "$t" || exit 5
