@@ -165,6 +165,42 @@ describe.each(BACKENDS)('runs over HTTP with bwrap sandboxes: $name', (backend) 
   const fixture = useService(backend, 'bwrap');
   lifecycleCases(fixture);
 
+  it('POST /v1/runs/:id/end saves what the sandbox holds (a final checkpoint), then destroys the sandbox; keepSandbox leaves it running', async () => {
+    const { svc, deploy, turn, getRun, stepsOf } = fixture();
+    const deploymentId = await deploy({});
+    const run = (await svc.api('POST', '/v1/runs', { deploymentId })).body;
+    const first = await turn(run.id, WRITE);
+    const sandboxId = (await getRun(run.id)).sandbox.id as string;
+    // Something in the sandbox wrote after the last turn's checkpoint: ending must not lose it.
+    const live = await svc.outside.get(sandboxId);
+    expect((await live?.run(['sh', '-c', 'printf late > late.txt']))?.code).toBe(0);
+
+    const ended = await svc.api('POST', `/v1/runs/${run.id}/end`);
+    expect(ended.status, JSON.stringify(ended.body)).toBe(200);
+    expect(ended.body).toMatchObject({ id: run.id, sandbox: null });
+    expect(ended.body.endedAt).not.toBeNull();
+    expect(await svc.outside.get(sandboxId)).toBeUndefined();
+    const head = (await svc.hf.meta.workspaces.get(run.workspaceId)).headCheckpointId as string;
+    expect(head).not.toBe(first.checkpoint.id);
+    expect((await svc.hf.meta.checkpoints.get(head)).reason).toBe('final');
+    const file = await svc.app.request(`/v1/checkpoints/${head}/file?path=late.txt`, { headers: { authorization: `Bearer ${svc.token}` } });
+    expect(Buffer.from(await file.arrayBuffer()).toString()).toBe('late');
+    expect((await stepsOf(run.id, 'end')).map((e) => `${e.step}:${e.status}`)).toEqual(['save:ok', 'destroy_sandbox:ok']);
+    // Idempotent: a second end answers the first end.
+    const again = await svc.api('POST', `/v1/runs/${run.id}/end`);
+    expect(again.body.endedAt).toBe(ended.body.endedAt);
+
+    const kept = (await svc.api('POST', '/v1/runs', { deploymentId })).body;
+    await turn(kept.id, ['sh', '-c', 'echo kept > kept.txt']);
+    const keptSandbox = (await getRun(kept.id)).sandbox.id as string;
+    const endKept = await svc.api('POST', `/v1/runs/${kept.id}/end`, { keepSandbox: true });
+    expect(endKept.status).toBe(200);
+    expect(endKept.body.endedAt).not.toBeNull();
+    expect((await svc.outside.get(keptSandbox))?.id).toBe(keptSandbox);
+    expect((await svc.api('POST', `/v1/runs/${kept.id}/end`, { keepSandbox: 'yes' })).status).toBe(400);
+    await svc.outside.destroy(keptSandbox);
+  });
+
   it('blob-store faults during the turn checkpoint fail the turn with the store error, keep the head, and the next turn works', async () => {
     const { svc, deploy, turn } = fixture();
     const deploymentId = await deploy({});

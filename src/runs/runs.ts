@@ -37,6 +37,14 @@ export interface TurnCommand {
   readonly checkpoint?: CheckpointNote | undefined;
 }
 
+/** Options of {@link Runs.end}. */
+export interface EndRunOptions {
+  /** Leave the run's sandbox running (nothing is saved); default false: save, then destroy it. */
+  readonly keepSandbox?: boolean | undefined;
+  /** How long to wait for a running turn before saving; default the run settings' turn wait. */
+  readonly waitMs?: number | undefined;
+}
+
 /** Output each stream of a turn's command may produce; more stops the command (`LIMIT_EXCEEDED`). */
 export const MAX_TURN_OUTPUT_BYTES = 4 * 1024 * 1024;
 /** Default bound on a turn's command. */
@@ -252,11 +260,40 @@ export class Runs {
   /**
    * Ends a run (idempotent: an ended run keeps its first end): it takes no more turns,
    * upgrades or checkpoints (`CONFLICT`), and its run tokens reach nothing from now on (404
-   * everywhere). Its rows and checkpoints stay; a turn already running finishes.
+   * everywhere). Its rows and checkpoints stay.
+   *
+   * A run with a sandbox is ended under its lease (waiting up to `waitMs`, default the turn
+   * wait, for a running turn to finish): the extensions' final saves and a `final` checkpoint
+   * of the live sandbox come first, then the sandbox is destroyed and forgotten (steps of kind
+   * `end` in the run's events), then the run is ended. A failed save rejects with its error and
+   * leaves the run active with its sandbox, for a retry. `keepSandbox` ends the run at once and
+   * leaves the sandbox as it is (for someone who still needs it; `holdfast sandbox destroy`
+   * removes it later).
    */
-  async end(id: string): Promise<Run> {
+  async end(id: string, options: EndRunOptions = {}): Promise<Run> {
     const run = await this.get(id);
-    return this.host.meta.runs.end(run.id);
+    if (run.endedAt !== null || run.sandbox === null || options.keepSandbox === true) return this.host.meta.runs.end(run.id);
+    const session = await RunSession.claim(this.host, run.id, {
+      waitMs: options.waitMs ?? this.host.settings.turnWaitMs,
+      tenant: this.tenant,
+    });
+    try {
+      const recorder = this.host.sandboxes.recorder(run.id, 'end');
+      const ready = await session.findSandbox();
+      if (ready !== undefined) await recorder.step('save', () => session.save('shutdown', 'final'));
+      const sandbox = session.run.sandbox;
+      if (sandbox !== null) {
+        await recorder.step(
+          'destroy_sandbox',
+          () => this.host.sandboxes.stop(sandbox.provider, sandbox.id),
+          () => ({ sandbox: sandbox.id }),
+        );
+        await this.host.meta.runs.setSandbox(run.id, session.epoch, null, session.run.deploymentId);
+      }
+      return await this.host.meta.runs.end(run.id);
+    } finally {
+      await session.release();
+    }
   }
 
   /**

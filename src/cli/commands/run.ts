@@ -168,13 +168,16 @@ export function registerRun(program: Command): void {
 
   run
     .command('end')
-    .description('end a run of any tenant (idempotent): no more turns, and its run tokens reach nothing')
+    .description(
+      'end a run of any tenant (idempotent): no more turns, and its run tokens reach nothing; its sandbox is saved (a final checkpoint) and destroyed',
+    )
     .argument('<runId>', 'run id, a unique prefix of it (8+ characters), or latest')
     .option('-t, --tenant <name>', 'look only in this tenant')
-    .action(async (runId: string, flags: { tenant?: string }, command: Command) => {
+    .option('--keep-sandbox', 'leave the sandbox running and save nothing (holdfast sandbox destroy removes it later)')
+    .action(async (runId: string, flags: { tenant?: string; keepSandbox?: boolean }, command: Command) => {
       await withHoldfast(command, async (hf, { output }) => {
         const { run: located, services } = await locateRun(hf, runId, flags.tenant);
-        const ended = await services.runs.end(located.id);
+        const ended = await services.runs.end(located.id, { keepSandbox: flags.keepSandbox === true });
         output.result({ ...ended, tenant: services.tenant.name }, () => `run ${ended.id} ended at ${isoTime(ended.endedAt)}`);
       });
     });

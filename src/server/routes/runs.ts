@@ -4,6 +4,7 @@ import { answerAs, type RouteDef, readJson, readQuery, tenantServices } from '..
 import { runsPage, turnsPage } from './list-pages.js';
 import {
   CreatedRun,
+  EndRunBody,
   LimitQuery,
   PageQuery,
   RestoreBody,
@@ -80,14 +81,17 @@ export function runRoutes(hf: Holdfast): RouteDef[] {
         method: 'post',
         path: '/v1/runs/:id/end',
         operationId: 'endRun',
-        errors: ID_PREFIX_ERRORS,
-        summary: 'End a run (idempotent): no more turns, and its run tokens reach nothing',
+        errors: RUN_WORK_ERRORS,
+        summary:
+          'End a run (idempotent): no more turns, and its run tokens reach nothing; its sandbox is saved (a final checkpoint) and destroyed unless keepSandbox',
         tags,
+        body: EndRunBody,
         response: Run,
       },
       async handler(c) {
         const { runs } = await tenantServices(hf, c);
-        return c.json(answerAs(Run, await runs.named(await runs.end(c.req.param('id') ?? ''))));
+        const body = await readJson(c, EndRunBody);
+        return c.json(answerAs(Run, await runs.named(await runs.end(c.req.param('id') ?? '', { keepSandbox: body.keepSandbox }))));
       },
     },
     {

@@ -375,6 +375,10 @@ export const TreeLookup = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('entry'), entry: TreeEntrySchema }),
 ]);
 
+/** `POST /v1/runs/:id/end`: by default the sandbox is saved and destroyed; `keepSandbox` leaves it running. */
+export const EndRunBody = z.strictObject({
+  keepSandbox: z.boolean().optional().describe('Leave the sandbox running and save nothing (default false: save it, then destroy it)'),
+});
 export const UpgradeBody = z.strictObject({ deploymentId: z.string().length(64).optional() });
 export const RestoreBody = z.strictObject({ checkpointId: z.string().min(1).max(128).optional() });
 
