@@ -4,8 +4,9 @@
  * Why an entry was left out of a checkpoint, or kept changed: `mode-stripped` (kept without
  * setuid, setgid or sticky) and `symlink-made-relative` (an absolute symlink into the
  * workspace, kept with the equivalent relative target; the rule is the original target).
- * `ExcludeRules` decides `secret-path`, `cache`, `gitignore` and `user-rule`; the walker and
- * file reader report the rest.
+ * `unreadable`: a file the source could not read (`rule` is the errno, `EACCES` or `EPERM`),
+ * left out by a checkpoint with `onUnreadable: 'skip'`. `ExcludeRules` decides `secret-path`,
+ * `cache`, `gitignore` and `user-rule`; the walker and file reader report the rest.
  */
 export type ExclusionReason =
   | 'secret-path'
@@ -19,7 +20,8 @@ export type ExclusionReason =
   | 'invalid-path'
   | 'entry-limit'
   | 'mode-stripped'
-  | 'symlink-made-relative';
+  | 'symlink-made-relative'
+  | 'unreadable';
 
 /** Every exclusion reason, for exhaustive rendering and validation. */
 export const EXCLUSION_REASONS: readonly ExclusionReason[] = Object.freeze([
@@ -35,6 +37,7 @@ export const EXCLUSION_REASONS: readonly ExclusionReason[] = Object.freeze([
   'entry-limit',
   'mode-stripped',
   'symlink-made-relative',
+  'unreadable',
 ]);
 
 /** One entry left out, with the reason and the rule that matched. */
@@ -62,6 +65,7 @@ const DESCRIPTIONS: Readonly<Record<ExclusionReason, (e: Exclusion) => string>> 
   'entry-limit': (e) => `past the entry limit (${e.rule}); raise the limit or exclude more`,
   'mode-stripped': (e) => `kept without setuid, setgid and sticky bits (${e.rule}); a restore never sets them`,
   'symlink-made-relative': (e) => `absolute symlink into the workspace (${e.rule}) kept as the equivalent relative link`,
+  unreadable: (e) => `the file could not be read (${e.rule}); make it readable to keep it`,
 };
 
 /** One line for people: `path: why, and what to do about it`. */

@@ -68,6 +68,8 @@ export class Snapshots {
     meta?: CheckpointMeta | undefined;
     excludes?: ExcludeOptions;
     limits?: Partial<ScanLimits>;
+    /** See `CheckpointOptions.onUnreadable`: `fail` (default) or `skip` files the source cannot read. */
+    onUnreadable?: NonNullable<CheckpointOptions['onUnreadable']>;
     signal?: AbortSignal;
     onProgress?: (progress: CheckpointProgress) => void;
     onCommit?: NonNullable<CheckpointOptions['onCommit']>;
@@ -86,6 +88,11 @@ export class Snapshots {
           data: { reason: options.reason, choices: CHECKPOINT_REASONS },
         },
       );
+    }
+    if (options.onUnreadable !== undefined && options.onUnreadable !== 'fail' && options.onUnreadable !== 'skip') {
+      throw new InputError('INVALID_INPUT', `onUnreadable must be 'fail' or 'skip', not ${JSON.stringify(options.onUnreadable)}`, {
+        data: { field: 'onUnreadable' },
+      });
     }
     if (isReservedWorkspace(options.workspace)) {
       throw new InputError(

@@ -10,7 +10,7 @@ import { MAX_CHECKPOINT_MS, type SnapshotDeps } from '../snapshot-deps.js';
 import type { SourceScan, WorkspaceSource } from '../workspace-source.js';
 import { ContentSink } from './content-sink.js';
 import { insertRefusingLost, LostObjects } from './lost-objects.js';
-import { readFiles } from './read-files.js';
+import { readFiles, type UnreadableFile } from './read-files.js';
 import { buildTrees, type FileIds } from './tree-builder.js';
 
 /** Scans a checkpoint makes before giving up on a workspace that keeps changing. */
@@ -27,6 +27,12 @@ export interface CheckpointProgress {
   readonly bytesTotal: number;
 }
 
+/** See {@link CheckpointOptions.onUnreadable}. */
+export type UnreadablePolicy = 'fail' | 'skip';
+
+/** Unreadable files a failed checkpoint names in its error's data at most. */
+export const MAX_REPORTED_UNREADABLE = 100;
+
 /** Options of one checkpoint. */
 export interface CheckpointOptions {
   /** Where the workspace is read from (a host directory, or a sandbox through its agent). */
@@ -38,6 +44,13 @@ export interface CheckpointOptions {
   readonly excludes?: ExcludeOptions;
   readonly limits?: Partial<ScanLimits>;
   readonly maxAttempts?: number;
+  /**
+   * What a file the source cannot read (`EACCES`, `EPERM`) does: `fail` (the default) fails
+   * the checkpoint with `FORBIDDEN` (data: `reason: 'unreadable'`, `path`, `errno`, and
+   * `unreadable`, the first {@link MAX_REPORTED_UNREADABLE} of them); `skip` leaves each out
+   * and reports it among the exclusions (reason `unreadable`, rule the errno).
+   */
+  readonly onUnreadable?: UnreadablePolicy;
   readonly signal?: AbortSignal;
   readonly onProgress?: (progress: CheckpointProgress) => void;
   /**
@@ -276,6 +289,7 @@ async function capture(deps: SnapshotDeps, options: CheckpointOptions, checkpoin
       ...(onProgress === undefined ? {} : { onProgress }),
     });
     await sink.flush();
+    if (read.unreadable.length > 0 && (options.onUnreadable ?? 'fail') === 'fail') throw unreadableError(source.label, read.unreadable);
     if (read.changedWhileReading) {
       torn = read.changedPaths.at(-1);
       continue;
@@ -291,7 +305,11 @@ async function capture(deps: SnapshotDeps, options: CheckpointOptions, checkpoin
     if (!(await source.unchanged(sourceScan, (p) => !read.hits.has(p)))) continue;
     const written = await writer.finish();
     const included = listFiles(scan.root).filter((f) => read.ids.has(f.path));
-    const excluded = [...scan.excluded, ...read.excluded];
+    const excluded: Exclusion[] = [
+      ...scan.excluded,
+      ...read.excluded,
+      ...read.unreadable.map((u): Exclusion => ({ path: u.path, reason: 'unreadable', rule: u.errno })),
+    ];
     const stats = {
       files: included.length,
       dirs: scan.dirs,
@@ -326,5 +344,16 @@ async function capture(deps: SnapshotDeps, options: CheckpointOptions, checkpoin
     {
       data: { attempts: maxAttempts, ...(torn === undefined ? {} : { path: torn }) },
     },
+  );
+}
+
+/** A checkpoint that met files it cannot read under the `fail` policy: `FORBIDDEN`, naming the first and listing them. */
+function unreadableError(label: string, unreadable: readonly UnreadableFile[]): HoldfastError {
+  const first = unreadable[0] as UnreadableFile;
+  const more = unreadable.length > 1 ? ` and ${unreadable.length - 1} more` : '';
+  return new HoldfastError(
+    'FORBIDDEN',
+    `${label}: cannot read ${JSON.stringify(first.path)} (${first.errno})${more}: make it readable, or checkpoint with onUnreadable 'skip' to leave unreadable files out`,
+    { data: { reason: 'unreadable', path: first.path, errno: first.errno, unreadable: unreadable.slice(0, MAX_REPORTED_UNREADABLE) } },
   );
 }

@@ -10,6 +10,15 @@ import type { ContentSink } from './content-sink.js';
 import { WHOLE_READ_BYTES } from './file-reader.js';
 import type { FileIds } from './tree-builder.js';
 
+/** Errnos that say a file exists but cannot be read by the source's user: never a moving tree, so never a rescan. */
+export const UNREADABLE_ERRNOS: ReadonlySet<string> = new Set(['EACCES', 'EPERM']);
+
+/** A file the source could not read, with the errno it gave. */
+export interface UnreadableFile {
+  readonly path: string;
+  readonly errno: string;
+}
+
 /** Files are handed to the content workers in batches of about this many bytes… */
 const DIGEST_BATCH_BYTES = 4 * 1024 * 1024;
 /** …or this many files, whichever comes first. */
@@ -44,6 +53,8 @@ export interface ReadFilesResult {
   readonly changedWhileReading: boolean;
   /** The paths that changed while they were read (their ids are left out of `ids`), in the order seen. */
   readonly changedPaths: readonly string[];
+  /** Files the source could not read ({@link UNREADABLE_ERRNOS}; left out of `ids`), in the order seen. */
+  readonly unreadable: readonly UnreadableFile[];
 }
 
 interface Batch {
@@ -70,6 +81,7 @@ export async function readFiles(input: ReadFilesInput): Promise<ReadFilesResult>
   const maxInFlight = 2 * deps.workers.threads;
   const inFlight: Array<Promise<Done>> = [];
   const changedPaths: string[] = [];
+  const unreadable: UnreadableFile[] = [];
   let batch: Batch = { files: [], bytes: 0 };
 
   const changed = (file: ScannedFile): void => {
@@ -94,8 +106,9 @@ export async function readFiles(input: ReadFilesInput): Promise<ReadFilesResult>
     for (const [i, file] of done.files.entries()) {
       const outcome = done.outcomes[i] as DigestOutcome;
       if (outcome.kind === 'secret') excluded.push({ path: file.path, reason: 'secret-content', rule: outcome.rule });
+      else if (outcome.kind === 'error' && UNREADABLE_ERRNOS.has(outcome.errno)) unreadable.push({ path: file.path, errno: outcome.errno });
       else if (outcome.kind === 'error') {
-        // Gone or unreadable since the scan: the second look will see the tree moved.
+        // Gone since the scan: the second look will see the tree moved.
         changed(file);
       } else {
         // A one-chunk file's chunk id is its hash: one string for both, not two copies held per file.
@@ -130,8 +143,17 @@ export async function readFiles(input: ReadFilesInput): Promise<ReadFilesResult>
       batch.bytes += file.size;
       if (batch.bytes >= DIGEST_BATCH_BYTES || batch.files.length >= DIGEST_BATCH_FILES) await dispatch();
     } else {
-      const content = await source.readLarge(file, (chunk) => sink.offerRaw(chunk.id, chunk.bytes));
-      if (content.kind === 'secret') excluded.push({ path: file.path, reason: 'secret-content', rule: content.finding.rule });
+      const content = await source
+        .readLarge(file, (chunk) => sink.offerRaw(chunk.id, chunk.bytes))
+        .catch((error: unknown) => {
+          // A local read throws the errno itself; the agent's stream answers FORBIDDEN carrying it in `data`.
+          const { code, data } = error as { code?: unknown; data?: { errno?: unknown } };
+          const errno = code === 'FORBIDDEN' ? data?.errno : code;
+          if (typeof errno === 'string' && UNREADABLE_ERRNOS.has(errno)) return { kind: 'unreadable' as const, errno };
+          throw error;
+        });
+      if (content.kind === 'unreadable') unreadable.push({ path: file.path, errno: content.errno });
+      else if (content.kind === 'secret') excluded.push({ path: file.path, reason: 'secret-content', rule: content.finding.rule });
       else if (content.kind === 'changed') changed(file);
       else record(file, content.sha256, content.chunkIds, content.size);
     }
@@ -142,7 +164,7 @@ export async function readFiles(input: ReadFilesInput): Promise<ReadFilesResult>
   }
   await dispatch();
   while (inFlight.length > 0) await consume(await (inFlight.shift() as Promise<Done>));
-  return { ids, hits, excluded, cache: next, changedWhileReading: changedPaths.length > 0, changedPaths };
+  return { ids, hits, excluded, cache: next, changedWhileReading: changedPaths.length > 0, changedPaths, unreadable };
 }
 
 function identityOf(file: ScannedFile): StatIdentity {

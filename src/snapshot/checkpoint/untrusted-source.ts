@@ -51,18 +51,22 @@ export class UntrustedSource {
 
   /**
    * Digests `files` from what the source returned for them (`bytes` undefined: changed or
-   * gone since the scan): secrets are checked before the bytes go anywhere else, then they
+   * gone since the scan, or unreadable when `errno` says so, an outcome of that errno): secrets are checked before the bytes go anywhere else, then they
    * are hashed, chunked and compressed by the workers. A file the source did not return is
    * an `ENOENT` outcome, so the checkpoint rescans.
    */
   async digest(
     files: readonly ScannedFile[],
-    read: AsyncIterable<{ readonly path: string; readonly bytes: Uint8Array | undefined }>,
+    read: AsyncIterable<{ readonly path: string; readonly bytes: Uint8Array | undefined; readonly errno?: 'EACCES' | 'EPERM' }>,
   ): Promise<DigestOutcome[]> {
     const outcomes = new Map<string, DigestOutcome>();
     const buffers: Uint8Array[] = [];
     const order: string[] = [];
     for await (const got of read) {
+      if (got.bytes === undefined && got.errno !== undefined) {
+        outcomes.set(got.path, { kind: 'error', errno: got.errno, message: `${got.path} cannot be read (${got.errno})` });
+        continue;
+      }
       if (got.bytes === undefined) {
         outcomes.set(got.path, { kind: 'error', errno: 'ENOENT', message: `${got.path} changed or vanished since the scan` });
         continue;

@@ -8,10 +8,12 @@ export interface FileToRead {
   readonly size: number;
 }
 
-/** One file's bytes, or undefined when it vanished or stopped being a regular file since the scan. */
+/** One file's bytes, or undefined when it vanished or stopped being a regular file since the scan, or could not be read (`errno`). */
 export interface FileBytes {
   readonly path: string;
   readonly bytes: Buffer | undefined;
+  /** Why there are no bytes when the agent could not open the file: `EACCES` or `EPERM`. */
+  readonly errno?: 'EACCES' | 'EPERM';
 }
 
 /** Queued stream bytes above which the client stops reading stdout, and below which it resumes. */
@@ -85,6 +87,9 @@ async function readBatch(conn: AgentConnection, root: string, files: FileToRead[
     // Answers are matched to the request by position; a path the agent names itself is never used.
     const h = headers[i] as Partial<ReadFileHeader>;
     if (h?.status === 'too-large') out.push(await readWhole(conn, root, file));
+    // Only the two errnos the agent may name; any other value is not trusted and reads as changed.
+    else if (h?.status === 'unreadable' && (h.errno === 'EACCES' || h.errno === 'EPERM'))
+      out.push({ path: file.path, bytes: undefined, errno: h.errno });
     else if (h?.status !== undefined || !Number.isSafeInteger(h?.length) || (h.length as number) < 0)
       out.push({ path: file.path, bytes: undefined });
     else {
@@ -108,6 +113,8 @@ async function readWhole(conn: AgentConnection, root: string, file: FileToRead):
       pieces.push(piece);
     }
   } catch (error) {
+    // The agent answers an open it may not make as FORBIDDEN (EACCES, EPERM, EROFS: only the first two happen on a read).
+    if (isHoldfastError(error, 'FORBIDDEN')) return { path, bytes: undefined, errno: 'EACCES' };
     if (isHoldfastError(error, 'NOT_FOUND') || isHoldfastError(error, 'INVALID_INPUT') || isHoldfastError(error, 'INVALID_PATH')) {
       return { path, bytes: undefined };
     }

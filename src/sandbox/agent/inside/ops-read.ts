@@ -21,7 +21,8 @@ const YIELD_EVERY_BYTES = 16 * 1024 * 1024;
  * payload holding their bytes back to back in request order. A file that vanished, is no
  * longer a regular file, or no longer fits the {@link READ_BATCH_MAX_BYTES} budget (it grew
  * since the scan) is answered with a `status` and no bytes, never an error: the engine treats
- * it as changed, or fetches it with `read-stream`.
+ * it as changed, or fetches it with `read-stream`. A file the agent's user may not open is
+ * `unreadable` with its `errno` (the engine names it, and fails or skips it by policy).
  */
 export const read: OpHandler = ({ fields }) => {
   const root = fields.absolutePath('root');
@@ -32,7 +33,8 @@ export const read: OpHandler = ({ fields }) => {
   withResolver(root, (resolver) => {
     for (const p of paths) {
       const got = readOne(resolver, p, budget);
-      if (typeof got === 'string') files.push({ path: p, length: 0, status: got });
+      if (got === 'EACCES' || got === 'EPERM') files.push({ path: p, length: 0, status: 'unreadable', errno: got });
+      else if (typeof got === 'string') files.push({ path: p, length: 0, status: got });
       else {
         files.push({ path: p, length: got.length });
         buffers.push(got);
@@ -43,13 +45,18 @@ export const read: OpHandler = ({ fields }) => {
   return { result: { files }, payload: Buffer.concat(buffers) };
 };
 
-function readOne(resolver: NoFollowResolver, rel: string, budget: number): Buffer | 'missing' | 'not-file' | 'too-large' {
+function readOne(
+  resolver: NoFollowResolver,
+  rel: string,
+  budget: number,
+): Buffer | 'missing' | 'not-file' | 'too-large' | 'EACCES' | 'EPERM' {
   let fd: number;
   try {
     fd = fs.openSync(resolver.at(resolver.resolve(rel)), READ_FLAGS);
   } catch (error) {
     const code = (error as { code?: unknown }).code;
     if (code === 'ELOOP') return 'not-file';
+    if (code === 'EACCES' || code === 'EPERM') return code;
     if (code === 'ENOENT' || error instanceof HoldfastError) return 'missing';
     throw error;
   }

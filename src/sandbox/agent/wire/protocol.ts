@@ -152,8 +152,10 @@ export interface ScanWire extends ScanResult {
 export interface ReadFileHeader {
   readonly path: string;
   readonly length: number;
-  /** Set when no bytes were sent: gone, no longer a regular file, or too big for this batch. */
-  readonly status?: 'missing' | 'not-file' | 'too-large';
+  /** Set when no bytes were sent: gone, no longer a regular file, too big for this batch, or not readable by the agent's user. */
+  readonly status?: 'missing' | 'not-file' | 'too-large' | 'unreadable';
+  /** With `unreadable`: the errno of the open (`EACCES` or `EPERM`). */
+  readonly errno?: 'EACCES' | 'EPERM';
 }
 
 /** One file of a `cache-update`: its path, stat identity and content ids. */
