@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS, type BackendCase } from './support/backends.js';
+import { busyboxImage } from './support/docker-images.js';
 import { openTestService, type TestProviderName, type TestService } from './support/service.js';
 
 /** Writes a small tree: text, an executable, random binary, a symlink, an empty directory. */
@@ -305,5 +306,26 @@ describe.each(BACKENDS)('runs over HTTP with bwrap sandboxes: $name', (backend) 
 
 /** Docker on the first backend pair: the provider, not the stores, is what differs. */
 describe(`runs over HTTP with docker sandboxes (Node image): ${(BACKENDS[0] as BackendCase).name}`, () => {
-  lifecycleCases(useService(BACKENDS[0] as BackendCase, 'docker'));
+  const fixture = useService(BACKENDS[0] as BackendCase, 'docker');
+  lifecycleCases(fixture);
+
+  it('a busybox-only image (shell route, whole-second touch): a destroyed sandbox is recovered, and the precision lost is in the run events', async () => {
+    const { svc, deploy, turn, getRun } = fixture();
+    const deploymentId = await deploy({ image: busyboxImage() });
+    const run = (await svc.api('POST', '/v1/runs', { deploymentId })).body;
+    await turn(run.id, ['sh', '-c', 'echo hi > a.txt && mkdir d && echo there > d/b.txt && chmod 751 d && ln -s a.txt l']);
+    await svc.outside.destroy((await getRun(run.id)).sandbox.id as string);
+
+    const second = await turn(run.id, ['sh', '-c', 'cat a.txt d/b.txt && readlink l && stat -c %a d']);
+    expect(second.stdout).toBe('hi\nthere\na.txt\n751\n');
+    const events = (await svc.api('GET', `/v1/runs/${run.id}/events`)).body.events as {
+      kind: string;
+      step: string;
+      status: string;
+      data: Record<string, unknown> | null;
+    }[];
+    const restore = events.find((e) => e.kind === 'recovery' && e.step === 'restore');
+    expect(restore).toMatchObject({ status: 'ok', data: { mtimePrecisionMs: 1000 } });
+    expect(restore?.data?.mtimesRounded).toBeGreaterThanOrEqual(1);
+  }, 180_000);
 });

@@ -60,7 +60,7 @@ for (const stdin of [true, false]) {
         scope: `test-shell-contract-${process.pid}-${randomBytes(3).toString('hex')}`,
       });
       const provider = stdin ? docker : withoutStdinProvider(docker);
-      const endpoints = new SandboxEndpoints(() => provider, { acceptSecondMtimes: true });
+      const endpoints = new SandboxEndpoints(() => provider);
       return {
         snapshots: b.snapshots,
         blobs: b.blobs,

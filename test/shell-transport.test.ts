@@ -394,7 +394,7 @@ describe('shell transport in a busybox-only Docker container', () => {
     expect(saved.stats.files).toBe(2);
     const into = await create();
     blockTmp(into);
-    expect(await shellRestore(b.snapshots, withoutStdin(into), ws, { mode: 'args', acceptSecondMtimes: true })).toMatchObject({
+    expect(await shellRestore(b.snapshots, withoutStdin(into), ws, { mode: 'args' })).toMatchObject({
       verified: true,
     });
     expect((await into.run(['cat', '/workspace/kept.txt'])).stdout.toString()).toBe('kept\n');
@@ -417,24 +417,34 @@ describe('shell transport in a busybox-only Docker container', () => {
     expect(error).toMatchObject({ code: 'STORE_UNAVAILABLE', data: { missing: [NO_SCRATCH] } });
   }, 60_000);
 
-  it('millisecond mtimes into whole-second tools: INTEGRITY (field mtime) unless accepted, and the target is left empty', async () => {
+  it('millisecond mtimes into whole-second tools: the restore keeps whole seconds, verifies them so, and reports the precision lost', async () => {
     const from = await create();
     const into = await create();
-    const fill = await from.run(['sh', '-c', 'cd /workspace && echo hi > a.txt && mkdir d && echo there > d/b.txt && ln -s a.txt l']);
+    const fill = await from.run([
+      'sh',
+      '-c',
+      'cd /workspace && echo hi > a.txt && mkdir d && echo there > d/b.txt && ln -s a.txt l && chmod 640 a.txt',
+    ]);
     expect(fill.code).toBe(0);
     const options: ShellEndpointOptions = { mode: 'stdin' };
     // Files busybox makes carry nanoseconds: the checkpoint records their milliseconds.
     const saved = await shellCheckpoint(b.snapshots, from, 'bb-ms', options);
     expect(saved.stats.files).toBe(2);
-    const failed = shellRestore(b.snapshots, into, 'bb-ms', options);
-    await expect(failed).rejects.toMatchObject({ code: 'INTEGRITY', data: { field: 'mtime' } });
-    const left = await into.run(['ls', '-A', '/workspace']);
-    expect(left.stdout.toString()).toBe('');
-    // Accepted: whole seconds are kept (a documented loss), everything else exactly.
-    const receipt = await shellRestore(b.snapshots, into, 'bb-ms', { ...options, acceptSecondMtimes: true });
-    expect(receipt.verified).toBe(true);
+    const receipt = await shellRestore(b.snapshots, into, 'bb-ms', options);
+    expect(receipt).toMatchObject({ verified: true, mtimePrecisionMs: 1000 });
+    expect(receipt.mtimesRounded).toBeGreaterThanOrEqual(3);
+    // Bytes, modes and links came back exactly; mtimes to the second.
     const back = await shellCheckpoint(b.snapshots, into, 'bb-ms-copy', options);
     expect(back.stats).toMatchObject({ files: 2, symlinks: 1 });
+    expect(back.checkpoint.rootTree).not.toBeNull();
+    const listing = (
+      await into.run(['sh', '-c', 'cd /workspace && stat -c "%n %a %s" a.txt d/b.txt && readlink l && cat a.txt d/b.txt'])
+    ).stdout.toString();
+    expect(listing).toBe('a.txt 640 3\nd/b.txt 644 6\na.txt\nhi\nthere\n');
+    const wanted = await b.snapshots.ls(saved.checkpoint.id, 'a.txt');
+    const got = await b.snapshots.ls(back.checkpoint.id, 'a.txt');
+    const mtimeOf = (l: typeof wanted) => (l.kind === 'entry' ? (l.entry as { mtimeMs: number }).mtimeMs : Number.NaN);
+    expect(mtimeOf(got)).toBe(Math.floor(mtimeOf(wanted) / 1000) * 1000);
   }, 120_000);
 
   it('busybox without stdin: a name that is not UTF-8, a name with a newline, a 10 MiB file, hard links and symlinks round-trip exactly', async () => {
@@ -453,7 +463,7 @@ describe('shell transport in a busybox-only Docker container', () => {
     ].join('\n');
     const made = await from.run(['sh', '-c', fill]);
     expect(made.code, made.stderr.toString()).toBe(0);
-    const options: ShellEndpointOptions = { mode: 'args', acceptSecondMtimes: true };
+    const options: ShellEndpointOptions = { mode: 'args' };
     const saved = await shellCheckpoint(b.snapshots, withoutStdin(from), 'bb-fidelity', options);
     expect(saved.stats).toMatchObject({ files: 5, symlinks: 2, hardlinks: 1 });
     expect(saved.excluded).toContainEqual(expect.objectContaining({ reason: 'invalid-path' }));

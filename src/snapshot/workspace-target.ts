@@ -77,6 +77,13 @@ export interface TargetSession {
   readonly complete: boolean;
   /** What was at the target when the restore began. */
   readonly previous: 'absent' | 'empty' | 'non-empty';
+  /**
+   * The finest mtime the target can set, in milliseconds (absent: 1, every millisecond kept).
+   * `1000`: whole seconds only (busybox `touch`); the target then verifies mtimes to the
+   * second and the receipt reports what was rounded. Bytes, modes and links are verified
+   * exactly whatever this says.
+   */
+  readonly mtimePrecisionMs?: 1 | 1000;
 
   /** Creates every directory but the root, parents first, owner-only until `publish`. */
   directories(dirs: readonly FlatDir[]): Promise<void>;

@@ -13,7 +13,6 @@ import { type FixtureEntry, fillScriptShell } from './endpoint-fixture.js';
 export interface ShellEndpointOptions {
   readonly mode: ShellMode;
   readonly root?: string;
-  readonly acceptSecondMtimes?: boolean;
   /** Use the sandbox's `tar` when the probe finds it (default true). */
   readonly tar?: boolean;
 }
@@ -47,7 +46,6 @@ export async function shellRestore(
     transport: options.mode === 'args' ? 'shell-args' : 'shell-stdin',
     probe: { ...probe, tar: probe.tar && options.tar !== false },
     ...(options.root === undefined ? {} : { root: options.root }),
-    ...(options.acceptSecondMtimes === undefined ? {} : { acceptSecondMtimes: options.acceptSecondMtimes }),
   });
   return snapshots.restore({ workspace, ...o, target });
 }

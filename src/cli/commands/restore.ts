@@ -89,6 +89,11 @@ export function registerRestore(program: Command): void {
               `  ${plural(receipt.files, 'file')} (${formatBytes(receipt.bytes)}), ${plural(receipt.dirs, 'dir')}, ${plural(receipt.symlinks, 'symlink')}`,
               `  fetched ${formatBytes(receipt.bytesFetched)}; reused ${plural(receipt.filesReused, 'unchanged file')}; copied ${formatBytes(receipt.bytesCopiedLocally)} from the old copy; ${plural(receipt.hardlinks, 'hard link')}`,
               '  verified as written: every object; every file (bytes, mode, mtime), directory, symlink and hard link',
+              ...(receipt.mtimePrecisionMs === 1
+                ? []
+                : [
+                    `  mtimes kept to whole seconds (the sandbox's touch sets no finer): ${plural(receipt.mtimesRounded, 'entry', 'entries')} rounded`,
+                  ]),
               ...exclusionLines(receipt),
               `  took ${(receipt.durationMs / 1000).toFixed(2)} s`,
             ].join('\n'),

@@ -117,7 +117,13 @@ export class SandboxLifecycle {
               checkpoint: checkpoint.id,
               replace: true,
             }),
-          (r) => ({ checkpointId: r.checkpointId, files: r.files, bytes: r.bytes }),
+          // The precision lost (whole-second tools) is in the run's events, not only in a log line.
+          (r) => ({
+            checkpointId: r.checkpointId,
+            files: r.files,
+            bytes: r.bytes,
+            ...(r.mtimePrecisionMs === 1 ? {} : { mtimePrecisionMs: r.mtimePrecisionMs, mtimesRounded: r.mtimesRounded }),
+          }),
         );
         if (receipt.rootTree !== checkpoint.rootTree) {
           throw new IntegrityError(

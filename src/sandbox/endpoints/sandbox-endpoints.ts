@@ -29,8 +29,6 @@ export type WorkspaceRoute = 'local' | 'files' | Transport;
 export interface SandboxEndpointsOptions {
   /** How the agent is reached: a pool keeps one connection per sandbox (runs); default a connection per operation. */
   readonly agents?: AgentSource;
-  /** Whole-second `touch` (busybox) keeps whole seconds instead of failing a restore of millisecond mtimes (`INTEGRITY`). */
-  readonly acceptSecondMtimes?: boolean;
 }
 
 /**
@@ -50,7 +48,7 @@ export class SandboxEndpoints {
 
   constructor(
     private readonly providers: ProviderLookup = openSandboxProvider,
-    private readonly options: SandboxEndpointsOptions = {},
+    options: SandboxEndpointsOptions = {},
   ) {
     this.agents = options.agents ?? ONE_SHOT_AGENTS;
   }
@@ -121,11 +119,7 @@ export class SandboxEndpoints {
   }
 
   private async shell(handle: SandboxHandle, transport: Exclude<Transport, 'agent'>) {
-    return shellEndpoints(handle, {
-      transport,
-      probe: await this.probes.get(handle),
-      ...(this.options.acceptSecondMtimes === undefined ? {} : { acceptSecondMtimes: this.options.acceptSecondMtimes }),
-    });
+    return shellEndpoints(handle, { transport, probe: await this.probes.get(handle) });
   }
 }
 

@@ -65,7 +65,15 @@ export interface RestoreReceipt {
   readonly excluded: ExcludedSummary;
   /** Bytes copied from the previous copy instead of fetched: whole files it could not lend by hard link, and unchanged chunks of changed files. */
   readonly bytesCopiedLocally: number;
-  /** Bytes, modes, mtimes, symlink targets and hard-link groups were checked after writing. */
+  /**
+   * The finest mtime the target kept, in milliseconds: 1, or 1000 for a sandbox whose tools
+   * set whole seconds only (busybox `touch`); then every mtime is the recorded one cut to the
+   * second, and was verified so.
+   */
+  readonly mtimePrecisionMs: 1 | 1000;
+  /** Entries (files, directories, the root, symlinks) whose recorded mtime had milliseconds the target could not keep. */
+  readonly mtimesRounded: number;
+  /** Bytes, modes, mtimes (to {@link mtimePrecisionMs}), symlink targets and hard-link groups were checked after writing. */
   readonly verified: true;
   readonly durationMs: number;
 }
@@ -125,9 +133,19 @@ export async function restoreCheckpoint(reader: ObjectReader, options: RestoreOp
     bytes: flat.files.reduce((n, f) => n + f.size, 0),
     ...work,
     excluded: excludedSummary(checkpoint),
+    ...precisionKept(session.mtimePrecisionMs ?? 1, flat),
     verified: true,
     durationMs: Math.round(performance.now() - started),
   };
+}
+
+/** The target's mtime precision and how many recorded mtimes it rounded (entries with milliseconds, when it keeps whole seconds). */
+function precisionKept(mtimePrecisionMs: 1 | 1000, flat: FlatTree): Pick<RestoreReceipt, 'mtimePrecisionMs' | 'mtimesRounded'> {
+  if (mtimePrecisionMs === 1) return { mtimePrecisionMs, mtimesRounded: 0 };
+  const rounded = (ms: number): number => (ms % mtimePrecisionMs === 0 ? 0 : 1);
+  let mtimesRounded = 0;
+  for (const entry of [...flat.files, ...flat.dirs, ...flat.symlinks]) mtimesRounded += rounded(entry.mtimeMs);
+  return { mtimePrecisionMs, mtimesRounded };
 }
 
 /** What a restore did, besides what the checkpoint holds. */

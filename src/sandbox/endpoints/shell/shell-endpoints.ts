@@ -13,8 +13,6 @@ export interface ShellEndpointConfig {
   readonly probe: SandboxProbe;
   /** The workspace root inside the sandbox; default the handle's `workspaceRoot`. */
   readonly root?: string;
-  /** See `ShellTargetConfig.acceptSecondMtimes`: whole-second tools keep whole seconds instead of failing. */
-  readonly acceptSecondMtimes?: boolean;
 }
 
 /**
@@ -27,8 +25,9 @@ export interface ShellEndpointConfig {
  * - bytes, permission bits, hard links and symlink targets are exact, each checked after it lands;
  * - mtimes, of files, directories, symlinks and the root: to the millisecond with GNU coreutils
  *   (`touch -d @s.fff`, `touch -h`, `stat %y`), pre-1970 included. busybox `touch` sets whole
- *   seconds only: a checkpoint's milliseconds fail the restore with `INTEGRITY` (`field: mtime`)
- *   unless `acceptSecondMtimes` keeps whole seconds (symlinks and the root included);
+ *   seconds only (the probe finds out): mtimes are then kept and verified to the second
+ *   (symlinks and the root included) and the receipt reports `mtimePrecisionMs: 1000` and
+ *   `mtimesRounded`;
  * - with `gitignore`, the scan applies `.gitignore` files and `.git/info/exclude` as a local scan
  *   does (fetched in one batched read, applied on the host before any file is read);
  * - a warm restore sends every file again (`reuse` keeps nothing of the previous copy).
@@ -48,7 +47,6 @@ export function shellEndpoints(
         mtimePrecision: config.probe.mtimePrecision,
         tar: config.probe.tar,
         cacheDir: context.cacheDir,
-        ...(config.acceptSecondMtimes === undefined ? {} : { acceptSecondMtimes: config.acceptSecondMtimes }),
       }),
   };
 }

@@ -66,10 +66,13 @@ export class ShellRestoreSession implements TargetSession {
       layout === 'beside' ? path.posix.join(path.posix.dirname(config.root), stagingName) : path.posix.join(config.root, stagingName);
   }
 
+  /** Whole-second tools keep whole seconds: what the probe found is what is verified, and the receipt reports the rounding. */
+  get mtimePrecisionMs(): 1 | 1000 {
+    return this.config.mtimePrecision === 's' ? 1000 : 1;
+  }
+
   private readonly mtimeKept = (wantMs: number, gotMs: number): boolean =>
-    this.config.mtimePrecision === 's' && this.config.acceptSecondMtimes === true
-      ? Math.floor(gotMs / 1000) === Math.floor(wantMs / 1000)
-      : Math.floor(gotMs) === wantMs;
+    this.config.mtimePrecision === 's' ? Math.floor(gotMs / 1000) === Math.floor(wantMs / 1000) : Math.floor(gotMs) === wantMs;
 
   private time(ms: number): string {
     return touchTime(ms, this.config.mtimePrecision);

@@ -17,14 +17,11 @@ export interface ShellTargetConfig {
   readonly root: string;
   /** `stdin` streams file bytes; `args` passes every byte in bounded exec arguments (providers without stdin). */
   readonly mode: ShellMode;
-  /** What the sandbox's `touch` can set (from `probeSandbox`). */
-  readonly mtimePrecision: MtimePrecision;
   /**
-   * With whole-second tools only: accept mtimes kept to the second (a documented loss) instead
-   * of failing the restore with `INTEGRITY` (`field: 'mtime'`) at the first file whose recorded
-   * mtime has milliseconds. Default false: nothing is lost silently.
+   * What the sandbox's `touch` can set (from `probeSandbox`): with `s`, mtimes are kept and
+   * verified to the second and the restore's receipt says so (`mtimePrecisionMs: 1000`).
    */
-  readonly acceptSecondMtimes?: boolean;
+  readonly mtimePrecision: MtimePrecision;
   /** Where the host keeps stat caches (the restore records what it wrote, for the next checkpoint). */
   readonly cacheDir: string;
   /** The sandbox has `tar` (from `probeSandbox`): small files go in one tar stream per exec instead of a `dd` and a `touch` each. */
