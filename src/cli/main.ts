@@ -44,7 +44,8 @@ export async function runCli(argv: readonly string[]): Promise<number> {
       return EXIT_USAGE;
     }
     new Output(json).error(error);
-    return exitCodeFor(error);
+    // A command stopped by a signal asked for 128 + its number (130 for Ctrl-C).
+    return takeRequestedExitCode() ?? exitCodeFor(error);
   }
 }
 

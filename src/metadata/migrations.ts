@@ -21,6 +21,7 @@ import { migration as v11 } from './migrations/011-user-owners-by-id.js';
 import { migration as v12 } from './migrations/012-pack-presence.js';
 import { migration as v13 } from './migrations/013-sandbox-instances-and-locks.js';
 import { migration as v14 } from './migrations/014-checkpoint-labels-and-forks.js';
+import { migration as v15 } from './migrations/015-checkpoint-writer-heartbeat.js';
 import type { Migration } from './migrations/migration.js';
 
 export type { Migration } from './migrations/migration.js';
@@ -29,7 +30,7 @@ export type { Migration } from './migrations/migration.js';
  * Every migration this build knows, ascending by version. The migrator refuses a database
  * whose highest applied version is above the last entry here.
  */
-export const MIGRATIONS: readonly Migration[] = Object.freeze([v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11, v12, v13, v14]);
+export const MIGRATIONS: readonly Migration[] = Object.freeze([v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11, v12, v13, v14, v15]);
 
 /** The highest schema version this build can run against. */
 export const LATEST_SCHEMA_VERSION: number = MIGRATIONS.at(-1)?.version ?? 0;

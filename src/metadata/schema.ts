@@ -105,6 +105,8 @@ export interface CheckpointsTable {
   meta: string | null;
   /** The checkpoint a fork's first checkpoint shares its tree with (migration 14). */
   forked_from: string | null;
+  /** While pending: when its writer last said it is alive, epoch ms (migration 15); null before that version. */
+  writer_heartbeat_at: number | null;
 }
 
 /** `gc_queue`: a pack blob no index row names, and when GC first saw it so (migration 2). */

@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { InputError } from '../../errors.js';
 import type { CheckpointProgress, CheckpointResult } from '../../index.js';
 import { CHECKPOINT_REASONS } from '../../metadata/schema.js';
+import { withInterrupt } from '../interrupt.js';
 import { plural } from '../output.js';
 import { collect, oneOf, positiveInt, withHoldfast } from '../program.js';
 import { formatBytes, type ProgressState, startProgress } from '../progress.js';
@@ -95,14 +96,17 @@ export function registerCheckpoint(program: Command): void {
             },
             onProgress: (p: CheckpointProgress) => progress.report(checkpointState(p)),
           };
-          result =
+          // Ctrl-C or SIGTERM: the checkpoint is marked failed (INTERRUPTED) before the process exits 130 / 143.
+          result = await withInterrupt(`checkpoint of ${flags.workspace}`, (signal) =>
             flags.sandbox === undefined
-              ? await hf.snapshots.checkpoint({ ...input, dir: dir as string })
-              : await hf.sandboxes.checkpoint({
+              ? hf.snapshots.checkpoint({ ...input, signal, dir: dir as string })
+              : hf.sandboxes.checkpoint({
                   ...input,
+                  signal,
                   sandbox: flags.sandbox,
                   ...(flags.provider === undefined ? {} : { provider: flags.provider }),
-                });
+                }),
+          );
         } finally {
           progress.stop();
         }

@@ -170,6 +170,9 @@ function renderGc(r: GcReport): string {
     ...(r.dryRun ? ['dry run: nothing was changed; a run with the same options now would do this'] : []),
     `${r.dryRun ? 'would forget' : 'forgot'} ${plural(r.forgotten, 'checkpoint')}; ${plural(r.liveObjects, 'live object')}`,
     ...listFirst(listing.checkpointsForgotten, SHOWN_GC_ITEMS, '    ', (id) => id),
+    ...(r.checkpointsInterrupted === 0
+      ? []
+      : [`  marked ${plural(r.checkpointsInterrupted, 'checkpoint')} failed: their writer was gone (INTERRUPTED)`]),
     `  ${would}condemn ${plural(listing.packsCondemned.length, 'empty pack')}, ${would}repack ${plural(listing.packsRepacked.length, 'sparse pack')}, ${would}compact ${plural(listing.packsCompacted.length, 'small pack')}${r.dryRun ? '' : `, revived ${plural(r.packsRevived, 'pack')}`}`,
     ...listFirst(listing.packsRepacked, SHOWN_GC_ITEMS, '    ', pack),
     ...listFirst(listing.packsCompacted, SHOWN_GC_ITEMS, '    ', pack),

@@ -133,6 +133,17 @@ export interface CheckpointsRepo {
   setDamage(id: string, damage: CheckpointDamage | null): Promise<void>;
   /** Every checkpoint with a damage mark, ordered by id (an indexed lookup; usually none). */
   listDamaged(): Promise<Checkpoint[]>;
+  /**
+   * The writer of pending checkpoint `id` is alive: stamps its heartbeat now. Resolves false
+   * when the checkpoint is no longer pending (finished, or failed by GC as abandoned).
+   */
+  heartbeat(id: string): Promise<boolean>;
+  /**
+   * Pending checkpoints whose writer's last heartbeat is older than `before` (epoch ms): their
+   * writer is gone. Rows without a heartbeat (made before migration 15) are not listed: their
+   * age alone decides (`MAX_CHECKPOINT_MS`).
+   */
+  listAbandoned(before: number): Promise<Checkpoint[]>;
 }
 
 /** Builds the checkpoints repository over `context.db` (a store or a transaction). */
@@ -175,6 +186,7 @@ export function createCheckpointsRepo({ db, dialect, now }: RepoContext): Checkp
         meta: input.meta === undefined || input.meta === null ? null : toJsonText(input.meta, 'meta'),
         forked_from: input.forkedFrom ?? null,
         damage: null,
+        writer_heartbeat_at: now(),
       };
       try {
         await db.insertInto('checkpoints').values(row).execute();
@@ -197,6 +209,26 @@ export function createCheckpointsRepo({ db, dialect, now }: RepoContext): Checkp
       return checkpoint;
     },
     find,
+    async heartbeat(id) {
+      const rows = await db
+        .updateTable('checkpoints')
+        .set({ writer_heartbeat_at: now() })
+        .where('id', '=', id)
+        .where('status', '=', 'pending')
+        .executeTakeFirst();
+      return Number(rows.numUpdatedRows) > 0;
+    },
+    async listAbandoned(before) {
+      const rows = await db
+        .selectFrom('checkpoints')
+        .selectAll()
+        .where('status', '=', 'pending')
+        .where('writer_heartbeat_at', 'is not', null)
+        .where('writer_heartbeat_at', '<', before)
+        .orderBy('created_at')
+        .execute();
+      return rows.map(toCheckpoint);
+    },
     async listByWorkspace(workspaceId, options = {}) {
       let query = db.selectFrom('checkpoints').selectAll().where('workspace_id', '=', workspaceId);
       if (options.status !== undefined) query = query.where('status', '=', options.status);

@@ -27,6 +27,15 @@ export interface CheckpointProgress {
   readonly bytesTotal: number;
 }
 
+/** How often a running checkpoint stamps its writer's heartbeat on its pending row. */
+export const CHECKPOINT_HEARTBEAT_MS = 10_000;
+/**
+ * A pending checkpoint whose heartbeat is older than this has lost its writer (killed, its
+ * host gone): GC marks it failed (`INTERRUPTED`) and its uploads become garbage. Six missed
+ * heartbeats, so a writer stalled on a slow store is not taken for dead.
+ */
+export const CHECKPOINT_WRITER_TIMEOUT_MS = 6 * CHECKPOINT_HEARTBEAT_MS;
+
 /** See {@link CheckpointOptions.onUnreadable}. */
 export type UnreadablePolicy = 'fail' | 'skip';
 
@@ -122,6 +131,11 @@ export async function createCheckpoint(deps: SnapshotDeps, options: CheckpointOp
     ...(options.note?.label === undefined ? {} : { label: options.note.label }),
     ...(options.note?.meta === undefined ? {} : { meta: options.note.meta }),
   });
+  // Renewed while this process works on it; a writer killed outright stops renewing, and GC sees that.
+  const heartbeat = setInterval(() => {
+    deps.meta.checkpoints.heartbeat(pending.id).catch(() => undefined);
+  }, CHECKPOINT_HEARTBEAT_MS);
+  heartbeat.unref();
   try {
     let captured = await capture(deps, options, pending.id, true);
     let committed: Committed;
@@ -144,7 +158,10 @@ export async function createCheckpoint(deps: SnapshotDeps, options: CheckpointOp
     const { checkpoint, stats } = committed;
     await options.source.saveCache(captured.scan, captured.cache, captured.ids, checkpoint.id).catch(() => undefined);
     return { checkpoint, stats, excluded: captured.excluded, allowed: captured.allowed };
-  } catch (error) {
+  } catch (thrown) {
+    // Stopped from outside (Ctrl-C, SIGTERM, a shutdown): the reason the caller gave is what the checkpoint failed of.
+    const reason: unknown = options.signal?.aborted === true ? options.signal.reason : undefined;
+    const error = reason instanceof HoldfastError ? reason : thrown;
     const reported = isHoldfastError(error, 'CONFLICT')
       ? new ConflictError('CONFLICT', `workspace ${workspace.name} moved on while this checkpoint ran; nothing was changed`, {
           data: { workspaceId: workspace.id, checkpointId: pending.id },
@@ -155,6 +172,8 @@ export async function createCheckpoint(deps: SnapshotDeps, options: CheckpointOp
     // Failed, its uploaded packs are orphans for GC (after grace); while pending they are protected.
     await deps.meta.gc.releaseIntents(pending.id).catch(() => undefined);
     throw reported;
+  } finally {
+    clearInterval(heartbeat);
   }
 }
 
@@ -202,6 +221,32 @@ async function commit(
 interface Committed {
   readonly checkpoint: Checkpoint;
   readonly stats: CheckpointStats;
+}
+
+/**
+ * Marks failed (`INTERRUPTED`, `data.reason: 'writer_gone'`) every pending checkpoint whose
+ * writer's heartbeat is older than `before`, and releases its upload intents so what it
+ * uploaded is garbage like any failed checkpoint's. Resolves with the checkpoints so failed.
+ */
+export async function failAbandonedWriters(meta: MetadataStore, before: number): Promise<string[]> {
+  const failed: string[] = [];
+  for (const c of await meta.checkpoints.listAbandoned(before)) {
+    const error = new HoldfastError(
+      'INTERRUPTED',
+      `the process writing checkpoint ${c.id} stopped before it finished (no heartbeat since ${new Date(before).toISOString()}); checkpoint again`,
+      { data: { reason: 'writer_gone', checkpointId: c.id } },
+    );
+    try {
+      await meta.checkpoints.markFailed(c.id, errorToJson(error));
+    } catch (e) {
+      // It finished meanwhile: its writer was alive after all.
+      if (isHoldfastError(e, 'CONFLICT')) continue;
+      throw e;
+    }
+    await meta.gc.releaseIntents(c.id);
+    failed.push(c.id);
+  }
+  return failed;
 }
 
 /**

@@ -3,6 +3,7 @@ import { InputError } from '../../errors.js';
 import type { PackInfo } from '../../metadata/metadata-store.js';
 import { ObjectReader } from '../../objects/object-reader.js';
 import { TARGET_PACK_BYTES } from '../../objects/pack-writer.js';
+import { CHECKPOINT_WRITER_TIMEOUT_MS, failAbandonedWriters } from '../checkpoint/checkpoint.js';
 import { sweepStaleStaging } from '../restore/restore-staging.js';
 import type { SnapshotDeps } from '../snapshot-deps.js';
 import { DEFAULT_COMPACT_BELOW_BYTES, selectSmallPacks } from './gc-compaction.js';
@@ -42,6 +43,11 @@ export interface GcOptions {
   readonly compactBelowBytes?: number;
   /** Epoch ms this run treats as now (tests move it forward); default `Date.now()`. */
   readonly now?: number;
+  /**
+   * A pending checkpoint whose writer has not stamped its heartbeat for this long is marked
+   * failed (`INTERRUPTED`) and its uploads become garbage; default `CHECKPOINT_WRITER_TIMEOUT_MS`.
+   */
+  readonly writerTimeoutMs?: number;
   readonly retention?: RetentionPolicy;
   /** Extra live roots (see {@link LiveRootSource}); retained checkpoints are always roots. */
   readonly liveRootSources?: readonly LiveRootSource[];
@@ -55,6 +61,8 @@ export type GcPhase = 'resume' | 'retention' | 'mark' | 'repack' | 'condemn' | '
 export interface GcReport {
   /** Checkpoints retention forgot. */
   readonly forgotten: number;
+  /** Pending checkpoints whose writer was gone, marked failed (`INTERRUPTED`) by this run (with `dryRun`: none are). */
+  readonly checkpointsInterrupted: number;
   /** Distinct live objects (trees and chunks). */
   readonly liveObjects: number;
   /** Packs with no live object, condemned by this run. */
@@ -161,8 +169,14 @@ export async function collectGarbage(deps: GcDeps, options: GcOptions = {}): Pro
   const cutoff = now - graceMs;
   const phase = options.onProgress ?? (() => {});
 
+  const writerTimeoutMs = options.writerTimeoutMs ?? CHECKPOINT_WRITER_TIMEOUT_MS;
+  if (!Number.isFinite(writerTimeoutMs) || writerTimeoutMs < 0)
+    throw new InputError('INVALID_INPUT', `writerTimeoutMs must be a non-negative number of ms, got ${writerTimeoutMs}`);
+
   phase('resume');
   const resumed = dryRun ? { packs: 0, bytes: 0, removed: [] } : await finishInterruptedDeletions(deps, now);
+  // Before retention and the orphan sweep, so a killed writer's uploads are garbage in this very run.
+  const interrupted = dryRun ? [] : await failAbandonedWriters(meta, now - writerTimeoutMs);
   // Listed before the checkpoints: a pack registered after this line belongs to a checkpoint this run may not see.
   const packs = await meta.objects.listPacks();
   phase('retention');
@@ -210,6 +224,7 @@ export async function collectGarbage(deps: GcDeps, options: GcOptions = {}): Pro
   const statCaches = deps.cacheDir === undefined ? [] : await sweepStatCaches(meta, deps.cacheDir, now, dryRun);
   const base = {
     forgotten: retention.forgotten.size,
+    checkpointsInterrupted: interrupted.length,
     liveObjects: live.trees.size + live.data.size,
     stagingRemoved,
     statCachesRemoved: statCaches.length,
