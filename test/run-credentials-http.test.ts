@@ -53,7 +53,8 @@ describe("Holdfast's own tokens in deployments and setup output (local-disk + sq
     const attempts = [
       [{ env: { HOLDFAST_TOKEN: svc.adminToken } }, 'env', 'holdfast-token'],
       [{ env: { OLD_TOKEN: legacy } }, 'env', 'holdfast-legacy-token'],
-      [{ setup: [['curl', '-H', `Authorization: Bearer ${svc.adminToken}`, 'http://holdfast/v1/runs']] }, 'setup[0]', 'holdfast-token'],
+      [{ setup: [['curl', '-H', `X-Holdfast-Token: ${svc.adminToken}`, 'http://holdfast/v1/runs']] }, 'setup[0]', 'holdfast-token'],
+      [{ setup: [['curl', '-H', `Authorization: Bearer ${svc.adminToken}`, 'http://holdfast/v1/runs']] }, 'setup[0]', 'http-authorization'],
       [{ setup: [['sh', '-c', `export T=${legacy}`]] }, 'setup[0]', 'holdfast-legacy-token'],
       [{ validate: ['sh', '-c', `test "$T" = ${svc.adminToken}`] }, 'validate', 'holdfast-token'],
     ] as const;

@@ -149,7 +149,7 @@ describe.each(BACKENDS)('secrets through a real checkpoint on $name', (backend) 
       'notes/session.md': `# Resume\n\nexport HOLDFAST_RUN_TOKEN=${token}\n`,
       'config/client.json': `{"url": "http://holdfast:7420", "token": "${legacy}"}\n`,
       // Printed with no separator: the checksum ends the token, not a word boundary.
-      'logs/curl.log': `> Authorization: Bearer ${token}\r\n< HTTP/1.1 200 OK\r\n`,
+      'logs/curl.log': `> X-Run-Token: ${token}HTTP/1.1 200 OK\r\n`,
     };
     const kept: Record<string, string> = {
       'src/hub.py': `from huggingface_hub import h${'f'}_hub_download\n`,
