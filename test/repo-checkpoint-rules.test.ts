@@ -8,7 +8,7 @@ import { type Holdfast, openHoldfast } from '../src/index.js';
 import { ObjectReader } from '../src/objects/object-reader.js';
 import type { Snapshots } from '../src/snapshot/snapshots.js';
 import { hostGit, seedRemote, storedBytes } from './support/git-fixture.js';
-import { ALNUM, generator } from './support/secret-samples.js';
+import { ALNUM, generator, HEX } from './support/secret-samples.js';
 
 /** What actions/checkout writes into a git config: base64 of `x-access-token:<installation token>`. */
 const INSTALLATION_TOKEN = `ghs_${generator(20261202)(ALNUM, 36)}`;
@@ -157,6 +157,29 @@ describe('repository checkpoint rules', () => {
     const reader = new ObjectReader(hf.blobs, hf.meta);
     const all = Buffer.concat(await storedBytes(reader, result.checkpoint.rootTree as Sha256Hex));
     for (const secret of [EXTRAHEADER, INSTALLATION_TOKEN]) expect(all.includes(secret)).toBe(false);
+  });
+
+  it('a workspace checkpoint withholds a git config whose extraHeader carries any other credential header', async () => {
+    const ws = path.join(dir, `workspace-hdr-${n}`);
+    const headers = [
+      `PRIVATE-TOKEN: ${generator(20261203)(ALNUM, 26)}`,
+      `"X-Auth-Token: ${generator(20261204)(HEX, 40)}"`,
+      `Cookie: session=${generator(20261205)(ALNUM, 32)}7`,
+    ];
+    for (const [i, header] of headers.entries()) {
+      hostGit(dir, ['clone', '--quiet', url, path.join(ws, `repo-${i}`)]);
+      fs.appendFileSync(path.join(ws, `repo-${i}`, '.git', 'config'), `[http "https://git.example.com/"]\n\textraHeader = ${header}\n`);
+    }
+    const result = await hf.snapshots.checkpoint({ dir: ws, workspace: `plain-hdr-${n}` });
+    expect(
+      result.excluded
+        .filter((e) => e.reason === 'secret-content')
+        .map((e) => [e.path, e.rule])
+        .sort(),
+    ).toEqual(headers.map((_, i) => [`repo-${i}/.git/config`, 'git-extraheader']));
+    const reader = new ObjectReader(hf.blobs, hf.meta);
+    const all = Buffer.concat(await storedBytes(reader, result.checkpoint.rootTree as Sha256Hex));
+    for (const header of headers) expect(all.includes(header.replace(/^"|"$/g, '').split(': ')[1] as string)).toBe(false);
   });
 
   it('refuses a tree that changes between the scan and the second look (WORKSPACE_CHANGED)', async () => {

@@ -5,7 +5,8 @@
  * decoded structure (a JWT header naming its `alg`, base64 of a private-key PEM block). Each
  * runs a `check` on its match so that placeholders, environment references (`${NPM_TOKEN}`)
  * and documentation samples do not count. Anchors are bytes the prefix rules already scan for
- * (`_`) or two more (`:`, `J`), so the whole table costs two extra passes over the data.
+ * (`_`) or three more (`:`, `J`, `=`), so the whole table costs three extra passes over the data
+ * (`=` for git's `extraHeader`, about a 60% longer scan of minified JavaScript, where `=` is common).
  */
 import type { RuleSpec } from './secret-rules.js';
 import {
@@ -20,6 +21,7 @@ import {
 const UNDERSCORE = 0x5f;
 const COLON = 0x3a;
 const LETTER_J = 0x4a;
+const EQUALS = 0x3d;
 
 /** Longest JWT header and claims the rule reads; real ones (Kubernetes, Azure AD) stay well under. */
 const JWT_HEADER_CHARS = 1000;
@@ -44,6 +46,28 @@ const AUTH_GAP = String.raw`(?:[ \t]|\\\r?\n)`;
 
 /** Userinfo characters of a URL, stopping at anything that ends a URL in text or code. */
 const USERINFO = String.raw`[^\s:@/?#"'<>\\\`]`;
+
+/** Longest header name and value of a git `extraHeader` the rule reads. */
+const EXTRAHEADER_NAME_CHARS = 64;
+const EXTRAHEADER_VALUE_CHARS = 1024;
+/**
+ * `extraheader = "Name: [scheme ]value"` as git config writes it: the value is the last word
+ * (group 1); quotes and continuation lines between the parts read as git reads them.
+ */
+const EXTRAHEADER_RE = new RegExp(
+  `extraheader${AUTH_GAP}{0,8}=${AUTH_GAP}{0,8}"?[A-Za-z0-9_-]{1,${EXTRAHEADER_NAME_CHARS}}${AUTH_GAP}{0,8}:${AUTH_GAP}{0,8}(?:[A-Za-z]{1,16}${AUTH_GAP}{1,8})?"?([^\\s"\\\\;]{8,${EXTRAHEADER_VALUE_CHARS}})`,
+  'iy',
+);
+const EXTRAHEADER_SPAN_BYTES =
+  11 + 3 * 8 + 1 + 3 * 8 + 1 + EXTRAHEADER_NAME_CHARS + 3 * 8 + 1 + 3 * 8 + 16 + 3 * 8 + 1 + EXTRAHEADER_VALUE_CHARS + 1;
+/** Whether an `extraHeader`'s value is a credential: generated-looking, or base64 of user:password. */
+function extraHeaderCredential(m: RegExpExecArray): boolean {
+  const value = m[1] as string;
+  // A cookie's value follows its name: `session=<token>`.
+  const cookie = /^[A-Za-z0-9_.-]{1,64}=(?!=)/.exec(value);
+  const values = cookie === null ? [value] : [value, value.slice(cookie[0].length)];
+  return values.some((v) => looksLikeTokenValue(v) || isBasicAuthBase64(v));
+}
 
 /** The context and structure rules, merged into `SECRET_RULES` by `secret-rules.ts`. */
 export const CONTEXT_RULE_SPECS: readonly RuleSpec[] = [
@@ -166,5 +190,19 @@ export const CONTEXT_RULE_SPECS: readonly RuleSpec[] = [
     follow: 'token',
     pattern: /refresh_token["']?[ \t]{0,8}[:=][ \t]{0,8}["']?1\/\/([A-Za-z0-9_-]{40,})/y,
     spanBytes: 13 + 1 + 8 + 1 + 8 + 1 + 3 + 41,
+  },
+  {
+    // Any header git sends for every request (`http.extraHeader = <Name>: <credential>`, in a
+    // workspace repository's `.git/config`): GitLab's `PRIVATE-TOKEN`, `X-Auth-Token`, a cookie,
+    // or an `Authorization` scheme the rule above does not know. The key is what makes it a
+    // credential, so the value counts when it looks generated or is base64 of user:password.
+    // Git reads the key in any case; the leads are how git and tools write it, `=` the anchor.
+    id: 'git-extraheader',
+    anchor: EQUALS,
+    leads: ['extraheader', 'extraHeader', 'EXTRAHEADER', 'ExtraHeader'].flatMap((k) => [k, `${k} `, `${k}\t`]),
+    pattern: EXTRAHEADER_RE,
+    spanBytes: EXTRAHEADER_SPAN_BYTES,
+    placeholders: false,
+    check: extraHeaderCredential,
   },
 ];

@@ -5,9 +5,9 @@
  * files and minified code, and an exclusion that is usually wrong teaches people to turn
  * the rules off.
  *
- * Every rule is found through an *anchor*: one byte (`_`, `-`, `I`, `:`, `J`) or a short
- * literal that `Buffer.indexOf` finds natively. Sharing five bytes across all rules keeps the
- * number of passes over the data at five, which is what makes the scan fast on binary input (the cost
+ * Every rule is found through an *anchor*: one byte (`_`, `-`, `I`, `:`, `J`, `=`) or a short
+ * literal that `Buffer.indexOf` finds natively. Sharing six bytes across all rules keeps the
+ * number of passes over the data at six, which is what makes the scan fast on binary input (the cost
  * of a pass is set by how often its first byte occurs, not by its length). Rules that need a
  * key name or a decoded structure to be sure live in `secret-context-rules.ts`.
  */

@@ -155,6 +155,11 @@ export function credentialSamples(): ReadonlyArray<readonly [string, string]> {
     ['http-authorization', `Authorization: Basic\\\n ${b64(`x-access-token:${password()}`)}`],
     ['http-authorization', `Authorization:\\\n\tBearer ${random(ALNUM, 30)}${random(DIGITS, 4)}`],
     ['http-authorization', `AUTHORIZATION: token ${random(HEX, 40)}`],
+    ['git-extraheader', `extraheader = PRIVATE-TOKEN: gl${'pat'}x${random(ALNUM, 18)}${random(DIGITS, 2)}`],
+    ['git-extraheader', `extraHeader = "X-Auth-Token: ${random(HEX, 40)}"`],
+    ['git-extraheader', `EXTRAHEADER = Cookie: session=${random(ALNUM, 30)}${random(DIGITS, 4)}`],
+    ['git-extraheader', `extraheader = AUTHORIZATION: negotiate ${b64(`oauth2:${password()}`)}`],
+    ['git-extraheader', `ExtraHeader = X-Custom:\\\n ${random(ALNUM, 30)}${random(DIGITS, 4)}`],
   ];
 }
 
@@ -194,5 +199,8 @@ export function credentialLookAlikes(): ReadonlyArray<readonly [string, string]>
     ['a documentation basic header', `Authorization: Basic ${b64('username:password')}`],
     ['a bearer header reading a variable', `Authorization: Bearer ${ref('TOKEN')} and "Authorization": "Bearer <token>"`],
     ['an auth header scheme alone', 'WWW-Authenticate: Basic realm="git" and Authorization: Basic'],
+    ['a git extraheader without a credential', 'extraheader = X-Request-Source: holdfast-ci and extraHeader = Accept: application/json'],
+    ['a git extraheader reading a variable', `extraheader = X-Token: ${ref('TOKEN')}`],
+    ['code naming an extraHeader', 'const extraHeader = { name: value };'],
   ];
 }
