@@ -32,6 +32,7 @@ import type { SandboxProvider } from './sandbox/sandbox-provider.js';
 import type { CheckpointResult } from './snapshot/checkpoint/checkpoint.js';
 import { GcSweeper, type GcSweepOutcome } from './snapshot/gc/gc-sweeper.js';
 import type { RestoreReceipt } from './snapshot/restore/restore.js';
+import type { SnapshotObserver } from './snapshot/snapshot-deps.js';
 import type { Snapshots } from './snapshot/snapshots.js';
 import { Tokens } from './tenants/tokens.js';
 import { Users } from './tenants/users.js';
@@ -183,6 +184,38 @@ export interface Holdfast {
 
 const PROBE_BYTES = 4096;
 
+/** The engine's finished checkpoints and restores, as run events (what the service's metrics and logs read). */
+function snapshotObserver(events: RunEvents): SnapshotObserver {
+  return {
+    checkpointFinished(event) {
+      const ready = event.outcome === 'ready';
+      events.log({
+        event: 'checkpoint_finished',
+        level: ready ? 'info' : 'warn',
+        msg: `checkpoint ${event.outcome}`,
+        reason: event.reason,
+        outcome: event.outcome,
+        durationMs: event.durationMs,
+        files: ready ? event.files : 0,
+        bytesNew: ready ? event.bytesNew : 0,
+        code: ready ? null : event.code,
+      });
+    },
+    restoreFinished(event) {
+      const ok = event.outcome === 'ok';
+      events.log({
+        event: 'restore_finished',
+        level: ok ? 'info' : 'warn',
+        msg: `restore ${event.outcome}`,
+        outcome: event.outcome,
+        durationMs: event.durationMs,
+        bytesFetched: ok ? event.bytesFetched : 0,
+        code: ok ? null : event.code,
+      });
+    },
+  };
+}
+
 /**
  * The composition root: resolves the configuration, opens (and migrates) the metadata store
  * and opens the blob store. Drivers load lazily, so an embedded setup never loads the AWS SDK.
@@ -200,11 +233,11 @@ export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<H
     throw error;
   }
   const workers = new ContentWorkers();
-  const deps = { blobs, meta, workers, cacheDir: options.cacheDir ?? defaultCacheDir() };
-  const folders = new Folders({ meta, blobs, workers }, options.folders);
-  const settings = resolveRunSettings(options.runSettings);
   const events = new RunEvents();
   if (options.onRunEvent !== undefined) events.subscribe(options.onRunEvent);
+  const deps = { blobs, meta, workers, cacheDir: options.cacheDir ?? defaultCacheDir(), observer: snapshotObserver(events) };
+  const folders = new Folders({ meta, blobs, workers }, options.folders);
+  const settings = resolveRunSettings(options.runSettings);
   const sandboxes = new SandboxLifecycle({
     meta,
     events,
@@ -212,6 +245,9 @@ export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<H
     ...(options.providers === undefined ? {} : { providers: options.providers }),
   });
   const folderSync = new FolderSync({ ...deps, folders, endpoints: sandboxes.endpoints });
+  folderSync.onSaveFailed(({ scope, code }) =>
+    events.log({ event: 'work_folder_save_failed', level: 'warn', msg: 'work-folder save failed', scope, code }),
+  );
   const repositories = new RepositoryCheckpoints({
     ...deps,
     endpoints: sandboxes.endpoints,
@@ -232,6 +268,15 @@ export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<H
     ...(options.gcSweepIntervalMs === undefined ? {} : { intervalMs: options.gcSweepIntervalMs }),
     ...(options.owner === undefined ? {} : { holder: `gc:${options.owner}` }),
     ...(options.onGcSweepError === undefined ? {} : { onError: options.onGcSweepError }),
+    onSweep: ({ outcome, durationMs, ...rest }) =>
+      events.log({
+        event: 'gc_sweep_finished',
+        level: outcome === 'swept' ? 'info' : 'warn',
+        msg: `gc sweep ${outcome}`,
+        outcome,
+        durationMs,
+        bytesFreed: 'bytesFreed' in rest ? rest.bytesFreed : 0,
+      }),
   });
   const tenants = new Map<string, Promise<TenantServices>>();
   const forTenant = (name: string): Promise<TenantServices> => {

@@ -22,6 +22,21 @@ const DIR_VARIABLES: Readonly<Record<(typeof HOME_DIRS)[number], string>> = {
 /** The longest the home directories' `mkdir` may take. */
 const MKDIR_TIMEOUT_MS = 60_000;
 
+/**
+ * Save targets (sandbox and scope) whose unsaved-since time this process tracks at most: one per
+ * live synced sandbox and bound scope; past it new targets go untracked rather than grow memory.
+ */
+export const MAX_TRACKED_SAVE_TARGETS = 10_000;
+
+/** A work-folder save that failed, for metrics: the scope and the error's closed code (never an id or path). */
+export interface FolderSaveFailed {
+  readonly scope: FolderScope;
+  readonly code: string;
+}
+
+/** Per scope, the oldest time (epoch ms) since which a tracked sandbox's changes may be unsaved; `null` when none may be. */
+export type UnsavedSince = Readonly<Record<FolderScope, number | null>>;
+
 /** One sandbox's sync of one collection, as the status answers it. */
 export interface SyncStatus {
   readonly runId: string;
@@ -49,9 +64,37 @@ export class FolderSync implements RunExtension {
   private readonly engine: FolderSyncEngine;
   /** Run tokens minted in this process, by sandbox: one per sandbox, never stored. */
   private readonly tokens = new Map<string, string>();
+  /**
+   * Save targets that may hold unsaved changes, by `provider/sandbox/scope`: since when (the
+   * first use, or the last successful periodic save), until a successful final save.
+   */
+  private readonly unsaved = new Map<string, { readonly scope: FolderScope; readonly since: number }>();
+  private readonly saveFailedListeners = new Set<(event: FolderSaveFailed) => void>();
 
   constructor(private readonly deps: FolderSyncEngineDeps) {
     this.engine = new FolderSyncEngine(deps);
+  }
+
+  /** Adds a listener for every failed save of a bound directory (never told twice for one failure); returns its removal. */
+  onSaveFailed(listener: (event: FolderSaveFailed) => void): () => void {
+    this.saveFailedListeners.add(listener);
+    return () => this.saveFailedListeners.delete(listener);
+  }
+
+  /**
+   * Per scope, the oldest moment since which a sandbox this process syncs may hold changes no
+   * save has stored: a target is tracked from its first use in this process (its attach or
+   * save), moved forward by each successful periodic save, and dropped by a successful final
+   * save (turn end, checkpoint, release). A failing save keeps it, so its age keeps growing.
+   * An upper bound of the oldest unsaved change's age: the sync does not watch the sandbox's files.
+   */
+  unsavedSince(): UnsavedSince {
+    const oldest: Record<FolderScope, number | null> = { task: null, agent: null, user: null, project: null };
+    for (const { scope, since } of this.unsaved.values()) {
+      const current = oldest[scope];
+      if (current === null || since < current) oldest[scope] = since;
+    }
+    return oldest;
   }
 
   /** The engine (its sync snapshots are for tests and maintenance only). */
@@ -242,15 +285,19 @@ export class FolderSync implements RunExtension {
    */
   private async saveOne(target: SyncTarget, final: boolean): Promise<OutgoingReport> {
     const key = { provider: target.sandbox.provider, sandboxId: target.sandbox.id, scope: target.ref.scope };
+    const tracked = unsavedKey(key);
     await this.deps.meta.folderSync.update(key, { state: 'saving' });
     let report: OutgoingReport;
     try {
       report = await this.engine.outgoing(target);
     } catch (error) {
       await this.deps.meta.folderSync.update(key, { state: 'failed', error: errorRecord(error) }).catch(() => undefined);
+      this.saveFailed({ scope: key.scope, code: isHoldfastError(error) ? error.code : 'INTERNAL' });
       throw error;
     }
     const at = Date.now();
+    if (final) this.unsaved.delete(tracked);
+    else if (this.unsaved.has(tracked)) this.unsaved.set(tracked, { scope: key.scope, since: at });
     await this.deps.meta.folderSync.update(key, {
       state: 'saved',
       lastSavedAt: at,
@@ -265,6 +312,10 @@ export class FolderSync implements RunExtension {
     const ownerId = context.run.bindings?.[scope] as string;
     const ref: FolderRef = { tenantId: context.tenant.id, scope, ownerId };
     const key = stateKeyOf(context, scope);
+    const tracked = unsavedKey(key);
+    if (!this.unsaved.has(tracked) && this.unsaved.size < MAX_TRACKED_SAVE_TARGETS) {
+      this.unsaved.set(tracked, { scope, since: Date.now() });
+    }
     const state = await this.deps.meta.folderSync.find(key);
     if (state === undefined) {
       const collection = await this.deps.meta.folders.ensureCollection(ref.tenantId, scope, ownerId);
@@ -283,6 +334,16 @@ export class FolderSync implements RunExtension {
       await this.deps.meta.folderSync.update(key, { runId: context.run.id });
     }
     return { ref, runId: context.run.id, sandbox: context.sandbox, ...(context.signal === undefined ? {} : { signal: context.signal }) };
+  }
+
+  private saveFailed(event: FolderSaveFailed): void {
+    for (const listener of this.saveFailedListeners) {
+      try {
+        listener(event);
+      } catch {
+        // A listener is for metrics only: it must not change what the save reports.
+      }
+    }
   }
 
   /** `CONFLICT` (reason `bindings_changed`) when the sandbox's state of `scope` was made for other owners. */
@@ -368,4 +429,9 @@ function unreadableRecord(scope: FolderScope, paths: readonly string[]): SyncErr
 function errorRecord(error: unknown): SyncErrorRecord {
   const json = errorToJson(error);
   return { code: json.code, message: json.message };
+}
+
+/** The key of a save target in `FolderSync.unsaved`. */
+function unsavedKey(key: FolderSyncKey): string {
+  return JSON.stringify([key.provider, key.sandboxId, key.scope]);
 }

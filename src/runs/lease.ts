@@ -29,6 +29,10 @@ export async function acquireLease(host: RunHost, runId: string, waitMs: number)
   const unlock = await host.mutex.acquire(runId, waitMs);
   try {
     const run = await claimUntil(host, runId, deadline, waitMs);
+    const { takenFrom, epoch } = run.lease;
+    if (takenFrom !== null) {
+      host.events.log({ event: 'lease_taken_over', level: 'warn', msg: 'lease taken over', runId, epoch, from: takenFrom });
+    }
     return startHeartbeat(host, run, unlock);
   } catch (error) {
     unlock();

@@ -1,3 +1,5 @@
+import type { CheckpointReason } from '../metadata/metadata-store.js';
+import type { FolderScope } from '../model/folder-scopes.js';
 import type { SaveMoment } from './run-extension.js';
 
 type Level = 'info' | 'warn' | 'error';
@@ -61,6 +63,60 @@ export type RunLogEvent =
       readonly error: unknown;
     }
   | { readonly event: 'lease_lost'; readonly level: Level; readonly msg: string; readonly runId: string; readonly epoch: number }
+  | {
+      /** This process claimed a run's lease that another owner held and let expire. */
+      readonly event: 'lease_taken_over';
+      readonly level: Level;
+      readonly msg: string;
+      readonly runId: string;
+      readonly epoch: number;
+      /** The owner whose lease expired. */
+      readonly from: string;
+    }
+  | {
+      /** A checkpoint of any workspace this process took (runs, work-folder sync, repositories, the API). */
+      readonly event: 'checkpoint_finished';
+      readonly level: Level;
+      readonly msg: string;
+      readonly reason: CheckpointReason;
+      readonly outcome: 'ready' | 'failed';
+      readonly durationMs: number;
+      /** Files of the ready checkpoint; 0 when it failed. */
+      readonly files: number;
+      /** Raw bytes of objects the checkpoint stored anew; 0 when it failed. */
+      readonly bytesNew: number;
+      /** The failure's closed error code; `null` when ready. */
+      readonly code: string | null;
+    }
+  | {
+      /** A restore this process ran (every restore: a run's recovery or upgrade, the API's, the CLI's). */
+      readonly event: 'restore_finished';
+      readonly level: Level;
+      readonly msg: string;
+      readonly outcome: 'ok' | 'failed';
+      readonly durationMs: number;
+      /** Bytes fetched from the blob store; 0 when it failed. */
+      readonly bytesFetched: number;
+      readonly code: string | null;
+    }
+  | {
+      /** A GC sweep this replica ran (it held the sweep claim). */
+      readonly event: 'gc_sweep_finished';
+      readonly level: Level;
+      readonly msg: string;
+      readonly outcome: 'swept' | 'failed';
+      readonly durationMs: number;
+      /** Bytes of pack blobs deleted; 0 when it failed. */
+      readonly bytesFreed: number;
+    }
+  | {
+      /** A save of a bound work-folder directory failed (the sandbox keeps the changes). */
+      readonly event: 'work_folder_save_failed';
+      readonly level: Level;
+      readonly msg: string;
+      readonly scope: FolderScope;
+      readonly code: string;
+    }
   | {
       readonly event: 'lease_release_failed';
       readonly level: Level;

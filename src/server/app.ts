@@ -16,7 +16,7 @@ import { idempotency } from './idempotency.js';
 import { INSPECTOR_DOCS, mountInspector } from './inspector-assets.js';
 import type { Logger } from './logger.js';
 import { requestLogger } from './logger.js';
-import { httpMetrics, type Metrics, PROMETHEUS_CONTENT_TYPE } from './metrics.js';
+import { engineMetrics, httpMetrics, type Metrics, PROMETHEUS_CONTENT_TYPE } from './metrics.js';
 import { buildOpenApi, type RouteDoc } from './openapi.js';
 import { answerAs, type RouteDef } from './route.js';
 import { bundleRoutes } from './routes/bundles.js';
@@ -130,6 +130,7 @@ export function createApp(options: AppOptions): Hono<AppEnv> {
   app.use(httpMetrics(metrics));
   app.onError(errorHandler(log));
   registerRunMetrics(hf, metrics);
+  engineMetrics(metrics, hf, options.version);
 
   const routes: RouteDef[] = [
     ...deploymentRoutes(hf),

@@ -29,6 +29,20 @@ import type { SnapshotDeps } from './snapshot-deps.js';
 import { type EndpointContext, LocalWorkspaceSource, type WorkspaceSource } from './workspace-source.js';
 import type { WorkspaceTarget } from './workspace-target.js';
 
+/** The closed code an observer is told of a failure by: a HoldfastError's own, else `INTERNAL`. */
+function codeOf(error: unknown): string {
+  return isHoldfastError(error) ? error.code : 'INTERNAL';
+}
+
+/** Calls an observer; its failure must never fail or mask the checkpoint or restore it watches. */
+function tell(call: () => void): void {
+  try {
+    call();
+  } catch {
+    // An observer is for metrics only.
+  }
+}
+
 /** A workspace with its head checkpoint (if any). */
 export interface WorkspaceSummary extends Workspace {
   readonly head: Checkpoint | undefined;
@@ -106,7 +120,26 @@ export class Snapshots {
     const from =
       source?.(this.endpointContext(workspace)) ??
       new LocalWorkspaceSource(dir as string, workspace.id, this.deps.cacheDir, this.deps.workers);
-    return createCheckpoint(this.deps, { ...rest, note, source: from, workspace });
+    const started = performance.now();
+    const reason = options.reason ?? 'manual';
+    const observer = this.deps.observer;
+    try {
+      const result = await createCheckpoint(this.deps, { ...rest, note, source: from, workspace });
+      const { files, rawBytesWritten } = result.stats;
+      tell(() =>
+        observer?.checkpointFinished({
+          outcome: 'ready',
+          reason,
+          durationMs: performance.now() - started,
+          files,
+          bytesNew: rawBytesWritten,
+        }),
+      );
+      return result;
+    } catch (error) {
+      tell(() => observer?.checkpointFinished({ outcome: 'failed', reason, durationMs: performance.now() - started, code: codeOf(error) }));
+      throw error;
+    }
   }
 
   /**
@@ -210,9 +243,18 @@ export class Snapshots {
     const { dir, target, ...rest } = options;
     if ((dir === undefined) === (target === undefined))
       throw new InputError('INVALID_INPUT', 'restore needs exactly one of dir and target');
-    const { workspace, checkpoint } = await this.restorePoint(options.workspace, options.checkpoint);
-    const to = target?.(this.endpointContext(workspace)) ?? new LocalWorkspaceTarget(dir as string, this.deps);
-    return restoreCheckpoint(this.reader, { ...rest, target: to, workspace, checkpoint });
+    const started = performance.now();
+    const observer = this.deps.observer;
+    try {
+      const { workspace, checkpoint } = await this.restorePoint(options.workspace, options.checkpoint);
+      const to = target?.(this.endpointContext(workspace)) ?? new LocalWorkspaceTarget(dir as string, this.deps);
+      const receipt = await restoreCheckpoint(this.reader, { ...rest, target: to, workspace, checkpoint });
+      tell(() => observer?.restoreFinished({ outcome: 'ok', durationMs: performance.now() - started, bytesFetched: receipt.bytesFetched }));
+      return receipt;
+    } catch (error) {
+      tell(() => observer?.restoreFinished({ outcome: 'failed', durationMs: performance.now() - started, code: codeOf(error) }));
+      throw error;
+    }
   }
 
   /** What a source or target made for `workspace` may use of this service. */

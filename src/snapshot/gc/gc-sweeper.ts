@@ -35,7 +35,14 @@ export interface GcSweeperOptions {
   readonly gc?: GcOptions;
   /** Receives failures of timer-driven sweeps (which otherwise have nobody to reject to). */
   readonly onError?: (error: unknown) => void;
+  /** Told of every sweep this replica ran (it had the claim), timer-driven or not, for metrics; must not throw. */
+  readonly onSweep?: (sweep: GcSweepFinished) => void;
 }
+
+/** A sweep this replica ran: `swept` with the bytes of pack blobs it deleted, or `failed`. */
+export type GcSweepFinished =
+  | { readonly outcome: 'swept'; readonly durationMs: number; readonly bytesFreed: number }
+  | { readonly outcome: 'failed'; readonly durationMs: number };
 
 /**
  * The service's periodic GC sweep, on one replica at a time: each tick claims
@@ -110,13 +117,26 @@ export class GcSweeper {
       claims.claim(GC_SWEEP_CLAIM, this.holder, ttl).catch((error: unknown) => this.options.onError?.(error));
     }, ttl / RENEW_FRACTION);
     renew.unref();
+    const started = performance.now();
     try {
       const now = this.options.gc?.now;
       const presence = await checkPackPresence(this.deps, now === undefined ? {} : { now });
       const report = await collectGarbage(this.deps, { retention: SWEEP_RETENTION, ...this.options.gc });
+      this.tell({ outcome: 'swept', durationMs: performance.now() - started, bytesFreed: report.bytesFreed });
       return { kind: 'swept', report, presence };
+    } catch (error) {
+      this.tell({ outcome: 'failed', durationMs: performance.now() - started });
+      throw error;
     } finally {
       clearInterval(renew);
+    }
+  }
+
+  private tell(sweep: GcSweepFinished): void {
+    try {
+      this.options.onSweep?.(sweep);
+    } catch {
+      // A listener is for metrics only: it must not fail the sweep.
     }
   }
 }
