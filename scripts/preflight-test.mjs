@@ -1,5 +1,5 @@
 // Runs before `npm test` (npm's pretest): checks that this machine has what the suite talks to
-// (bubblewrap, a Docker daemon that answers, chromium, busybox-static, git, PostgreSQL on
+// (bubblewrap, a Docker daemon that answers, chromium, busybox-static, git, promtool, PostgreSQL on
 // 127.0.0.1:5432 or HOLDFAST_TEST_PG) and, when something is missing, fails at once with ONE
 // line naming what is missing and the command that installs and starts it (`npm run setup`,
 // which `.ci/run` also calls). Prints nothing and exits 0 when everything is there.
@@ -48,6 +48,7 @@ for (const [tool, what] of [
   ['chromium', 'chromium'],
   ['busybox', 'busybox-static'],
   ['git', 'git'],
+  ['promtool', 'prometheus (for promtool)'],
 ]) {
   if (onPath(tool) === undefined) missing.push(what);
 }
