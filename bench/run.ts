@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
  * colour the next) and prints their tables. Arguments (e.g. `--json`) are passed on.
  */
 const here = path.dirname(fileURLToPath(import.meta.url));
-const BENCHES = ['metadata-insert.ts', 'blob-throughput.ts', 'snapshot.ts', 'endpoints.ts', 'recovery.ts'];
+const BENCHES = ['metadata-insert.ts', 'blob-throughput.ts', 'snapshot.ts', 'endpoints.ts', 'recovery.ts', 'turn-cost.ts'];
 
 let failed = 0;
 for (const bench of BENCHES) {
