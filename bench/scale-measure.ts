@@ -31,6 +31,8 @@ const TEN_FILES_TURNS_PER_RUN = quick ? 3 : 20;
 const ARTIFACT_TURNS = quick ? 1 : 3;
 const ARTIFACT_BYTES = 100_000_000;
 const RECOVERIES = quick ? 2 : 5;
+/** Runs created without turns before sizes per row are read, so per-run tables span many pages. */
+const EXTRA_RUNS_FOR_ROW_SIZES = quick ? 20 : 300;
 /** GC: workspaces, and the checkpoints the store holds at each measured size. */
 const GC_WORKSPACES = 10;
 const GC_STAGES = quick ? [20, 40] : [100, 300, 900];
@@ -154,6 +156,8 @@ async function smallEdits(
       for (let t = 0; t < SMALL_TURNS_PER_RUN; t += 1) for (const id of runs) walls.push(await command(hf, id, SMALL_EDIT(t)));
       return walls;
     });
+    // Rows per run (runs, workspaces) need pages of them for a size per row: runs without turns.
+    for (let i = 0; i < EXTRA_RUNS_FOR_ROW_SIZES; i += 1) await hf.runs.create({ deploymentId: deployment.id });
     return { firstTurn, smallEdit, bytesPerRow: bytesPerRow(await pgSnapshot(engine.dbUrl, 0)) };
   } finally {
     await engine.close();

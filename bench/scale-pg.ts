@@ -114,12 +114,16 @@ export function pgPerTurn(after: PgSnapshot, before: PgSnapshot, turns: number):
   return { tables, commits: (after.commits - before.commits) / turns };
 }
 
-/** Bytes per live row of each table and each of its indexes (page overhead and fill included), for tables with rows. */
-export function bytesPerRow(snapshot: PgSnapshot): Record<string, { heap: number; indexes: Record<string, number> }> {
-  const out: Record<string, { heap: number; indexes: Record<string, number> }> = {};
+/**
+ * Bytes per live row of each table and each of its indexes (page overhead and fill included),
+ * for tables with rows, with the row count it was read at (a few rows in one 8 KiB page say little).
+ */
+export function bytesPerRow(snapshot: PgSnapshot): Record<string, { rows: number; heap: number; indexes: Record<string, number> }> {
+  const out: Record<string, { rows: number; heap: number; indexes: Record<string, number> }> = {};
   for (const [name, t] of Object.entries(snapshot.tables)) {
     if (t.rows === 0) continue;
     out[name] = {
+      rows: t.rows,
       heap: t.heapBytes / t.rows,
       indexes: Object.fromEntries(Object.entries(t.indexes).map(([i, bytes]) => [i, bytes / t.rows])),
     };

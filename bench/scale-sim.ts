@@ -3,8 +3,8 @@
  * that shape costs, from the per-turn figures `scale-measure.ts` measured (docs/scale-figures.json,
  * `--figures FILE`): PostgreSQL rows and bytes per table and index, S3 requests per second
  * (average and peak, against S3's per-prefix limits), stored bytes, monthly request and storage
- * cost at the prices used, and a GC sweep's cost at that store size (linear in the checkpoints
- * the store holds, fitted to the measured sweeps). `--json` prints the result as JSON.
+ * cost at the prices used, and a GC sweep's cost at that store size (its time by a power law
+ * and its requests by a line in the checkpoints the store holds, fitted to the measured sweeps). `--json` prints the result as JSON.
  *
  * Model (stated, not hidden): `runs` runs are active at once, each takes `turnsPerDay` turns;
  * a fraction `recoveryRate` of turns find their sandbox gone (a recovery turn), the rest are
@@ -83,7 +83,11 @@ export interface SimResult {
   };
   readonly gc: {
     readonly checkpoints: number;
+    /** Extrapolated by the power law fitted to the measured sweeps' medians. */
     readonly sweepSeconds: number;
+    /** Extrapolated by the least-squares line through them instead. */
+    readonly sweepSecondsLinear: number;
+    readonly sweepExponent: number;
     readonly getsPerSweep: number;
     readonly listsPerSweep: number;
   };
@@ -115,6 +119,21 @@ export function fitLine(points: ReadonlyArray<readonly [number, number]>): { int
   const sxy = points.reduce((a, p) => a + (p[0] - mx) * (p[1] - my), 0);
   const slope = sxx === 0 ? 0 : sxy / sxx;
   return { intercept: my - slope * mx, slope };
+}
+
+/**
+ * Least-squares power law `y = coefficient * x^exponent` through (x, y) points with x, y > 0
+ * (a line in log-log space); a single point gives exponent 1.
+ */
+export function fitPowerLaw(points: ReadonlyArray<readonly [number, number]>): { coefficient: number; exponent: number } {
+  const logs = points.filter(([x, y]) => x > 0 && y > 0).map(([x, y]) => [Math.log(x), Math.log(y)] as const);
+  if (logs.length === 0) return { coefficient: 0, exponent: 1 };
+  if (logs.length === 1) {
+    const [[lx, ly]] = logs as [readonly [number, number]];
+    return { coefficient: Math.exp(ly - lx), exponent: 1 };
+  }
+  const line = fitLine(logs);
+  return { coefficient: Math.exp(line.intercept), exponent: line.slope };
 }
 
 /** The totals of a fleet of `shape` with the measured `figures`. */
@@ -158,12 +177,15 @@ export function simulate(figures: ScaleFigures, shape: FleetShape): SimResult {
   const storedBytes = bytesInPerTurn * turnsRetained;
 
   const checkpointsRetained = mixed((t) => t.pg.tables.checkpoints?.rows ?? 0) * turnsRetained;
-  const time = fitLine(figures.gc.map((g) => [g.checkpoints, g.sweepMsMedian] as const));
+  const timePoints = figures.gc.map((g) => [g.checkpoints, g.sweepMsMedian] as const);
+  const time = fitLine(timePoints);
+  const timePower = fitPowerLaw(timePoints);
   const gets = fitLine(figures.gc.map((g) => [g.checkpoints, g.s3PerSweep.requests.get + g.s3PerSweep.requests.head] as const));
   const lists = fitLine(figures.gc.map((g) => [g.checkpoints, g.s3PerSweep.requests.list] as const));
   const getsPerSweep = Math.max(0, gets.intercept + gets.slope * checkpointsRetained);
   const listsPerSweep = Math.max(0, lists.intercept + lists.slope * checkpointsRetained);
-  const sweepSeconds = Math.max(0, time.intercept + time.slope * checkpointsRetained) / 1000;
+  const sweepSecondsLinear = Math.max(0, time.intercept + time.slope * checkpointsRetained) / 1000;
+  const sweepSeconds = (timePower.coefficient * checkpointsRetained ** timePower.exponent) / 1000;
 
   const monthlyTurns = turnsPerDay * DAYS_PER_MONTH;
   const requestCost = (putTierCount: number, getTierCount: number) =>
@@ -180,7 +202,14 @@ export function simulate(figures: ScaleFigures, shape: FleetShape): SimResult {
       getTierPerSecond: { average: getTier * average, peak: getTier * peak, peakPerPackPrefix: (getTier * peak) / PACK_PREFIXES },
       storedBytes,
     },
-    gc: { checkpoints: checkpointsRetained, sweepSeconds, getsPerSweep, listsPerSweep },
+    gc: {
+      checkpoints: checkpointsRetained,
+      sweepSeconds,
+      sweepSecondsLinear,
+      sweepExponent: timePower.exponent,
+      getsPerSweep,
+      listsPerSweep,
+    },
     monthlyCost: {
       requests: requestCost(putTier * monthlyTurns, getTier * monthlyTurns),
       storage: (storedBytes / 1e9) * S3_PRICES.storagePerGbMonth,
@@ -258,7 +287,7 @@ function print(shape: FleetShape, r: SimResult): void {
   );
   out.push(`S3 stored: ${si(s.storedBytes)}B`);
   out.push(
-    `GC sweep at ${si(r.gc.checkpoints)} checkpoints: ~${si(r.gc.sweepSeconds)} s, ~${si(r.gc.getsPerSweep)} GETs, ~${si(r.gc.listsPerSweep)} LISTs (every 3 min today)`,
+    `GC sweep at ${si(r.gc.checkpoints)} checkpoints: ~${si(r.gc.sweepSeconds)} s (time ~ checkpoints^${r.gc.sweepExponent.toFixed(2)}; ${si(r.gc.sweepSecondsLinear)} s if linear), ~${si(r.gc.getsPerSweep)} GETs, ~${si(r.gc.listsPerSweep)} LISTs (every 3 min today)`,
   );
   out.push(
     `monthly: requests $${r.monthlyCost.requests.toFixed(0)}, storage $${r.monthlyCost.storage.toFixed(0)}, GC sweep GETs $${r.monthlyCost.gcRequests.toFixed(0)} (if sweeps could keep their 3-minute interval)`,

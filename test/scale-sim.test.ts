@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { type FleetShape, fitLine, S3_PRICES, type ScaleFigures, simulate } from '../bench/scale-sim.js';
+import { type FleetShape, fitLine, fitPowerLaw, S3_PRICES, type ScaleFigures, simulate } from '../bench/scale-sim.js';
 
 /** A measured turn with `rows` rows per table, `put`/`get` requests and `bytesIn` bytes uploaded. */
 function turn(rows: Record<string, number>, put: number, get: number, bytesIn: number, commits: number) {
@@ -101,11 +101,25 @@ describe('scale-sim: the fleet totals follow from the figures and the shape', ()
     ).toEqual({ intercept: 100, slope: 10 });
     const checkpoints = retainedTurns; // one checkpoint per turn of every kind
     expect(r.gc.checkpoints).toBe(checkpoints);
-    expect(r.gc.sweepSeconds).toBeCloseTo((100 + 10 * checkpoints) / 1000, 6);
+    expect(r.gc.sweepSecondsLinear).toBeCloseTo((100 + 10 * checkpoints) / 1000, 6);
+    // The power law through (100, 1100) and (300, 3100): exponent ln(3100/1100)/ln(3).
+    const exponent = Math.log(3100 / 1100) / Math.log(3);
+    expect(r.gc.sweepExponent).toBeCloseTo(exponent, 10);
+    expect(r.gc.sweepSeconds).toBeCloseTo((1100 * (checkpoints / 100) ** exponent) / 1000, 3);
     expect(r.gc.getsPerSweep).toBeCloseTo(10 + 2 * checkpoints, 6);
     expect(r.gc.listsPerSweep).toBeCloseTo(2, 10);
     const sweepsPerMonth = 480 * 30;
     expect(r.monthlyCost.gcRequests).toBeCloseTo(((10 + 2 * checkpoints) * sweepsPerMonth * 0.0004 + 2 * sweepsPerMonth * 0.005) / 1000, 6);
+  });
+
+  it('fits a power law exactly through points on one', () => {
+    const fit = fitPowerLaw([
+      [10, 3 * 10 ** 1.5],
+      [40, 3 * 40 ** 1.5],
+      [90, 3 * 90 ** 1.5],
+    ]);
+    expect(fit.coefficient).toBeCloseTo(3, 10);
+    expect(fit.exponent).toBeCloseTo(1.5, 10);
   });
 
   it('refuses a mix that does not sum to 1', () => {
