@@ -11,7 +11,7 @@
  * backends, s3rver and the generator, so the table says what saturated. `--write` merges the
  * result into docs/scale-figures.json under `load`.
  */
-import { type ChildProcess, fork, spawn } from 'node:child_process';
+import { type ChildProcess, fork } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -20,6 +20,7 @@ import { openMetadataStore } from '../src/metadata/metadata-store.js';
 import { BwrapSandboxProvider } from '../src/sandbox/providers/bwrap.js';
 import { generateToken, hashToken } from '../src/tenants/tokens.js';
 import { createTestDatabase } from '../test/support/postgres.js';
+import { type ServeProcess, startServe } from '../test/support/serve-process.js';
 import type { S3Counts } from './scale-s3.js';
 import { median, printTable } from './stats.js';
 
@@ -84,30 +85,11 @@ function machineCpu(): { busy: number; total: number } {
   return { busy: total - (n[3] ?? 0) - (n[4] ?? 0), total };
 }
 
-interface Replica {
-  readonly child: ChildProcess;
-  readonly url: string;
-}
+type Replica = ServeProcess;
 
 function startReplica(env: NodeJS.ProcessEnv, name: string): Promise<Replica> {
-  const child = spawn(process.execPath, [MAIN, 'serve', '--port', '0', '--no-inspector'], {
-    env: { ...env, HOLDFAST_CACHE_DIR: path.join(env.HOLDFAST_SANDBOX_DIR ?? '', '..', `cache-${name}`) },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  return new Promise((resolve, reject) => {
-    let buffered = '';
-    child.stdout?.on('data', (chunk: Buffer) => {
-      buffered += chunk.toString();
-      for (let nl = buffered.indexOf('\n'); nl >= 0; nl = buffered.indexOf('\n')) {
-        const line = buffered.slice(0, nl);
-        buffered = buffered.slice(nl + 1);
-        const parsed = JSON.parse(line) as { msg?: string; url?: string };
-        if (parsed.msg === 'listening' && parsed.url !== undefined) resolve({ child, url: parsed.url });
-      }
-    });
-    child.stderr?.resume();
-    child.once('exit', (code) => reject(new Error(`replica ${name} exited with ${code} before listening`)));
-  });
+  const cacheDir = path.join(env.HOLDFAST_SANDBOX_DIR ?? '', '..', `cache-${name}`);
+  return startServe({ ...(env as Record<string, string>), HOLDFAST_CACHE_DIR: cacheDir }, ['--no-inspector']);
 }
 
 interface S3Process {
@@ -226,8 +208,8 @@ async function loadWith(replicaCount: number): Promise<LoadResult> {
     const errors: Record<string, number> = {};
     const pgPids = await pgBackends(db.url);
     const cpuStart = {
-      replicas: replicas.map((r) => cpuOf(r.child.pid ?? 0)),
-      replicaDescendants: replicas.map((r) => descendantsCpu(r.child.pid ?? 0)),
+      replicas: replicas.map((r) => cpuOf(r.pid)),
+      replicaDescendants: replicas.map((r) => descendantsCpu(r.pid)),
       pg: pgPids.map(cpuOf),
       s3: cpuOf(s3.child.pid ?? 0),
       generator: process.cpuUsage(),
@@ -272,9 +254,9 @@ async function loadWith(replicaCount: number): Promise<LoadResult> {
       latencyMsP95: sorted[Math.floor(sorted.length * 0.95)] ?? Number.NaN,
       errors,
       cpu: {
-        replicas: replicas.map((r, i) => share(cpuOf(r.child.pid ?? 0).self - (cpuStart.replicas[i]?.self ?? 0))),
+        replicas: replicas.map((r, i) => share(cpuOf(r.pid).self - (cpuStart.replicas[i]?.self ?? 0))),
         replicaChildren: replicas.map((r, i) => {
-          const now = cpuOf(r.child.pid ?? 0).children + descendantsCpu(r.child.pid ?? 0);
+          const now = cpuOf(r.pid).children + descendantsCpu(r.pid);
           return share(now - ((cpuStart.replicas[i]?.children ?? 0) + (cpuStart.replicaDescendants[i] ?? 0)));
         }),
         postgres: share(pgPids.reduce((a, pid, i) => a + cpuOf(pid).self - (cpuStart.pg[i]?.self ?? 0), 0)),
@@ -285,7 +267,7 @@ async function loadWith(replicaCount: number): Promise<LoadResult> {
       s3PerTurn: { put: perTurn('put'), head: perTurn('head'), get: perTurn('get'), list: perTurn('list'), delete: perTurn('delete') },
     };
   } finally {
-    for (const r of replicas) r.child.kill('SIGKILL');
+    for (const r of replicas) process.kill(r.pid, 'SIGKILL');
     s3.child.send('stop');
     const provider = new BwrapSandboxProvider({ root: path.join(sandboxDir, 'bwrap') });
     for (const s of await provider.list().catch(() => [])) await provider.destroy(s.id).catch(() => undefined);

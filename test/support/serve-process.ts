@@ -43,6 +43,8 @@ export interface CliStore {
 /** A running `holdfast serve`. */
 export interface ServeProcess {
   readonly url: string;
+  /** The serve process's id (for CPU accounting or a kill -9). */
+  readonly pid: number;
   /** Its stdout so far (JSON log lines). */
   log(): string;
   /** SIGTERM, then SIGKILL after the stop timeout. */
@@ -67,7 +69,8 @@ export function openCliStore(prefix: string): CliStore {
   };
 }
 
-async function startServe(env: Record<string, string>, args: readonly string[]): Promise<ServeProcess> {
+/** Starts the compiled `holdfast serve` on a free port with `env` and `args`, once it logs `listening`. */
+export async function startServe(env: Record<string, string>, args: readonly string[]): Promise<ServeProcess> {
   const child = spawn(process.execPath, [HOLDFAST_BIN, 'serve', '--port', '0', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
@@ -93,6 +96,7 @@ async function startServe(env: Record<string, string>, args: readonly string[]):
   });
   return {
     url,
+    pid: child.pid ?? 0,
     log: () => stdout,
     stop: () => stopChild(child),
   };
