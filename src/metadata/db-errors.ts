@@ -106,8 +106,11 @@ function errorCode(error: Error): string | undefined {
   return undefined;
 }
 
+/** pg's own connection failures carry no code, only these messages (the last: a client whose connection already failed). */
 function isPoolConnectFailure(error: Error): boolean {
-  return /timeout exceeded when trying to connect|Connection terminated|connection timeout/i.test(error.message);
+  return /timeout exceeded when trying to connect|Connection terminated|connection timeout|encountered a connection error and is not queryable/i.test(
+    error.message,
+  );
 }
 
 interface ConstraintData {

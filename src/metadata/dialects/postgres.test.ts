@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { createTestDatabase } from '../../../test/support/postgres.js';
+import { createTestDatabase, DEFAULT_TEST_PG_URL } from '../../../test/support/postgres.js';
 import { describeMetadataContract } from '../metadata.contract.js';
 import { openMetadataStore } from '../metadata-store.js';
 
@@ -14,6 +14,31 @@ describeMetadataContract({
 });
 
 describe('postgres dialect', () => {
+  it('a connection terminated while a transaction holds it fails that transaction, not the process; the store goes on', async () => {
+    const database = await createTestDatabase();
+    const store = await openMetadataStore({ kind: 'postgres', url: database.url });
+    const admin = new pg.Client({ connectionString: process.env.HOLDFAST_TEST_PG || DEFAULT_TEST_PG_URL });
+    await admin.connect();
+    try {
+      const name = new URL(database.url).pathname.slice(1);
+      const failed = await store
+        .transaction(async (tx) => {
+          await sql`SELECT 1`.execute(tx.db);
+          // No query is in flight on this client while its backend is terminated.
+          await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1', [name]);
+          await new Promise((resolve) => setTimeout(resolve, 200));
+          await sql`SELECT 1`.execute(tx.db);
+        })
+        .catch((e: unknown) => e);
+      expect(failed).toMatchObject({ code: 'STORE_UNAVAILABLE' });
+      expect(await store.workspaces.find('still-usable')).toBeUndefined();
+    } finally {
+      await admin.end();
+      await store.close();
+      await database.drop();
+    }
+  });
+
   it('an unreachable server is STORE_UNAVAILABLE naming host and database, password redacted', async () => {
     const url = 'postgres://holdfast:hunter2@127.0.0.1:1/holdfast_nowhere';
     const error = await openMetadataStore({ kind: 'postgres', url }).catch((e: unknown) => e);

@@ -62,6 +62,11 @@ export async function openPostgres(url: string, now: () => number = Date.now): P
   // An idle client whose server went away emits 'error' on the pool; without a listener
   // Node would crash the process. The pool drops that client; the next query reconnects.
   pool.on('error', () => {});
+  // A client checked out of the pool (a transaction between two queries) has no pool listener:
+  // when its server connection ends there (pg_terminate_backend, a restart), pg emits 'error'
+  // on the client itself, which crashed the process. The query in flight or the next one fails
+  // instead (STORE_UNAVAILABLE), and the pool drops the client on release as not queryable.
+  pool.on('connect', (client) => client.on('error', () => {}));
   const dialect = new TranslatingDialect(new PostgresDialect({ pool }), { translate });
   const db = new Kysely<Database>({ dialect });
   try {
