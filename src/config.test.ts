@@ -1,6 +1,17 @@
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { describeConfig, loadConfig } from './config.js';
+import { holdfastToken } from '../test/support/secret-samples.js';
+import {
+  DEFAULT_LOG_LEVEL,
+  describeConfig,
+  type HoldfastConfig,
+  LOG_LEVELS,
+  loadConfig,
+  logLevelFromEnv,
+  parseGitConfig,
+  parseHoldfastConfig,
+  readConfigEnv,
+} from './config.js';
 
 const cwd = '/srv/app';
 
@@ -138,5 +149,92 @@ describe('git settings', () => {
     ['HOLDFAST_GIT_CREDENTIALS_FILE', '/nonexistent/credentials.json'],
   ])('refuses %s=%s naming the variable', (variable, value) => {
     expect(codeAndVariable(() => loadConfig({ env: { [variable]: value }, cwd }))).toEqual({ code: 'INVALID_INPUT', variable });
+  });
+});
+
+describe('configuration schemas', () => {
+  function codeAndData(fn: () => unknown): { code: unknown; data: unknown } {
+    try {
+      fn();
+    } catch (error) {
+      const e = error as { code?: unknown; data?: unknown };
+      return { code: e.code, data: e.data };
+    }
+    return { code: 'NO_ERROR', data: undefined };
+  }
+
+  it('HOLDFAST_LOG_LEVEL: every pino level and silent; unset or empty is info; anything else names the variable', () => {
+    for (const level of LOG_LEVELS) expect(logLevelFromEnv({ HOLDFAST_LOG_LEVEL: level })).toBe(level);
+    expect(logLevelFromEnv({})).toBe(DEFAULT_LOG_LEVEL);
+    expect(logLevelFromEnv({ HOLDFAST_LOG_LEVEL: '' })).toBe('info');
+    for (const value of ['verbose', 'INFO', '10', 'warning']) {
+      const expected = { code: 'INVALID_INPUT', data: { variable: 'HOLDFAST_LOG_LEVEL', field: 'HOLDFAST_LOG_LEVEL' } };
+      expect(codeAndData(() => logLevelFromEnv({ HOLDFAST_LOG_LEVEL: value }))).toEqual(expected);
+      // Every command that loads the configuration refuses it too.
+      expect(codeAndData(() => loadConfig({ env: { HOLDFAST_LOG_LEVEL: value }, cwd }))).toEqual(expected);
+    }
+  });
+
+  it('a bad git or serve variable is INVALID_INPUT with data.field naming the variable', () => {
+    expect(codeAndData(() => loadConfig({ env: { HOLDFAST_GIT_ALLOWED_HOSTS: 'github.com, http://x' }, cwd }))).toEqual({
+      code: 'INVALID_INPUT',
+      data: { variable: 'HOLDFAST_GIT_ALLOWED_HOSTS', field: 'HOLDFAST_GIT_ALLOWED_HOSTS' },
+    });
+    for (const [variable, value] of [
+      ['HOLDFAST_PORT', '70000'],
+      ['HOLDFAST_PORT', '80a'],
+      ['HOLDFAST_LEASE_TTL_MS', '0'],
+      ['HOLDFAST_INSPECTOR', 'maybe'],
+    ] as const) {
+      expect(codeAndData(() => loadConfig({ env: { [variable]: value }, cwd }))).toEqual({
+        code: 'INVALID_INPUT',
+        data: { variable, field: variable },
+      });
+    }
+    expect(readConfigEnv({ HOLDFAST_PORT: '0', HOLDFAST_INSPECTOR: 'OFF', HOLDFAST_GC_SWEEP_INTERVAL_MS: '' })).toMatchObject({
+      HOLDFAST_PORT: 0,
+      HOLDFAST_INSPECTOR: false,
+      HOLDFAST_GC_SWEEP_INTERVAL_MS: undefined,
+    });
+    expect(codeAndData(() => loadConfig({ env: { HOLDFAST_GIT_MAX_CHECKOUT_BYTES: '1e9' }, cwd }))).toEqual({
+      code: 'INVALID_INPUT',
+      data: { variable: 'HOLDFAST_GIT_MAX_CHECKOUT_BYTES', field: 'HOLDFAST_GIT_MAX_CHECKOUT_BYTES' },
+    });
+  });
+
+  it('library git settings name the exact field; a credential is never echoed', () => {
+    expect(codeAndData(() => parseGitConfig({ allowedHosts: ['github.com', 'not a host'] }))).toEqual({
+      code: 'INVALID_INPUT',
+      data: { variable: 'git.allowedHosts', field: 'git.allowedHosts[1]' },
+    });
+    const token = holdfastToken();
+    let message = '';
+    const refused = codeAndData(() => {
+      try {
+        parseGitConfig({ credentials: [{ host: 'github.com', username: 'a:b', token }] });
+      } catch (error) {
+        message = String((error as Error).message);
+        throw error;
+      }
+    });
+    expect(refused).toEqual({ code: 'INVALID_INPUT', data: { variable: 'git.credentials', field: 'git.credentials[0].username' } });
+    expect(message.includes(token)).toBe(false);
+    expect(parseGitConfig({ protocols: ['https', 'https', 'ssh'] }).protocols).toEqual(['https', 'ssh']);
+  });
+
+  it('a HoldfastConfig a library passes is checked by HoldfastConfigSchema, naming the field', () => {
+    const good = { meta: { kind: 'sqlite', path: '/srv/m.db' }, blobs: { kind: 'local-disk', path: '/srv/b' } } as const;
+    expect(parseHoldfastConfig(good)).toEqual(good);
+    expect(Object.isFrozen(parseHoldfastConfig(good).meta)).toBe(true);
+    const cases: Array<[unknown, string]> = [
+      [{ ...good, meta: { kind: 'sqlite', path: 'relative.db' } }, 'meta.path'],
+      [{ ...good, meta: { kind: 'mysql', url: 'mysql://x' } }, 'meta.kind'],
+      [{ ...good, blobs: { kind: 's3', bucket: 'Bad_Bucket', prefix: '', region: 'us-east-1', forcePathStyle: false } }, 'blobs.bucket'],
+      [{ ...good, git: { allowedHosts: ['ok.example', 'http://x'] } }, 'git.allowedHosts[1]'],
+      [{ ...good, git: { maxPackBytes: -1 } }, 'git.maxPackBytes'],
+    ];
+    for (const [config, field] of cases) {
+      expect(codeAndData(() => parseHoldfastConfig(config as HoldfastConfig))).toMatchObject({ code: 'INVALID_INPUT', data: { field } });
+    }
   });
 });

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { InputError } from './errors.js';
+import { z } from 'zod';
+import { fieldPath, InputError } from './errors.js';
 
 /** Where metadata lives: an embedded SQLite file or a PostgreSQL database. */
 export type MetaConfig = { readonly kind: 'sqlite'; readonly path: string } | { readonly kind: 'postgres'; readonly url: string };
@@ -97,6 +98,200 @@ const GIT_HOSTS_EXAMPLE = 'github.com,*.example.com';
 const GIT_HOST_PATTERN_RE = /^(?:\*\.)?[a-z0-9](?:[a-z0-9-]{0,62})(?:\.[a-z0-9](?:[a-z0-9-]{0,62}))*$|^\[?[0-9a-f:.]+\]?$/;
 const GIT_CREDENTIALS_EXAMPLE = '/etc/holdfast/git-credentials.json holding [{"host":"github.com","token":"…"}]';
 
+const BUCKET_RE = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
+const PREFIX_SEGMENT_RE = /^[A-Za-z0-9_][A-Za-z0-9._-]*$/;
+
+const GitHostPattern = z
+  .string()
+  .transform((host) => host.toLowerCase())
+  .pipe(z.string().regex(GIT_HOST_PATTERN_RE, { error: 'not a host name, *.domain pattern or IP address' }));
+
+/** One entry of the git credentials file or `git.credentials` ({@link GitCredential}). */
+export const GitCredentialSchema = z
+  .object({
+    host: GitHostPattern,
+    tenant: z.string().optional(),
+    username: z
+      .string()
+      .refine((u) => !u.includes(':'), { error: 'a username holds no colon' })
+      .optional(),
+    token: z.string().optional(),
+    sshKeyFile: z.string().optional(),
+  })
+  .refine((c) => c.token !== undefined || c.sshKeyFile !== undefined, { error: 'each entry needs a host and a token or sshKeyFile' });
+
+const GitProtocolList = z.array(z.enum(GIT_PROTOCOLS, { error: `unknown protocol (known: ${GIT_PROTOCOLS.join(', ')})` }));
+
+/** {@link GitConfig}, every field but none required: what is left out takes {@link DEFAULT_GIT_CONFIG}'s value. */
+export const GitConfigSchema = z.object({
+  allowedHosts: z.array(GitHostPattern).default([]),
+  protocols: GitProtocolList.default([...DEFAULT_GIT_CONFIG.protocols]).transform((protocols) => [...new Set(protocols)]),
+  credentials: z.array(GitCredentialSchema).default([]),
+  allowPrivateAddresses: z.boolean().default(false),
+  sshKnownHostsFile: z.string().min(1).optional(),
+  maxPackBytes: z.number().int().positive().default(DEFAULT_GIT_MAX_PACK_BYTES),
+  maxCheckoutBytes: z.number().int().positive().default(DEFAULT_GIT_MAX_CHECKOUT_BYTES),
+});
+
+const AbsolutePath = z.string().refine((p) => path.isAbsolute(p) && !p.includes('\0'), { error: 'expected an absolute path' });
+
+/** {@link MetaConfig}. */
+export const MetaConfigSchema = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('sqlite'), path: AbsolutePath }),
+  z.object({ kind: z.literal('postgres'), url: z.string().regex(/^postgres(?:ql)?:\/\/[^/]/, { error: 'expected postgres://host/…' }) }),
+]);
+
+/** {@link BlobsConfig}. */
+export const BlobsConfigSchema = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('local-disk'), path: AbsolutePath }),
+  z.object({
+    kind: z.literal('s3'),
+    bucket: z.string().regex(BUCKET_RE, { error: 'not a valid bucket name (3-63 of a-z 0-9 . -)' }),
+    prefix: z.string().refine((p) => p === '' || p.split('/').every((s) => PREFIX_SEGMENT_RE.test(s)), {
+      error: 'a key prefix may use only A-Z a-z 0-9 . _ - between slashes, without a leading or trailing slash',
+    }),
+    endpoint: z
+      .string()
+      .regex(/^https?:\/\/[^/]+/, { error: 'expected an http:// or https:// URL' })
+      .optional(),
+    region: z.string().min(1),
+    forcePathStyle: z.boolean(),
+    credentials: z
+      .object({ accessKeyId: z.string().min(1), secretAccessKey: z.string().min(1), sessionToken: z.string().optional() })
+      .optional(),
+  }),
+]);
+
+/** {@link HoldfastConfig}: what a library caller may pass as `openHoldfast({ config })`. */
+export const HoldfastConfigSchema = z.object({ meta: MetaConfigSchema, blobs: BlobsConfigSchema, git: GitConfigSchema.optional() });
+
+/**
+ * `config` checked by {@link HoldfastConfigSchema} and frozen; `INVALID_INPUT` whose
+ * `data.field` names the place (`blobs.bucket`, `git.allowedHosts[0]`) and `data.variable`
+ * its top-level option. A credential is never echoed in the message.
+ */
+export function parseHoldfastConfig(config: HoldfastConfig): HoldfastConfig {
+  const parsed = HoldfastConfigSchema.safeParse(config);
+  if (!parsed.success) {
+    const issue = firstIssue(parsed.error);
+    const field = fieldPath(issue.path);
+    throw new InputError('INVALID_INPUT', `config.${field}: ${issue.message}`, { data: { variable: String(issue.path[0]), field } });
+  }
+  const { meta, blobs, git } = parsed.data as HoldfastConfig;
+  return freeze(meta, blobs, git === undefined ? undefined : parseGitConfig(git));
+}
+
+/** `HOLDFAST_LOG_LEVEL` values, most verbose first; `silent` writes no line at all. */
+export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
+/** One of {@link LOG_LEVELS}: the lowest level a logger writes. */
+export type LogThreshold = (typeof LOG_LEVELS)[number];
+/** The level when `HOLDFAST_LOG_LEVEL` is unset or empty. */
+export const DEFAULT_LOG_LEVEL: LogThreshold = 'info';
+
+/** An environment variable: unset and empty are the same (the default applies). */
+const variable = <S extends z.ZodType>(schema: S) => z.preprocess((v) => (v === '' ? undefined : v), schema.optional());
+const commaList = z.string().transform((v) =>
+  v
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== ''),
+);
+const byteCount = z
+  .string()
+  .regex(/^[1-9][0-9]{0,15}$/, { error: 'expected a positive number of bytes' })
+  .transform(Number);
+/** Highest TCP port. */
+const MAX_PORT = 65_535;
+/** Values of `HOLDFAST_INSPECTOR`: whether `serve` serves the inspector at `/ui/`. */
+const INSPECTOR_SWITCH: Readonly<Record<string, boolean>> = { on: true, true: true, '1': true, off: false, false: false, '0': false };
+/** A decimal integer in `[min, max]`, as a variable spells it. */
+const integer = (min: number, max = Number.MAX_SAFE_INTEGER) =>
+  z
+    .string()
+    .refine((v) => v.trim() !== '' && Number.isSafeInteger(Number(v)) && Number(v) >= min && Number(v) <= max, {
+      error: `expected an integer from ${min} to ${max}`,
+    })
+    .transform(Number);
+const trueOrFalse = z.enum(['true', 'false'], { error: 'expected true or false' }).transform((v) => v === 'true');
+
+/**
+ * The environment variables configuration reads, by name, each unset when absent or empty:
+ * the stores, the log level, the git settings and what `holdfast serve` takes from them.
+ * The store URLs (`HOLDFAST_META`, `HOLDFAST_BLOBS`) are strings here; {@link parseMetaUrl}
+ * and {@link parseBlobsUrl} read them, relative to the working directory.
+ */
+export const ConfigEnvSchema = z.object({
+  HOLDFAST_META: variable(z.string()),
+  HOLDFAST_BLOBS: variable(z.string()),
+  HOLDFAST_LOG_LEVEL: variable(z.enum(LOG_LEVELS, { error: `expected one of ${LOG_LEVELS.join(', ')}` })),
+  HOLDFAST_GIT_ALLOWED_HOSTS: variable(commaList.pipe(z.array(GitHostPattern))),
+  HOLDFAST_GIT_PROTOCOLS: variable(commaList.pipe(GitProtocolList)),
+  HOLDFAST_GIT_CREDENTIALS_FILE: variable(z.string()),
+  HOLDFAST_GIT_SSH_KNOWN_HOSTS: variable(z.string()),
+  HOLDFAST_GIT_ALLOW_PRIVATE_ADDRESSES: variable(trueOrFalse),
+  HOLDFAST_GIT_MAX_PACK_BYTES: variable(byteCount),
+  HOLDFAST_GIT_MAX_CHECKOUT_BYTES: variable(byteCount),
+  HOLDFAST_HOST: variable(z.string()),
+  HOLDFAST_PORT: variable(integer(0, MAX_PORT)),
+  HOLDFAST_LEASE_TTL_MS: variable(integer(1)),
+  HOLDFAST_CHECKPOINT_INTERVAL_MS: variable(integer(0)),
+  HOLDFAST_SHUTDOWN_DEADLINE_MS: variable(integer(1)),
+  HOLDFAST_STRAY_SWEEP_INTERVAL_MS: variable(integer(0)),
+  HOLDFAST_GC_SWEEP_INTERVAL_MS: variable(integer(0)),
+  HOLDFAST_INSPECTOR: variable(
+    z
+      .string()
+      .transform((v) => v.toLowerCase())
+      .pipe(
+        z.enum(Object.keys(INSPECTOR_SWITCH) as [string, ...string[]], {
+          error: `expected one of ${Object.keys(INSPECTOR_SWITCH).join(', ')}`,
+        }),
+      )
+      .transform((v) => INSPECTOR_SWITCH[v] === true),
+  ),
+});
+/** What {@link readConfigEnv} answers. */
+export type ConfigEnv = z.output<typeof ConfigEnvSchema>;
+
+/** A valid example of each variable, for the error that refuses it. */
+const VARIABLE_EXAMPLES: Readonly<Record<string, string>> = {
+  HOLDFAST_LOG_LEVEL: 'debug',
+  HOLDFAST_PORT: '7420',
+  HOLDFAST_INSPECTOR: 'off',
+  HOLDFAST_GIT_ALLOWED_HOSTS: GIT_HOSTS_EXAMPLE,
+  HOLDFAST_GIT_PROTOCOLS: 'https,ssh',
+  HOLDFAST_GIT_ALLOW_PRIVATE_ADDRESSES: 'false',
+  HOLDFAST_GIT_MAX_PACK_BYTES: '1073741824',
+  HOLDFAST_GIT_MAX_CHECKOUT_BYTES: '4294967296',
+};
+
+/**
+ * `env` read by {@link ConfigEnvSchema}. A bad value is `INVALID_INPUT` whose `data.variable`
+ * and `data.field` name the variable, with a valid example in the message.
+ */
+export function readConfigEnv(env: Readonly<Record<string, string | undefined>>): ConfigEnv {
+  const parsed = ConfigEnvSchema.safeParse(env);
+  if (parsed.success) return parsed.data;
+  const name = String(firstIssue(parsed.error).path[0]);
+  return throwInvalid(name, env[name] ?? '', firstIssue(parsed.error).message, VARIABLE_EXAMPLES[name] ?? '…');
+}
+
+/** The level `HOLDFAST_LOG_LEVEL` sets ({@link DEFAULT_LOG_LEVEL} when unset); `INVALID_INPUT` naming it otherwise. */
+export function logLevelFromEnv(env: Readonly<Record<string, string | undefined>> = process.env): LogThreshold {
+  return readConfigEnv(env).HOLDFAST_LOG_LEVEL ?? DEFAULT_LOG_LEVEL;
+}
+
+/** The issue an error reports: zod lists them in input order. */
+function firstIssue(error: z.ZodError): z.core.$ZodIssue {
+  const [issue] = error.issues;
+  if (issue === undefined) throw new TypeError('a failed parse without issues');
+  return issue;
+}
+
+function throwInvalid(variable: string, value: string, problem: string, example: string): never {
+  throw invalid(variable, value, problem, example);
+}
+
 /** Inputs to {@link loadConfig}; every field is optional. */
 export interface LoadConfigOptions {
   /** Environment to read (`HOLDFAST_*`, `AWS_*`); defaults to `process.env`. */
@@ -114,12 +309,10 @@ const META_EXAMPLE = 'sqlite:./.holdfast/meta.db or postgres://user@127.0.0.1:54
 const BLOBS_EXAMPLE =
   'file:./.holdfast/blobs or s3://my-bucket/holdfast?endpoint=http://127.0.0.1:9000&region=us-east-1&forcePathStyle=true';
 const S3_PARAMS = new Set(['endpoint', 'region', 'forcePathStyle']);
-const BUCKET_RE = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
-const PREFIX_SEGMENT_RE = /^[A-Za-z0-9_][A-Za-z0-9._-]*$/;
 
 function invalid(variable: string, value: string, problem: string, example: string): InputError {
   return new InputError('INVALID_INPUT', `${variable}=${redactUrl(value)}: ${problem}. Example: ${variable}=${example}`, {
-    data: { variable },
+    data: { variable, field: variable },
   });
 }
 
@@ -212,7 +405,10 @@ function credentialsFromEnv(env: Readonly<Record<string, string | undefined>>): 
       'INVALID_INPUT',
       'AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must be set together (or neither, to use the AWS default chain)',
       {
-        data: { variable: accessKeyId ? 'AWS_SECRET_ACCESS_KEY' : 'AWS_ACCESS_KEY_ID' },
+        data: {
+          variable: accessKeyId ? 'AWS_SECRET_ACCESS_KEY' : 'AWS_ACCESS_KEY_ID',
+          field: accessKeyId ? 'AWS_SECRET_ACCESS_KEY' : 'AWS_ACCESS_KEY_ID',
+        },
       },
     );
   }
@@ -228,9 +424,12 @@ function credentialsFromEnv(env: Readonly<Record<string, string | undefined>>): 
 export function loadConfig(options: LoadConfigOptions = {}): HoldfastConfig {
   const env = options.env ?? process.env;
   const cwd = options.cwd ?? process.cwd();
+  readConfigEnv(env);
   if (options.store !== undefined) {
     if (options.store === '')
-      throw new InputError('INVALID_INPUT', '--store needs a directory, e.g. --store ./.holdfast', { data: { variable: '--store' } });
+      throw new InputError('INVALID_INPUT', '--store needs a directory, e.g. --store ./.holdfast', {
+        data: { variable: '--store', field: '--store' },
+      });
     const dir = path.resolve(cwd, options.store);
     return freeze(
       { kind: 'sqlite', path: path.join(dir, 'meta.db') },
@@ -238,11 +437,12 @@ export function loadConfig(options: LoadConfigOptions = {}): HoldfastConfig {
       gitConfigFromEnv(env, cwd),
     );
   }
+  const vars = readConfigEnv(env);
   const base = path.resolve(cwd, DEFAULT_STORE_DIR);
-  const metaValue = env.HOLDFAST_META;
-  const blobsValue = env.HOLDFAST_BLOBS;
-  const meta = metaValue ? parseMetaUrl(metaValue, cwd) : ({ kind: 'sqlite', path: path.join(base, 'meta.db') } as const);
-  const blobs = blobsValue ? parseBlobsUrl(blobsValue, cwd, env) : ({ kind: 'local-disk', path: path.join(base, 'blobs') } as const);
+  const meta = vars.HOLDFAST_META ? parseMetaUrl(vars.HOLDFAST_META, cwd) : ({ kind: 'sqlite', path: path.join(base, 'meta.db') } as const);
+  const blobs = vars.HOLDFAST_BLOBS
+    ? parseBlobsUrl(vars.HOLDFAST_BLOBS, cwd, env)
+    : ({ kind: 'local-disk', path: path.join(base, 'blobs') } as const);
   return freeze(meta, blobs, gitConfigFromEnv(env, cwd));
 }
 
@@ -260,42 +460,29 @@ function freeze(meta: MetaConfig, blobs: BlobsConfig, git?: GitConfig): Holdfast
  */
 export function gitConfigFromEnv(env: Readonly<Record<string, string | undefined>>, cwd: string): GitConfig | undefined {
   if (!Object.keys(env).some((k) => k.startsWith('HOLDFAST_GIT_') && env[k] !== undefined)) return undefined;
-  const list = (v: string | undefined) =>
-    (v ?? '')
-      .split(',')
-      .map((s) => s.trim())
-      .filter((s) => s !== '');
-  const bytes = (variable: string, fallback: number): number => {
-    const v = env[variable];
-    if (v === undefined || v === '') return fallback;
-    if (!/^[1-9][0-9]{0,15}$/.test(v)) throw invalid(variable, v, 'expected a positive number of bytes', '1073741824');
-    return Number(v);
-  };
-  const privateValue = env.HOLDFAST_GIT_ALLOW_PRIVATE_ADDRESSES;
-  if (privateValue !== undefined && privateValue !== '' && privateValue !== 'true' && privateValue !== 'false') {
-    throw invalid('HOLDFAST_GIT_ALLOW_PRIVATE_ADDRESSES', privateValue, 'expected true or false', 'false');
-  }
-  const credentialsFile = env.HOLDFAST_GIT_CREDENTIALS_FILE;
-  const knownHosts = env.HOLDFAST_GIT_SSH_KNOWN_HOSTS;
+  const vars = readConfigEnv(env);
+  const credentialsFile = vars.HOLDFAST_GIT_CREDENTIALS_FILE;
+  const knownHosts = vars.HOLDFAST_GIT_SSH_KNOWN_HOSTS;
   return parseGitConfig(
     {
-      allowedHosts: list(env.HOLDFAST_GIT_ALLOWED_HOSTS),
-      ...(env.HOLDFAST_GIT_PROTOCOLS ? { protocols: list(env.HOLDFAST_GIT_PROTOCOLS) as GitProtocol[] } : {}),
-      credentials: credentialsFile ? readGitCredentials(path.resolve(cwd, credentialsFile)) : [],
-      allowPrivateAddresses: privateValue === 'true',
-      ...(knownHosts ? { sshKnownHostsFile: path.resolve(cwd, knownHosts) } : {}),
-      maxPackBytes: bytes('HOLDFAST_GIT_MAX_PACK_BYTES', DEFAULT_GIT_MAX_PACK_BYTES),
-      maxCheckoutBytes: bytes('HOLDFAST_GIT_MAX_CHECKOUT_BYTES', DEFAULT_GIT_MAX_CHECKOUT_BYTES),
+      allowedHosts: vars.HOLDFAST_GIT_ALLOWED_HOSTS ?? [],
+      ...(vars.HOLDFAST_GIT_PROTOCOLS === undefined ? {} : { protocols: vars.HOLDFAST_GIT_PROTOCOLS }),
+      credentials: credentialsFile === undefined ? [] : readGitCredentials(path.resolve(cwd, credentialsFile)),
+      allowPrivateAddresses: vars.HOLDFAST_GIT_ALLOW_PRIVATE_ADDRESSES ?? false,
+      ...(knownHosts === undefined ? {} : { sshKnownHostsFile: path.resolve(cwd, knownHosts) }),
+      maxPackBytes: vars.HOLDFAST_GIT_MAX_PACK_BYTES ?? DEFAULT_GIT_MAX_PACK_BYTES,
+      maxCheckoutBytes: vars.HOLDFAST_GIT_MAX_CHECKOUT_BYTES ?? DEFAULT_GIT_MAX_CHECKOUT_BYTES,
     },
     { hosts: 'HOLDFAST_GIT_ALLOWED_HOSTS', protocols: 'HOLDFAST_GIT_PROTOCOLS', credentials: 'HOLDFAST_GIT_CREDENTIALS_FILE' },
   );
 }
 
 /**
- * A complete, frozen {@link GitConfig} from `input` over {@link DEFAULT_GIT_CONFIG}: host
- * patterns lowercased and checked, protocols among {@link GIT_PROTOCOLS}, credentials with a
- * host and a token or key file. `INVALID_INPUT` naming `names`' variable (library callers: the
- * option) otherwise.
+ * A complete, frozen {@link GitConfig} from `input` over {@link DEFAULT_GIT_CONFIG}, by
+ * {@link GitConfigSchema}: host patterns lowercased and checked, protocols among
+ * {@link GIT_PROTOCOLS}, credentials with a host and a token or key file. `INVALID_INPUT`
+ * otherwise, `data.variable` naming `names`' variable (library callers: the option) and
+ * `data.field` the exact place (`git.allowedHosts[1]`; for a variable, the variable).
  */
 export function parseGitConfig(
   input: Partial<GitConfig>,
@@ -305,37 +492,34 @@ export function parseGitConfig(
     credentials: 'git.credentials',
   },
 ): GitConfig {
-  const allowedHosts = (input.allowedHosts ?? []).map((h) => {
-    const host = h.toLowerCase();
-    if (!GIT_HOST_PATTERN_RE.test(host))
-      throw invalid(names.hosts, h, 'not a host name, *.domain pattern or IP address', GIT_HOSTS_EXAMPLE);
-    return host;
-  });
-  const protocols = input.protocols ?? DEFAULT_GIT_CONFIG.protocols;
-  for (const p of protocols) {
-    if (!(GIT_PROTOCOLS as readonly string[]).includes(p)) {
-      throw invalid(names.protocols, String(p), `unknown protocol (known: ${GIT_PROTOCOLS.join(', ')})`, 'https,ssh');
-    }
+  const parsed = GitConfigSchema.safeParse(input, { reportInput: true });
+  if (!parsed.success) {
+    const issue = firstIssue(parsed.error);
+    const [key] = issue.path;
+    const variable =
+      key === 'allowedHosts'
+        ? names.hosts
+        : key === 'protocols'
+          ? names.protocols
+          : key === 'credentials'
+            ? names.credentials
+            : `git.${String(key)}`;
+    const fromEnv = variable.startsWith('HOLDFAST_');
+    const field = fromEnv ? variable : fieldPath(['git', ...issue.path]);
+    // A credential is never echoed: the message names where it is, not what it holds.
+    const shown = key === 'allowedHosts' || key === 'protocols' ? `=${String(issue.input)}` : '';
+    const example = key === 'allowedHosts' ? GIT_HOSTS_EXAMPLE : key === 'protocols' ? 'https,ssh' : GIT_CREDENTIALS_EXAMPLE;
+    throw new InputError('INVALID_INPUT', `${field}${shown}: ${issue.message}. Example: ${variable}=${example}`, {
+      data: { variable, field },
+    });
   }
-  const credentials = (input.credentials ?? []).map((c) => {
-    const ok =
-      typeof c === 'object' &&
-      c !== null &&
-      typeof c.host === 'string' &&
-      GIT_HOST_PATTERN_RE.test(c.host.toLowerCase()) &&
-      (typeof c.token === 'string' || typeof c.sshKeyFile === 'string') &&
-      (c.tenant === undefined || typeof c.tenant === 'string') &&
-      (c.username === undefined || (typeof c.username === 'string' && !c.username.includes(':')));
-    if (!ok)
-      throw invalid(names.credentials, '(a credential)', 'each entry needs a host and a token or sshKeyFile', GIT_CREDENTIALS_EXAMPLE);
-    return Object.freeze({ ...c, host: c.host.toLowerCase() });
-  });
+  // zod's optional fields read `T | undefined`; the schema never sets one to undefined.
+  const git = parsed.data as GitConfig;
   return Object.freeze({
-    ...DEFAULT_GIT_CONFIG,
-    ...input,
-    allowedHosts: Object.freeze(allowedHosts),
-    protocols: Object.freeze([...new Set(protocols)]),
-    credentials: Object.freeze(credentials),
+    ...git,
+    allowedHosts: Object.freeze(git.allowedHosts),
+    protocols: Object.freeze(git.protocols),
+    credentials: Object.freeze(git.credentials.map((c) => Object.freeze(c))),
   });
 }
 

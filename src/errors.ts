@@ -203,3 +203,16 @@ export function describeError(error: unknown): string {
   }
   return String(error);
 }
+
+/**
+ * A field path as `data.field` names it: keys joined by dots, list indexes in brackets
+ * (`setup[2]`, `limits.cpus`, `git.allowedHosts[0]`); `''` for the value itself.
+ */
+export function fieldPath(path: readonly PropertyKey[]): string {
+  let out = '';
+  for (const key of path) {
+    if (typeof key === 'number') out += `[${key}]`;
+    else out += out === '' ? String(key) : `.${String(key)}`;
+  }
+  return out;
+}

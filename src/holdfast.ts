@@ -7,7 +7,15 @@
 import { randomBytes } from 'node:crypto';
 import type { BlobStore } from './blob-store/blob-store.js';
 import { openBlobStore } from './blob-store/open-blob-store.js';
-import { type GitConfig, type HoldfastConfig, loadConfig, parseBlobsUrl, parseGitConfig, parseMetaUrl } from './config.js';
+import {
+  type GitConfig,
+  type HoldfastConfig,
+  loadConfig,
+  parseBlobsUrl,
+  parseGitConfig,
+  parseHoldfastConfig,
+  parseMetaUrl,
+} from './config.js';
 import { Bundles } from './deployments/bundles.js';
 import type { Deployments } from './deployments/deployments.js';
 import { IntegrityError } from './errors.js';
@@ -365,7 +373,10 @@ export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<H
  * throw `INVALID_INPUT` as the environment variables do.
  */
 function resolveConfig(options: OpenHoldfastOptions): HoldfastConfig {
-  const base = options.config ?? loadConfig(options.store === undefined ? {} : { store: options.store });
+  const base =
+    options.config === undefined
+      ? loadConfig(options.store === undefined ? {} : { store: options.store })
+      : parseHoldfastConfig(options.config);
   const meta = typeof options.meta === 'string' ? parseMetaUrl(options.meta, process.cwd(), 'meta') : base.meta;
   const blobs = typeof options.blobs === 'string' ? parseBlobsUrl(options.blobs, process.cwd(), process.env, 'blobs') : base.blobs;
   const git = options.git === undefined ? base.git : parseGitConfig({ ...base.git, ...options.git });

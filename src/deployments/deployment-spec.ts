@@ -1,8 +1,9 @@
+import { z } from 'zod';
 import { sha256Hex } from '../core/hash.js';
-import { InputError } from '../errors.js';
+import { fieldPath, InputError } from '../errors.js';
 import { findSecret } from '../rules/secrets.js';
 import type { SandboxLimits } from '../sandbox/sandbox-provider.js';
-import { checkedEnv } from '../sandbox/sandbox-spec.js';
+import { checkedEnv, ENV_NAME_PATTERN, MAX_ENV_VALUE_CHARS, MAX_ENV_VARS } from '../sandbox/sandbox-spec.js';
 import { type BundleRecord, checkedBundlePath, checkedBundleRecord } from './bundle-record.js';
 
 /** How a run on an older deployment reaches a newly published one. */
@@ -68,48 +69,108 @@ const MAX_ROOT_CHARS = 1024;
 const PROVIDER_PATTERN = /^[a-z][a-z0-9-]{0,63}$/;
 const LIMIT_FIELDS = ['memoryBytes', 'cpus', 'pids'] as const;
 
-/** Checks and completes a spec; throws `INVALID_INPUT`, `LIMIT_EXCEEDED` or `SECRET_EXCLUDED`. */
+/** A bound whose breach is `LIMIT_EXCEEDED` rather than `INVALID_INPUT` (a custom issue's params). */
+const LIMIT = { params: { limit: true } } as const;
+const noNul = (value: string): boolean => !value.includes('\0');
+
+/** An argv list: 1 to {@link MAX_ARGV_ITEMS} strings without NUL of at most {@link MAX_ARG_CHARS} characters. */
+export const ArgvSchema = z
+  .array(z.string().max(MAX_ARG_CHARS).refine(noNul, { error: 'an argument holds no NUL' }))
+  .min(1)
+  .max(MAX_ARGV_ITEMS);
+
+/** Variables of every sandbox command: POSIX names, string values without NUL, at most `MAX_ENV_VARS`. */
+export const EnvSchema = z
+  .record(z.string().regex(ENV_NAME_PATTERN), z.string().max(MAX_ENV_VALUE_CHARS).refine(noNul, { error: 'a value holds no NUL' }))
+  .refine((env) => Object.keys(env).length <= MAX_ENV_VARS, { error: `at most ${MAX_ENV_VARS} environment variables`, ...LIMIT });
+
+/** A captured bundle as a deployment names it ({@link BundleRecord}). */
+export const BundleRecordSchema = z.object({
+  rootTree: z.string().regex(/^[0-9a-f]{64}$/),
+  files: z.number().int().nonnegative(),
+  bytes: z.number().int().nonnegative(),
+});
+
+const isCleanRoot = (root: string): boolean =>
+  root.startsWith('/') && root.split('/').every((part) => part !== '..' && part !== '.') && noNul(root);
+
+/**
+ * The one schema of a deployment spec as every entry passes it (the HTTP body of
+ * `POST /v1/deployments`, `holdfast deployment create`, `Deployments.create`): every field but
+ * `provider` optional. `bundle` is a captured bundle's record or its `rootTree` alone (a
+ * tenant's own capture, resolved by `Deployments.create`). What needs more than the spec's own
+ * fields (a bundle this tenant captured, a credential in a string) is checked after it.
+ */
+export const DeploymentSpecInputSchema = z.strictObject({
+  provider: z.string().regex(PROVIDER_PATTERN),
+  image: z.string().min(1).max(MAX_IMAGE_CHARS).nullish(),
+  setup: z
+    .array(ArgvSchema)
+    .max(MAX_SETUP_COMMANDS, { error: `at most ${MAX_SETUP_COMMANDS} setup commands` })
+    .optional(),
+  env: EnvSchema.optional(),
+  workspaceRoot: z
+    .string()
+    .max(MAX_ROOT_CHARS)
+    .refine(isCleanRoot, { error: 'workspaceRoot must be an absolute path without . or .. components' })
+    .nullish(),
+  workspaceUpgradePolicy: z.enum(['automatic', 'manual']).optional(),
+  validate: ArgvSchema.nullish(),
+  limits: z
+    .strictObject({
+      memoryBytes: z.number().int().positive().optional(),
+      cpus: z.number().positive().optional(),
+      pids: z.number().int().positive().optional(),
+    })
+    .nullish(),
+  /** A bundle this tenant captured: its record, or its rootTree alone. */
+  bundle: z.union([BundleRecordSchema, z.string().regex(/^[0-9a-f]{64}$/)]).nullish(),
+  bundlePath: z.string().max(1024).nullish(),
+  /** Where a turn's command starts: the workspace root (default) or the sandbox home. */
+  cwd: z.enum(['workspace', 'home']).optional(),
+});
+
+/** What {@link DeploymentSpecInputSchema} makes of a valid input. */
+export type CheckedDeploymentSpecInput = z.output<typeof DeploymentSpecInputSchema>;
+
+/**
+ * `input` checked by {@link DeploymentSpecInputSchema}; otherwise `INVALID_INPUT` (or
+ * `LIMIT_EXCEEDED` for a bound on a count: setup commands, argv items, variables) with
+ * `data.field` naming the first bad field's path (`setup[2]`, `limits.cpus`, `env.BAD-NAME`).
+ */
+export function parseDeploymentSpecInput(input: unknown): CheckedDeploymentSpecInput {
+  const parsed = DeploymentSpecInputSchema.safeParse(input);
+  if (parsed.success) return parsed.data;
+  const [issue] = parsed.error.issues;
+  if (issue === undefined) throw invalid('a deployment spec must be an object', 'spec');
+  // An unknown key names itself: `limits.disk`, not `limits`.
+  const keys = issue.code === 'unrecognized_keys' ? issue.keys.slice(0, 1) : [];
+  const field = fieldPath([...issue.path, ...keys]) || 'spec';
+  const limit =
+    (issue.code === 'too_big' && issue.origin === 'array') ||
+    (issue.code === 'custom' && (issue.params as { limit?: boolean } | undefined)?.limit === true);
+  const message = issue.code === 'unrecognized_keys' ? `${field} is not a field of a deployment spec` : `${field}: ${issue.message}`;
+  throw new InputError(limit ? 'LIMIT_EXCEEDED' : 'INVALID_INPUT', message, { data: { field } });
+}
+
+/** Checks and completes a spec; throws `INVALID_INPUT`, `LIMIT_EXCEEDED` or `SECRET_EXCLUDED` naming the field. */
 export function normalizeDeploymentSpec(input: DeploymentSpecInput): DeploymentSpec {
-  if (typeof input !== 'object' || input === null) throw invalid('a deployment spec must be an object', 'spec');
-  if (typeof input.provider !== 'string' || !PROVIDER_PATTERN.test(input.provider)) {
-    throw invalid(`provider must match ${PROVIDER_PATTERN}`, 'provider');
-  }
-  const image = input.image ?? null;
-  if (image !== null && (typeof image !== 'string' || image === '' || image.length > MAX_IMAGE_CHARS)) {
-    throw invalid(`image must be a non-empty string of at most ${MAX_IMAGE_CHARS} characters`, 'image');
-  }
-  const setup = input.setup ?? [];
-  if (!Array.isArray(setup)) throw invalid('setup must be a list of argv lists', 'setup');
-  if (setup.length > MAX_SETUP_COMMANDS) {
-    throw new InputError('LIMIT_EXCEEDED', `at most ${MAX_SETUP_COMMANDS} setup commands`, { data: { field: 'setup' } });
-  }
-  const env = checkedEnv(input.env);
-  const workspaceRoot = input.workspaceRoot ?? null;
-  if (
-    workspaceRoot !== null &&
-    (typeof workspaceRoot !== 'string' ||
-      !workspaceRoot.startsWith('/') ||
-      workspaceRoot.length > MAX_ROOT_CHARS ||
-      workspaceRoot.split('/').some((part) => part === '..' || part === '.') ||
-      workspaceRoot.includes('\0'))
-  ) {
-    throw invalid('workspaceRoot must be an absolute path without . or .. components', 'workspaceRoot');
-  }
-  const policy = input.workspaceUpgradePolicy ?? 'automatic';
-  if (policy !== 'automatic' && policy !== 'manual')
-    throw invalid('workspaceUpgradePolicy must be automatic or manual', 'workspaceUpgradePolicy');
+  const checked = parseDeploymentSpecInput(input);
+  const env = checkedEnv(checked.env);
+  const workspaceRoot = checked.workspaceRoot ?? null;
+  const root = workspaceRoot === null ? null : workspaceRoot.replace(/\/+$/, '') || '/';
   const spec: DeploymentSpec = {
-    provider: input.provider,
-    image,
-    setup: setup.map((argv, i) => checkedArgv(argv, `setup[${i}]`)),
+    provider: checked.provider,
+    image: checked.image ?? null,
+    setup: (checked.setup ?? []).map((argv) => [...argv]),
     env: Object.fromEntries(Object.entries(env).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))),
-    workspaceRoot: workspaceRoot === null ? null : workspaceRoot.replace(/\/+$/, '') || '/',
-    workspaceUpgradePolicy: policy,
-    validate: input.validate === undefined || input.validate === null ? null : checkedArgv(input.validate, 'validate'),
-    limits: checkedLimits(input.limits),
-    bundle: input.bundle === undefined || input.bundle === null ? null : checkedBundleRecord(input.bundle),
-    bundlePath: checkedBundlePath(input.bundlePath, workspaceRoot === null ? null : workspaceRoot.replace(/\/+$/, '') || '/'),
-    cwd: checkedCwd(input.cwd),
+    workspaceRoot: root,
+    workspaceUpgradePolicy: checked.workspaceUpgradePolicy ?? 'automatic',
+    validate: checked.validate === undefined || checked.validate === null ? null : [...checked.validate],
+    limits: checkedLimits(checked.limits),
+    bundle: checked.bundle === undefined || checked.bundle === null ? null : checkedBundleRecord(checked.bundle),
+    bundlePath: checkedBundlePath(checked.bundlePath, root),
+    cwd: checked.cwd ?? 'workspace',
   };
   if (spec.bundlePath !== null && spec.bundle === null) throw invalid('bundlePath needs a bundle', 'bundlePath');
   refuseCredentials(spec);
@@ -185,37 +246,10 @@ export function parseStoredSpec(json: string): DeploymentSpec {
   } as DeploymentSpec;
 }
 
-/** Checks `cwd`: `workspace` (the default) or `home`. */
-function checkedCwd(input: unknown): TurnCwd {
-  if (input === undefined || input === null) return 'workspace';
-  if (input !== 'workspace' && input !== 'home') throw invalid('cwd must be workspace or home', 'cwd');
-  return input;
-}
-
-/** Checks limits: an object of positive numbers (memoryBytes and pids integers), or null. */
-function checkedLimits(input: unknown): SandboxLimits | null {
-  if (input === undefined || input === null) return null;
-  if (typeof input !== 'object' || Array.isArray(input)) throw invalid('limits must be an object', 'limits');
-  const limits: Record<string, number> = {};
-  for (const [key, value] of Object.entries(input)) {
-    if (value === undefined) continue;
-    const field = LIMIT_FIELDS.find((f) => f === key);
-    const integer = key !== 'cpus';
-    if (
-      field === undefined ||
-      typeof value !== 'number' ||
-      !Number.isFinite(value) ||
-      value <= 0 ||
-      (integer && !Number.isSafeInteger(value))
-    ) {
-      throw invalid(
-        `limits may hold memoryBytes and pids (positive integers) and cpus (a positive number); ${key} is not that`,
-        `limits.${key}`,
-      );
-    }
-    limits[field] = value;
-  }
-  return limits;
+/** The set bounds of `limits` in their fixed order, or `null` when none is set. */
+function checkedLimits(limits: CheckedDeploymentSpecInput['limits']): SandboxLimits | null {
+  if (limits === undefined || limits === null) return null;
+  return Object.fromEntries(LIMIT_FIELDS.filter((f) => limits[f] !== undefined).map((f) => [f, limits[f]])) as SandboxLimits;
 }
 
 /** The deployment id: SHA-256 (hex) of the canonical JSON. */
@@ -223,17 +257,13 @@ export function deploymentId(spec: DeploymentSpec): string {
   return sha256Hex(canonicalSpecJson(spec));
 }
 
-/** Checks an argv list; returns a plain copy. */
+/** Checks an argv list by {@link ArgvSchema} (`INVALID_INPUT`; `LIMIT_EXCEEDED` past its item bound) naming `field`; returns a plain copy. */
 export function checkedArgv(argv: unknown, field: string): string[] {
-  if (!Array.isArray(argv) || argv.length === 0) throw invalid(`${field} must be a non-empty list of strings`, field);
-  if (argv.length > MAX_ARGV_ITEMS)
-    throw new InputError('LIMIT_EXCEEDED', `${field} has more than ${MAX_ARGV_ITEMS} items`, { data: { field } });
-  for (const arg of argv) {
-    if (typeof arg !== 'string' || arg.length > MAX_ARG_CHARS || arg.includes('\0')) {
-      throw invalid(`${field} items must be strings without NUL of at most ${MAX_ARG_CHARS} characters`, field);
-    }
-  }
-  return [...(argv as string[])];
+  const parsed = ArgvSchema.safeParse(argv);
+  if (parsed.success) return [...parsed.data];
+  const limit = parsed.error.issues.some((issue) => issue.code === 'too_big' && issue.origin === 'array');
+  if (limit) throw new InputError('LIMIT_EXCEEDED', `${field} has more than ${MAX_ARGV_ITEMS} items`, { data: { field } });
+  throw invalid(`${field} must be a non-empty list of strings without NUL of at most ${MAX_ARG_CHARS} characters`, field);
 }
 
 function invalid(message: string, field: string): InputError {

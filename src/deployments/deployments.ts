@@ -15,6 +15,7 @@ import {
   type DeploymentSpecInput,
   deploymentId,
   normalizeDeploymentSpec,
+  parseDeploymentSpecInput,
   parseStoredSpec,
 } from './deployment-spec.js';
 
@@ -60,7 +61,9 @@ export class Deployments {
    * capture, never from the input.
    */
   async create(input: DeploymentCreateInput): Promise<Deployment & { readonly created: boolean }> {
-    const spec = normalizeDeploymentSpec({ ...input, bundle: await this.capturedBundle(input.bundle) });
+    // The one spec schema first, so a malformed field is named before any bundle is looked up.
+    const checked = parseDeploymentSpecInput(input);
+    const spec = normalizeDeploymentSpec({ ...checked, bundle: await this.capturedBundle(checked.bundle) });
     this.requireHostable(spec, this.requireProvider(spec.provider));
     const id = deploymentId(spec);
     const { deployment, created } = await this.meta.deployments.put({ tenantId: this.tenant.id, id, spec: canonicalSpecJson(spec) });

@@ -30,12 +30,12 @@ export function checkedSignal(signal: unknown): ExecSignal {
 /** Names a label key may have. */
 const LABEL_KEY_PATTERN = /^[A-Za-z0-9._/-]{1,128}$/;
 /** Names an environment variable may have (what POSIX shells accept). */
-const ENV_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
+export const ENV_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
 /** Bounds on what a spec or an exec may carry, so records and argument lists stay small. */
 const MAX_LABELS = 64;
 const MAX_LABEL_VALUE_CHARS = 1024;
-const MAX_ENV_VARS = 256;
-const MAX_ENV_VALUE_CHARS = 128 * 1024;
+export const MAX_ENV_VARS = 256;
+export const MAX_ENV_VALUE_CHARS = 128 * 1024;
 
 /** Validates labels; returns a plain copy. Throws `INVALID_INPUT` or `LIMIT_EXCEEDED`. */
 export function checkedLabels(labels: Readonly<Record<string, string>> | undefined): Record<string, string> {

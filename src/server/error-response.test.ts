@@ -61,6 +61,14 @@ describe('errorBody', () => {
     expect(issues.every((issue) => issue.code === 'invalid_type')).toBe(true);
   });
 
+  it('names the first bad field as data.field, list indexes in brackets and an unknown key included', () => {
+    const schema = z.strictObject({ setup: z.array(z.array(z.string())), limits: z.strictObject({ pids: z.number() }).optional() });
+    const field = (input: unknown) => (errorBody(schema.safeParse(input).error).body.error.data as { field: string }).field;
+    expect(field({ setup: [['a'], ['b', 'c', 3]] })).toBe('setup[1][2]');
+    expect(field({ setup: [], limits: { pids: 1, disk: 2 } })).toBe('limits.disk');
+    expect(field({ setup: 'x' })).toBe('setup');
+  });
+
   it('keeps the status of a Hono HTTPException', () => {
     expect(errorBody(new HTTPException(400, { message: 'Malformed JSON' }))).toMatchObject({
       status: 400,

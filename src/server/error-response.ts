@@ -6,7 +6,7 @@ import type { ErrorHandler, NotFoundHandler } from 'hono';
 import { HTTPException } from 'hono/http-exception';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { z } from 'zod';
-import { type ErrorCode, isHoldfastError } from '../errors.js';
+import { type ErrorCode, fieldPath, isHoldfastError } from '../errors.js';
 import type { AppEnv } from './app-env.js';
 import type { Logger } from './logger.js';
 
@@ -87,7 +87,7 @@ export function errorBody(error: unknown): { status: number; body: ErrorResponse
 
 /**
  * Holdfast errors keep their code, message and data; zod errors become `INVALID_INPUT`
- * with `data.issues`; Hono `HTTPException`s keep their status; anything else is an
+ * with `data.field` (the first issue's path) and `data.issues`; Hono `HTTPException`s keep their status; anything else is an
  * unexpected `INTERNAL` error whose message is withheld (`expected: false`).
  */
 function classify(error: unknown): { status: number; body: ErrorResponseBody; expected: boolean } {
@@ -100,7 +100,11 @@ function classify(error: unknown): { status: number; body: ErrorResponseBody; ex
       code: issue.code,
       message: issue.message,
     }));
-    const data = { issues, ...(error.issues.length > issues.length ? { truncated: true } : {}) };
+    const first = error.issues[0];
+    // `field` names the first bad field as every entry names it (`setup[2]`, `limits.cpus`).
+    const field =
+      first === undefined ? undefined : fieldPath([...first.path, ...(first.code === 'unrecognized_keys' ? first.keys.slice(0, 1) : [])]);
+    const data = { ...(field === undefined ? {} : { field }), issues, ...(error.issues.length > issues.length ? { truncated: true } : {}) };
     return { status: 400, body: { error: { code: 'INVALID_INPUT', message: 'invalid request', data } }, expected: true };
   }
   if (error instanceof HTTPException && error.status < 500) {
@@ -119,9 +123,11 @@ function classify(error: unknown): { status: number; body: ErrorResponseBody; ex
 export function errorHandler(log: Logger): ErrorHandler<AppEnv> {
   return (error, c) => {
     const { status, body, expected } = classify(error);
-    const fields = { error, method: c.req.method, path: c.req.path, requestId: c.get('requestId') };
-    if (!expected) log.error('unhandled error', fields);
-    else if (status >= 500) log.warn('request failed', fields);
+    // The request's own logger carries its id; before requestLogger ran, the id is added here.
+    const requestLog = c.get('log') ?? log.child({ requestId: c.get('requestId') });
+    const fields = { error, method: c.req.method, path: c.req.path };
+    if (!expected) requestLog.error('unhandled error', fields);
+    else if (status >= 500) requestLog.warn('request failed', fields);
     if (status === 401) c.header('WWW-Authenticate', BEARER_CHALLENGE);
     return c.json(body, status as ContentfulStatusCode);
   };

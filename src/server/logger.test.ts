@@ -1,11 +1,19 @@
 import { Hono } from 'hono';
 import { describe, expect, it } from 'vitest';
 import { holdfastToken, legacyHoldfastToken } from '../../test/support/secret-samples.js';
+import type { LogThreshold } from '../config.js';
 import { HoldfastError } from '../errors.js';
+import { withheldMarker } from '../rules/withhold-secrets.js';
 import type { AppEnv } from './app-env.js';
 import { createJsonLogger, REQUEST_ID_HEADER, requestLogger, silentLogger } from './logger.js';
 
 const EPOCH_MS = Date.UTC(2025, 0, 2, 3, 4, 5, 6);
+/** The withheld marker, whichever rule matched. */
+const WITHHELD = new RegExp(
+  `^${withheldMarker('RULE')
+    .replace(/[[\]().]/g, '\\$&')
+    .replace('RULE', '[a-z0-9-]+')}$`,
+);
 
 function capture(level: 'debug' | 'info' = 'debug') {
   const lines: string[] = [];
@@ -15,10 +23,49 @@ function capture(level: 'debug' | 'info' = 'debug') {
 }
 
 describe('createJsonLogger', () => {
-  it('writes one JSON object per line with time, level, msg first', () => {
+  it('writes one JSON object per line: level, time, the fields, msg (no pid or host name)', () => {
     const { log, lines } = capture();
     log.info('started', { port: 8080 });
-    expect(lines).toEqual(['{"time":"2025-01-02T03:04:05.006Z","level":"info","msg":"started","port":8080}']);
+    expect(lines).toEqual(['{"level":"info","time":"2025-01-02T03:04:05.006Z","port":8080,"msg":"started"}']);
+  });
+
+  it('writes at and above its level: trace through fatal, and nothing when silent', () => {
+    const write = (level: LogThreshold) => {
+      const lines: string[] = [];
+      const log = createJsonLogger({ write: (line) => lines.push(line), level });
+      for (const method of ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const) log[method](method);
+      return lines.map((line) => (JSON.parse(line) as { msg: string }).msg);
+    };
+    expect(write('trace')).toEqual(['trace', 'debug', 'info', 'warn', 'error', 'fatal']);
+    expect(write('warn')).toEqual(['warn', 'error', 'fatal']);
+    expect(write('fatal')).toEqual(['fatal']);
+    expect(write('silent')).toEqual([]);
+  });
+
+  it('withholds a token in a nested field, an Error message, an Error cause and child fields', () => {
+    const { log, lines } = capture();
+    const token = holdfastToken();
+    const cause = new TypeError(`fetch failed for https://x-access-token:${token}@git.example.com/repo.git`);
+    log.child({ requestId: 'q1', clone: { url: `https://x-access-token:${token}@git.example.com` } }).warn(`clone with ${token}`, {
+      deep: { a: [{ b: { c: `Authorization: Bearer ${token}` } }] },
+      error: new Error(`refused ${token}`, { cause: new Error('wrapped', { cause }) }),
+    });
+    expect(lines).toHaveLength(1);
+    const line = lines[0] as string;
+    expect(line.includes(token)).toBe(false);
+    const record = JSON.parse(line) as {
+      msg: string;
+      requestId: string;
+      deep: { a: [{ b: { c: string } }] };
+      error: { name: string; message: string; stack: string; cause: { message: string; cause: { name: string; message: string } } };
+    };
+    expect(record.requestId).toBe('q1');
+    expect(record.msg).toMatch(WITHHELD);
+    expect(record.deep.a[0].b.c).toMatch(WITHHELD);
+    expect(record.error.message).toMatch(WITHHELD);
+    expect(record.error.stack).toMatch(WITHHELD);
+    expect(record.error.cause.message).toBe('wrapped');
+    expect(record.error.cause.cause).toMatchObject({ name: 'TypeError', message: expect.stringMatching(WITHHELD) });
   });
 
   it('drops lines below the level and keeps reserved keys', () => {

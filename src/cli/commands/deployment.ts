@@ -64,7 +64,8 @@ export function registerDeployment(program: Command): void {
           workspaceUpgradePolicy: flags.manual === true ? 'manual' : 'automatic',
           bundle,
           bundlePath: flags.bundlePath,
-          cwd: cwdFlag(flags.cwd),
+          // Checked by the deployment spec schema, which names the field (`cwd`) as the API does.
+          cwd: flags.cwd as 'workspace' | 'home' | undefined,
         });
         const channel = flags.publish === undefined ? null : await services.deployments.publish(flags.publish, created.id);
         output.result({ ...created, tenant: flags.tenant, channel }, () =>
@@ -138,9 +139,4 @@ function envFlag(value: string): [string, string] {
   const at = value.indexOf('=');
   if (at <= 0) throw new InputError('INVALID_INPUT', `--env takes NAME=VALUE, got ${JSON.stringify(value)}`, { data: { field: '--env' } });
   return [value.slice(0, at), value.slice(at + 1)];
-}
-
-function cwdFlag(value: string | undefined): 'workspace' | 'home' | undefined {
-  if (value === undefined || value === 'workspace' || value === 'home') return value;
-  throw new InputError('INVALID_INPUT', `--cwd takes workspace or home, got ${JSON.stringify(value)}`, { data: { field: '--cwd' } });
 }

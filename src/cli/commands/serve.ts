@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { InvalidArgumentError } from 'commander';
-import { InputError } from '../../errors.js';
+import { DEFAULT_LOG_LEVEL, readConfigEnv } from '../../config.js';
 import type { CreatedToken, Holdfast, RunSettings } from '../../index.js';
 import type { Logger } from '../../server/logger.js';
 import { EXIT_FAILURE, requestExitCode } from '../output.js';
@@ -34,9 +34,6 @@ interface ServeFlags {
   /** False with `--no-inspector`. */
   readonly inspector: boolean;
 }
-
-/** Values of `HOLDFAST_INSPECTOR`: whether `serve` serves the inspector at `/ui/`. */
-const INSPECTOR_SWITCH: Readonly<Record<string, boolean>> = { on: true, true: true, '1': true, off: false, false: false, '0': false };
 
 /**
  * `holdfast serve`: the HTTP API over the configured store, with JSON logs on stdout, until
@@ -77,14 +74,16 @@ export function registerServe(program: Command): void {
     .option('--no-inspector', 'do not serve the inspector at /ui/ (its paths answer 404; default $HOLDFAST_INSPECTOR or on)')
     .action(async (flags: ServeFlags, command: Command) => {
       const { config } = contextOf(command);
-      const host = flags.host ?? process.env.HOLDFAST_HOST ?? DEFAULT_HOST;
-      const port = flags.port ?? envInt('HOLDFAST_PORT', 0, MAX_PORT) ?? DEFAULT_PORT;
-      const inspector = flags.inspector && envSwitch('HOLDFAST_INSPECTOR', INSPECTOR_SWITCH, true);
+      // Checked by the configuration's env schema (contextOf already refused a bad value).
+      const env = readConfigEnv(process.env);
+      const host = flags.host ?? env.HOLDFAST_HOST ?? DEFAULT_HOST;
+      const port = flags.port ?? env.HOLDFAST_PORT ?? DEFAULT_PORT;
+      const inspector = flags.inspector && (env.HOLDFAST_INSPECTOR ?? true);
       const runSettings = definedOnly<RunSettings>({
-        leaseTtlMs: flags.leaseTtlMs ?? envInt('HOLDFAST_LEASE_TTL_MS', 1),
-        checkpointIntervalMs: flags.checkpointIntervalMs ?? envInt('HOLDFAST_CHECKPOINT_INTERVAL_MS', 0),
-        shutdownDeadlineMs: flags.shutdownDeadlineMs ?? envInt('HOLDFAST_SHUTDOWN_DEADLINE_MS', 1),
-        straySweepIntervalMs: flags.straySweepIntervalMs ?? envInt('HOLDFAST_STRAY_SWEEP_INTERVAL_MS', 0),
+        leaseTtlMs: flags.leaseTtlMs ?? env.HOLDFAST_LEASE_TTL_MS,
+        checkpointIntervalMs: flags.checkpointIntervalMs ?? env.HOLDFAST_CHECKPOINT_INTERVAL_MS,
+        shutdownDeadlineMs: flags.shutdownDeadlineMs ?? env.HOLDFAST_SHUTDOWN_DEADLINE_MS,
+        straySweepIntervalMs: flags.straySweepIntervalMs ?? env.HOLDFAST_STRAY_SWEEP_INTERVAL_MS,
       });
       const [
         { openHoldfast, DEFAULT_RUN_SETTINGS, GC_SWEEP_INTERVAL_MS, INTERRUPTED_TURN_GRACE_MS },
@@ -100,8 +99,8 @@ export function registerServe(program: Command): void {
         import('../../server/http-server.js'),
       ]);
       const settings = { ...DEFAULT_RUN_SETTINGS, ...runSettings };
-      const gcSweepIntervalMs = flags.gcSweepIntervalMs ?? envInt('HOLDFAST_GC_SWEEP_INTERVAL_MS', 0) ?? GC_SWEEP_INTERVAL_MS;
-      const log = createJsonLogger();
+      const gcSweepIntervalMs = flags.gcSweepIntervalMs ?? env.HOLDFAST_GC_SWEEP_INTERVAL_MS ?? GC_SWEEP_INTERVAL_MS;
+      const log = createJsonLogger({ level: env.HOLDFAST_LOG_LEVEL ?? DEFAULT_LOG_LEVEL });
       const hf = await openHoldfast({
         config,
         runSettings,
@@ -197,30 +196,6 @@ function intFlag(name: string, min: number, max = Number.MAX_SAFE_INTEGER): (val
     }
     return n;
   };
-}
-
-/** Reads an integer in `[min, max]` from the environment; `undefined` when unset or empty. */
-function envInt(variable: string, min: number, max = Number.MAX_SAFE_INTEGER): number | undefined {
-  const value = process.env[variable];
-  if (value === undefined || value === '') return undefined;
-  const n = Number(value);
-  if (!Number.isSafeInteger(n) || n < min || n > max) {
-    throw new InputError('INVALID_INPUT', `${variable}=${value}: expected an integer from ${min} to ${max}`, { data: { variable } });
-  }
-  return n;
-}
-
-/** Reads an on/off variable by `values`; `fallback` when unset or empty, `INVALID_INPUT` for anything else. */
-function envSwitch(variable: string, values: Readonly<Record<string, boolean>>, fallback: boolean): boolean {
-  const value = process.env[variable];
-  if (value === undefined || value === '') return fallback;
-  const key = value.toLowerCase();
-  const on = Object.hasOwn(values, key) ? values[key] : undefined;
-  if (on === undefined) {
-    const accepted = Object.keys(values).join(', ');
-    throw new InputError('INVALID_INPUT', `${variable}=${value}: expected one of ${accepted}`, { data: { variable } });
-  }
-  return on;
 }
 
 /** Drops `undefined` values, as exactOptionalPropertyTypes requires of a `Partial`. */

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../../core/page-cursor.js';
+import { ArgvSchema, BundleRecordSchema, DeploymentSpecInputSchema, EnvSchema } from '../../deployments/deployment-spec.js';
 import { CHECKPOINT_REASONS } from '../../metadata/schema.js';
 import {
   MAX_CHECKPOINT_LABEL_CHARS,
@@ -11,37 +12,13 @@ import { MAX_CURSOR_CHARS } from './work-folders-schemas.js';
 
 /** Shared request and response schemas of API v1 (they also document it). */
 
-export const Argv = z.array(z.string().max(8192)).min(1).max(256);
-export const Env = z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/), z.string().max(131072));
+/** The deployment spec's own schemas: one per shape, shared by the HTTP body, the CLI and the library. */
+export const Argv = ArgvSchema;
+export const Env = EnvSchema;
+export { BundleRecordSchema };
 
-/** A captured deployment bundle (what `POST /v1/bundles` answers). */
-export const BundleRecordSchema = z.object({
-  rootTree: z.string().regex(/^[0-9a-f]{64}$/),
-  files: z.number().int().nonnegative(),
-  bytes: z.number().int().nonnegative(),
-});
-
-export const DeploymentBody = z.strictObject({
-  provider: z.string().regex(/^[a-z][a-z0-9-]{0,63}$/),
-  image: z.string().min(1).max(512).nullish(),
-  setup: z.array(Argv).max(32).optional(),
-  env: Env.optional(),
-  workspaceRoot: z.string().max(1024).nullish(),
-  workspaceUpgradePolicy: z.enum(['automatic', 'manual']).optional(),
-  validate: Argv.nullish(),
-  limits: z
-    .strictObject({
-      memoryBytes: z.number().int().positive().optional(),
-      cpus: z.number().positive().optional(),
-      pids: z.number().int().positive().optional(),
-    })
-    .nullish(),
-  /** A bundle this tenant captured: its record, or its rootTree alone. */
-  bundle: z.union([BundleRecordSchema, z.string().regex(/^[0-9a-f]{64}$/)]).nullish(),
-  bundlePath: z.string().max(1024).nullish(),
-  /** Where a turn's command starts: the workspace root (default) or the sandbox home. */
-  cwd: z.enum(['workspace', 'home']).optional(),
-});
+/** The body of `POST /v1/deployments`: the deployment spec input schema itself. */
+export const DeploymentBody = DeploymentSpecInputSchema;
 
 /** What every stored JSON object may hold (stats, error data, event data): any JSON values by name. */
 const JsonRecord = z.record(z.string(), z.unknown());
