@@ -16,8 +16,6 @@ import { BACKENDS } from './support/backends.js';
 import { launchChromium, newPage, screenshot, signIn } from './support/inspector-browser.js';
 import { openTestService, type TestService } from './support/service.js';
 
-/** How long a save is held up so the browser (polling every 5 s) sees it in flight. */
-const SAVE_LATENCY_MS = 12_000;
 /** Time the page has to show a state: more than two save-state polls. */
 const LABEL_TIMEOUT_MS = 20_000;
 
@@ -49,8 +47,13 @@ describe('inspector save state (needs the work-folder sync route)', () => {
     const { context, page } = await newPage(browser);
     await signIn(page, server.url, svc.token);
     await page.goto(`${server.url}/ui/#/folders?run=${run.id}&tab=task`);
-    // The turn holds its sandbox (attached, nothing saved yet) while it sleeps.
-    const slowSave = svc.faults.inject({ ops: ['put'], times: Number.POSITIVE_INFINITY, fault: { kind: 'latency', ms: SAVE_LATENCY_MS } });
+    // The turn holds its sandbox (attached, nothing saved yet) while it sleeps; its save is then
+    // held until the browser has shown it in flight.
+    let release = (): void => undefined;
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const slowSave = svc.faults.inject({ ops: ['put'], times: Number.POSITIVE_INFINITY, fault: { kind: 'hold', until: held } });
     const turn = svc.api('POST', `/v1/runs/${run.id}/turns`, {
       argv: ['sh', '-c', 'sleep 8; echo saved > "$HOME/task/notes.txt"'],
       timeoutMs: 120_000,
@@ -60,6 +63,7 @@ describe('inspector save state (needs the work-folder sync route)', () => {
     await expect.poll(() => label(page).textContent(), { timeout: LABEL_TIMEOUT_MS }).toBe('Saving…');
     await screenshot(page, 'sync-saving');
     slowSave();
+    release();
     expect((await turn).status).toBe(200);
     await expect.poll(() => label(page).textContent(), { timeout: LABEL_TIMEOUT_MS }).toBe('Saved');
     await page.getByText(/Last agent save: \d/).waitFor();

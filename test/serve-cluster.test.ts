@@ -91,7 +91,7 @@ describe('holdfast serve: several processes on one PostgreSQL + S3', () => {
   beforeAll(async () => {
     expectBwrapInstalled();
     dir = await fs.mkdtemp(path.join(os.tmpdir(), 'hf-cluster-'));
-    db = await createTestDatabase();
+    db = await createTestDatabase({ migrated: true });
     s3 = await startS3Target();
     env = {
       ...process.env,

@@ -64,7 +64,7 @@ const ALL_BACKENDS: readonly BackendCase[] = [
     name: 's3 + postgres',
     async open() {
       const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'hf-e2e-'));
-      const db = await createTestDatabase();
+      const db = await createTestDatabase({ migrated: true });
       const s3 = await startS3Target();
       const blobs = await createS3BlobStore({
         kind: 's3',

@@ -12,6 +12,8 @@ export type Fault =
   | { readonly kind: 'error'; readonly error?: () => Error }
   /** The call is delayed, then proceeds. */
   | { readonly kind: 'latency'; readonly ms: number }
+  /** The call waits until `until` settles, then proceeds: held for exactly as long as the test needs, no wall-clock guess. */
+  | { readonly kind: 'hold'; readonly until: Promise<unknown> }
   /** `put` reaches the store and succeeds, but the caller sees an error (a lost response). */
   | { readonly kind: 'lost-ack'; readonly error?: () => Error }
   /** Reads (`get`, `getStream`) return only their first `keepBytes` bytes. */
@@ -128,6 +130,7 @@ export class FaultInjectingBlobStore implements BlobStore {
     const fault = this.match(op, key);
     this.calls.push(fault === undefined ? { op, key } : { op, key, fault: fault.kind });
     if (fault?.kind === 'latency') await sleep(fault.ms);
+    if (fault?.kind === 'hold') await fault.until.catch(() => undefined);
     if (fault?.kind === 'error') throw (fault.error ?? (() => transientError(op, key)))();
     return fault;
   }
