@@ -8,7 +8,7 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { Rng } from './code-text.js';
-import { forEachLimit, randomBytesFrom, type Scale, type WorkspaceManifest } from './workspace-gen.js';
+import { forEachLimit, generateWorkloadB, randomBytesFrom, type Scale, type WorkspaceManifest } from './workspace-gen.js';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -58,12 +58,7 @@ export async function generateWorkloadM(root: string, seed: number, scale: Scale
   await fs.mkdir(path.join(root, path.dirname(BIG_FILE)), { recursive: true });
   const rels = Array.from({ length: shape.files }, (_, i) => `logs/shard-${String(i).padStart(3, '0')}.log`);
   await forEachLimit(rels, WRITE_CONCURRENCY, (rel) => fs.writeFile(path.join(root, rel), mixedUnit(rng.fork(rel))));
-  const big = await fs.open(path.join(root, BIG_FILE), 'w');
-  try {
-    for (let i = 0; i < shape.bigMiB; i += 1) await big.write(mixedUnit(rng.fork(`big-${i}`)));
-  } finally {
-    await big.close();
-  }
+  await writeMixedLog(path.join(root, BIG_FILE), rng, shape.bigMiB);
   return {
     name: 'M',
     root,
@@ -75,6 +70,42 @@ export async function generateWorkloadM(root: string, seed: number, scale: Scale
     binaryBytes: (rels.length + shape.bigMiB) * RANDOM_BYTES,
     largeBinaryBytes: [],
     editable: [],
+    bigFile: BIG_FILE,
+  };
+}
+
+/** Writes `mib` 1 MiB mixed units (random head, text tail) to `file`. */
+async function writeMixedLog(file: string, rng: Rng, mib: number): Promise<void> {
+  const big = await fs.open(file, 'w');
+  try {
+    for (let i = 0; i < mib; i += 1) await big.write(mixedUnit(rng.fork(`big-${i}`)));
+  } finally {
+    await big.close();
+  }
+}
+
+/** Tiny files of workload T: workload B's, less this many, so the log fits under the 100,000-entry limit. */
+const T_FEWER_TINY_FILES = 1000;
+/** Workload T's log, in MiB, at each scale. */
+const T_LOG_MIB = { full: 100, small: 10 } as const;
+
+/**
+ * Workload T: the tiny files of workload B (99k at full scale, in 2k directories) next to one
+ * large mixed-entropy log (`big/dataset.bin`, 100 MiB of M's units). The case where a store
+ * that packs tiny files well can still lose on its index and on the log's compression.
+ */
+export async function generateWorkloadT(root: string, seed: number, scale: Scale): Promise<WorkspaceManifest> {
+  const tinyFiles = (scale === 'full' ? 100_000 : 10_000) - T_FEWER_TINY_FILES;
+  const tiny = await generateWorkloadB(root, seed, scale, tinyFiles);
+  await fs.mkdir(path.join(root, path.dirname(BIG_FILE)), { recursive: true });
+  await writeMixedLog(path.join(root, BIG_FILE), new Rng(seed).fork('workload-t'), T_LOG_MIB[scale]);
+  return {
+    ...tiny,
+    name: 'T',
+    files: tiny.files + 1,
+    bytes: tiny.bytes + T_LOG_MIB[scale] * MiB,
+    dirs: tiny.dirs + 1,
+    binaryBytes: T_LOG_MIB[scale] * RANDOM_BYTES,
     bigFile: BIG_FILE,
   };
 }

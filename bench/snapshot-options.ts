@@ -43,7 +43,7 @@ export function parseOptions(args: readonly string[]): SnapshotOptions {
   const { values } = parseArgs({
     args: [...args],
     options: {
-      runs: { type: 'string', default: '2' },
+      runs: { type: 'string', default: '3' },
       scale: { type: 'string', default: 'full' },
       only: { type: 'string' },
       workload: { type: 'string', default: WORKLOAD_NAMES.join(',') },

@@ -38,8 +38,8 @@ const RENAME_DIR_FILES = 1000;
  * Disk space one run of each workload leaves behind at full scale (workspace, stores of every
  * tool, restored trees, with margin); small scale needs about a tenth.
  */
-const FULL_RUN_BYTES: Readonly<Record<WorkloadName, number>> = { A: 2.5e9, B: 1e9, N: 0.8e9, K: 7e9, M: 1.5e9 };
-const FULL_RUN_INODES: Readonly<Record<WorkloadName, number>> = { A: 150_000, B: 150_000, N: 40_000, K: 700_000, M: 2_000 };
+const FULL_RUN_BYTES: Readonly<Record<WorkloadName, number>> = { A: 2.5e9, B: 1e9, N: 0.8e9, K: 7e9, M: 1.5e9, T: 1.5e9 };
+const FULL_RUN_INODES: Readonly<Record<WorkloadName, number>> = { A: 150_000, B: 150_000, N: 40_000, K: 700_000, M: 2_000, T: 150_000 };
 
 /** What {@link benchWorkload} needs to know. */
 export interface WorkloadPlan {

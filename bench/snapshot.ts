@@ -1,18 +1,19 @@
 /**
  * Snapshot benchmark: Holdfast's checkpoint and restore against restic, git and `tar | zstd`, every
  * tool a child process under GNU time, on generated workspaces (A: ~20k mixed files / ~300 MB;
- * B: 100k tiny files; M: 1 MiB files of random + log text and a 100 MiB one) and real trees npm
+ * B: 100k tiny files; M: 1 MiB files of random + log text and a 100 MiB one; T: 99k tiny files beside a
+ * 100 MiB mixed log) and real trees npm
  * installs (N: an npm project with a .git; K: ~100k files from two dozen packages). Prints a
  * table of medians per workload with Holdfast's ratios (Holdfast's warm restores included), the
  * goals (MET / MISS, by how much, the floor that bounds each) and the floor of each workload on
  * this machine; `--json` prints every raw run, the medians, the floors and the goals instead.
  *
- *   npx tsx bench/snapshot.ts                                  # everything, 2 runs, full scale (about 25 min on 2 cores)
+ *   npx tsx bench/snapshot.ts                                  # everything, 3 runs, full scale (about 45 min on 2 cores)
  *   npx tsx bench/snapshot.ts --scale small --runs 1           # smoke run, a few minutes
  *   npx tsx bench/snapshot.ts --only holdfast,restic --workload N,K,M --json
  *
- * Options: --runs N (2), --scale full|small, --only holdfast|holdfast-local|holdfast-s3|restic|git|tar
- * (comma-separated), --workload A,B,N,K,M (any subset), --seed N (1), --tmp DIR (os.tmpdir()),
+ * Options: --runs N (3: goals are judged on medians of at least 3), --scale full|small, --only holdfast|holdfast-local|holdfast-s3|restic|git|tar
+ * (comma-separated), --workload A,B,N,K,M,T (any subset), --seed N (1), --tmp DIR (os.tmpdir()),
  * --tree-cache DIR (installed npm trees, reused between runs; default $TMPDIR/holdfast-bench-trees),
  * --keep (leave the temp directory), --cli PATH (the Holdfast CLI; default dist/bin/main.js), --json.
  */
@@ -36,6 +37,9 @@ function describeWorkload(result: WorkloadResult, scale: Scale): string {
   const rename =
     result.renameDir === undefined ? '' : ` The rename measurement moves ${result.renameDir.path}/ (${result.renameDir.files} files).`;
   if (m.name === 'B') return `Workload B: ${base}; 10-500 B text files.`;
+  if (m.name === 'T') {
+    return `Workload T: ${base}; workload B's 10-500 B text files beside ${m.bigFile}, ${mb(m.binaryBytes * 8)} MB of M's 1 MiB units (128 KiB random + 896 KiB log-like text).`;
+  }
   if (m.name === 'M') {
     return `Workload M: ${base}; each 1 MiB unit is 128 KiB random + 896 KiB log-like text; ${m.bigFile} is ${mb(m.bytes - (m.files - 1) * 2 ** 20)} MB of such units.`;
   }

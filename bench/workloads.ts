@@ -1,16 +1,16 @@
 /**
  * The snapshot benchmark's workloads: how each is built and which measurements it gets.
  * A and B are generated (workspace-gen.ts), N and K are real npm trees (real-trees.ts), M is the
- * mixed random + text case (mixed-workload.ts).
+ * mixed random + text case and T the tiny files beside a large mixed log (mixed-workload.ts).
  */
 import { Rng } from './code-text.js';
-import { generateWorkloadM } from './mixed-workload.js';
+import { generateWorkloadM, generateWorkloadT } from './mixed-workload.js';
 import { copyTree, ensureRealTree, type RealTreeSpec } from './real-trees.js';
 import { treeFacts } from './tree-facts.js';
 import { generateWorkloadA, generateWorkloadB, type Scale, type WorkloadName, type WorkspaceManifest } from './workspace-gen.js';
 
 /** Every workload, in the order they run and print. */
-export const WORKLOAD_NAMES: readonly WorkloadName[] = ['A', 'B', 'N', 'K', 'M'];
+export const WORKLOAD_NAMES: readonly WorkloadName[] = ['A', 'B', 'N', 'K', 'M', 'T'];
 
 /** What building a workload needs. */
 export interface BuildContext {
@@ -143,5 +143,13 @@ export const WORKLOADS: Readonly<Record<WorkloadName, WorkloadSpec>> = {
     renameDir: false,
     s3: false,
     build: (ctx) => generateWorkloadM(ctx.root, ctx.seed, ctx.scale),
+  },
+  T: {
+    name: 'T',
+    changed10: false,
+    restore: false,
+    renameDir: false,
+    s3: false,
+    build: (ctx) => generateWorkloadT(ctx.root, ctx.seed, ctx.scale),
   },
 };

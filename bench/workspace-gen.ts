@@ -10,8 +10,11 @@ import { CodeTextGenerator, Rng, WORDS } from './code-text.js';
 /** `full` is the real benchmark; `small` is about ten times smaller, for a quick smoke run. */
 export type Scale = 'full' | 'small';
 
-/** The workloads: A and B generated here, N and K real npm trees, M mixed random + text. */
-export type WorkloadName = 'A' | 'B' | 'N' | 'K' | 'M';
+/**
+ * The workloads: A and B generated here, N and K real npm trees, M mixed random + text, T tiny
+ * files beside one large mixed-entropy log (mixed-workload.ts).
+ */
+export type WorkloadName = 'A' | 'B' | 'N' | 'K' | 'M' | 'T';
 
 /** What was generated, for the report header and for checking restores. */
 export interface WorkspaceManifest {
@@ -125,32 +128,40 @@ export async function generateWorkloadA(root: string, seed: number, scale: Scale
   };
 }
 
-/** Workload B (full scale): 100k tiny text files (10-500 B) spread evenly over 2k directories. */
-export async function generateWorkloadB(root: string, seed: number, scale: Scale): Promise<WorkspaceManifest> {
-  const shape = B_SHAPE[scale];
+/**
+ * Workload B (full scale): 100k tiny text files (10-500 B) spread evenly over 2k directories.
+ * `files` takes fewer (workload T leaves room for its log under the 100,000-entry limit).
+ */
+export async function generateWorkloadB(
+  root: string,
+  seed: number,
+  scale: Scale,
+  files: number = B_SHAPE[scale].files,
+): Promise<WorkspaceManifest> {
+  const shape = { ...B_SHAPE[scale], files };
   const rng = new Rng(seed).fork('workload-b');
   const gen = new CodeTextGenerator(seed);
   const top = Math.ceil(Math.sqrt(shape.dirs));
   const leafDirs = Array.from({ length: shape.dirs }, (_, i) => `d${Math.floor(i / top)}/${rng.pick(WORDS)}-${i}`);
-  const files: PendingFile[] = [];
+  const pending: PendingFile[] = [];
   for (let i = 0; i < shape.files; i += 1) {
     const rel = `${leafDirs[i % leafDirs.length]}/${rng.pick(WORDS)}-${i}.txt`;
     const r = rng.fork(rel);
-    files.push({ rel, write: () => gen.exact(r, r.int(10, 500)) });
+    pending.push({ rel, write: () => gen.exact(r, r.int(10, 500)) });
   }
-  const bytes = await writeAll(root, files);
+  const bytes = await writeAll(root, pending);
   const dirs = new Set(leafDirs);
   return {
     name: 'B',
     root,
-    files: files.length,
+    files: pending.length,
     bytes,
     dirs: countDirs(dirs),
     maxDepth: 2,
     duplicateFiles: 0,
     binaryBytes: 0,
     largeBinaryBytes: [],
-    editable: rng.fork('edit-order').shuffled(files.map((f) => f.rel)),
+    editable: rng.fork('edit-order').shuffled(pending.map((f) => f.rel)),
   };
 }
 

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { sha256Hex } from './hash.js';
-import { decodeTree, encodeTree, type TreeEntry } from './tree.js';
+import { bytesFromText, textFromBytes } from './name-bytes.js';
+import { compareNames, decodeTree, encodeTree, type TreeEntry } from './tree.js';
 
 const h = (s: string) => sha256Hex(s);
 const entries: TreeEntry[] = [
@@ -88,6 +89,39 @@ describe('tree objects', () => {
     const twice = [entries[0], entries[0]] as TreeEntry[];
     for (const list of [[setuid], [escaping], twice]) {
       expect(() => encodeTree(list)).toThrow(expect.objectContaining({ code: 'INVALID_INPUT' }));
+    }
+  });
+});
+
+describe('compareNames', () => {
+  it('orders names exactly as their bytes, with and without surrogates, escapes and astral characters', () => {
+    const pieces = [
+      'a',
+      'B',
+      'z',
+      '~',
+      '\u00e9',
+      '\u00ff',
+      '\u0100',
+      '\u07ff',
+      '\u0800',
+      '\ud7ff',
+      '\ue000',
+      '\uffff',
+      '\u{1f600}',
+      '\u{10000}',
+    ];
+    const names = [
+      ...pieces,
+      textFromBytes(Uint8Array.of(0x61, 0xff)),
+      textFromBytes(Uint8Array.of(0xc3)),
+      textFromBytes(Uint8Array.of(0x80)),
+    ];
+    for (const x of pieces) for (const y of pieces) names.push(x + y, `${x}a${y}`);
+    for (const a of names) {
+      for (const b of names) {
+        expect(Math.sign(compareNames(a, b))).toBe(Math.sign(Buffer.compare(bytesFromText(a), bytesFromText(b))));
+      }
     }
   });
 });

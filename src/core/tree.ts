@@ -52,8 +52,17 @@ export type TreeEntry = FileEntry | DirEntry | SymlinkEntry;
 /** Format version written into every tree object. */
 export const TREE_FORMAT_VERSION = 1;
 
-/** Orders names by their bytes, as the canonical form requires. */
+/** Matches any UTF-16 surrogate: a pair (a character beyond U+FFFF) or a byte escape. */
+const SURROGATE_RE = /[\ud800-\udfff]/;
+
+/**
+ * Orders names by their bytes, as the canonical form requires. Without surrogates, comparing
+ * UTF-16 code units is that order (UTF-8 keeps code point order, and below U+10000 a code unit
+ * is the code point), so most names are compared as strings: encoding both names on every
+ * comparison was a third of encoding the trees of a 100k-file checkpoint.
+ */
 export function compareNames(a: string, b: string): number {
+  if (!SURROGATE_RE.test(a) && !SURROGATE_RE.test(b)) return a < b ? -1 : a > b ? 1 : 0;
   return Buffer.compare(bytesFromText(a), bytesFromText(b));
 }
 

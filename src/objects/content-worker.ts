@@ -108,19 +108,51 @@ function digest(raw: Buffer, transfer: ArrayBuffer[]): DigestReply {
     }
   }
   if (chunks.every((c) => c.zstd !== null)) return { kind: 'ok', sha256, size: raw.length, raw: new Uint8Array(0), chunks };
-  // Small reads come from Node's shared pool: copy those out rather than move the pool.
-  const owned = raw.byteOffset === 0 && raw.byteLength === raw.buffer.byteLength ? new Uint8Array(raw.buffer) : Uint8Array.from(raw);
-  transfer.push(owned.buffer as ArrayBuffer);
-  return { kind: 'ok', sha256, size: raw.length, raw: owned, chunks };
+  // Moved (or gathered with other small files) by `sendRaws` once the batch is done.
+  return { kind: 'ok', sha256, size: raw.length, raw, chunks };
+}
+
+/**
+ * Makes the raw bytes of a batch's replies sendable. Files under `minCompress` (stored raw, in
+ * solid blocks) are gathered into one buffer per batch, which the replies view: 100k tiny files
+ * were 100k transferred ArrayBuffers, each a backing store to allocate, clone and collect on
+ * the main thread. Larger raws move whole; small reads from Node's shared pool are copied out
+ * rather than moving the pool.
+ */
+function sendRaws(results: DigestReply[], transfer: ArrayBuffer[]): DigestReply[] {
+  const isTiny = (r: DigestReply): boolean => r.kind === 'ok' && r.raw.byteLength > 0 && r.raw.byteLength < settings.minCompress;
+  let tinyBytes = 0;
+  for (const r of results) if (isTiny(r) && r.kind === 'ok') tinyBytes += r.raw.byteLength;
+  const shared = new Uint8Array(tinyBytes);
+  if (tinyBytes > 0) transfer.push(shared.buffer);
+  let at = 0;
+  return results.map((r) => {
+    if (r.kind !== 'ok' || r.raw.byteLength === 0) return r;
+    if (isTiny(r)) {
+      shared.set(r.raw, at);
+      at += r.raw.byteLength;
+      return { ...r, raw: shared.subarray(at - r.raw.byteLength, at) };
+    }
+    const { raw } = r;
+    const owned = raw.byteOffset === 0 && raw.byteLength === raw.buffer.byteLength ? raw : Uint8Array.from(raw);
+    transfer.push(owned.buffer as ArrayBuffer);
+    return { ...r, raw: owned };
+  });
 }
 
 parentPort?.on('message', (msg: { seq: number; op: 'paths' | 'buffers' | 'compress' | 'block'; items: unknown[] }) => {
   const transfer: ArrayBuffer[] = [];
   const results =
     msg.op === 'paths'
-      ? (msg.items as Array<{ path: string }>).map((item) => digestPath(item.path, transfer))
+      ? sendRaws(
+          (msg.items as Array<{ path: string }>).map((item) => digestPath(item.path, transfer)),
+          transfer,
+        )
       : msg.op === 'buffers'
-        ? (msg.items as Uint8Array[]).map((item) => digest(Buffer.from(item.buffer, item.byteOffset, item.byteLength), transfer))
+        ? sendRaws(
+            (msg.items as Uint8Array[]).map((item) => digest(Buffer.from(item.buffer, item.byteOffset, item.byteLength), transfer)),
+            transfer,
+          )
         : msg.op === 'block'
           ? (msg.items as Uint8Array[]).map((item) => compressWhole(item, transfer, settings.blockLevel))
           : (msg.items as Uint8Array[]).map((item) => pack(item, transfer));

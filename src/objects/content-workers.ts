@@ -116,10 +116,20 @@ export class ContentWorkers {
     return this.outcomes((await this.send('buffers', items, transfer)) as DigestReply[]);
   }
 
+  /**
+   * Outcomes from replies. A raw form under {@link MIN_COMPRESS_BYTES} (held until a solid
+   * block takes it) is a view into its batch's buffer of tiny files (which holds nothing else),
+   * or its own copy when it is the small tail of a larger file: it never keeps a whole file alive.
+   */
   private outcomes(replies: DigestReply[]): DigestOutcome[] {
     return replies.map((r): DigestOutcome => {
       if (r.kind !== 'ok') return r;
       const raw = Buffer.from(r.raw.buffer, r.raw.byteOffset, r.raw.byteLength);
+      const tinyFile = raw.byteLength < MIN_COMPRESS_BYTES;
+      const rawForm = (offset: number, length: number): StoredForm => {
+        const view = raw.subarray(offset, offset + length);
+        return { bytes: tinyFile || length >= MIN_COMPRESS_BYTES ? view : Uint8Array.from(view), codec: 'none' };
+      };
       return {
         kind: 'ok',
         sha256: r.sha256,
@@ -127,7 +137,7 @@ export class ContentWorkers {
         chunks: r.chunks.map((c) => ({
           id: c.id,
           rawLength: c.length,
-          form: c.zstd === null ? { bytes: raw.subarray(c.offset, c.offset + c.length), codec: 'none' } : { bytes: c.zstd, codec: 'zstd' },
+          form: c.zstd === null ? rawForm(c.offset, c.length) : { bytes: c.zstd, codec: 'zstd' },
         })),
       };
     });

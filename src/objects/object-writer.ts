@@ -105,10 +105,9 @@ export class ObjectWriter {
     if (this.added.has(id)) return;
     this.added.add(id);
     if (form.codec === 'none' && rawLength < MIN_COMPRESS_BYTES) {
-      // The bytes may be a view into a whole file's buffer: copy them, so a pending block does
-      // not hold the file.
-      const { bytes } = form;
-      await this.addToBlock(kind, id, bytes.byteLength * 2 < bytes.buffer.byteLength ? Uint8Array.from(bytes) : bytes);
+      // Taken as they are: such bytes view only a buffer of tiny files or are their own copy
+      // (`ContentWorkers`), so a pending block never holds a whole large file.
+      await this.addToBlock(kind, id, form.bytes);
       return;
     }
     this.append(kind, [id], [form], [rawLength]);

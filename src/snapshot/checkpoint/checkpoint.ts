@@ -346,6 +346,9 @@ async function capture(deps: SnapshotDeps, options: CheckpointOptions, checkpoin
       encodeAll: !reuse,
     });
     await sink.addTrees(trees);
+    // Ids only from here on: the encoded trees (about 20 MB at 100k files) are the writer's now, and go once packed.
+    const treeIds = [...trees.map((t) => t.id), ...reused];
+    trees.length = 0;
     onProgress?.({ phase: 'upload', files: scan.files, filesTotal: scan.files, bytes: scan.bytes, bytesTotal: scan.bytes });
     if (!(await source.unchanged(sourceScan, (p) => !read.hits.has(p)))) continue;
     const written = await writer.finish();
@@ -368,7 +371,6 @@ async function capture(deps: SnapshotDeps, options: CheckpointOptions, checkpoin
       root: { mode: scan.root.mode, mtimeMs: scan.root.mtimeMs },
       ...written.stats,
     };
-    const treeIds = [...trees.map((t) => t.id), ...reused];
     return {
       rootId,
       written,

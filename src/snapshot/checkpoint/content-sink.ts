@@ -4,15 +4,22 @@ import type { StoredForm } from '../../objects/content-workers.js';
 import type { ObjectWriter } from '../../objects/object-writer.js';
 import type { EncodedTree } from './tree-builder.js';
 
-/** New chunk bytes gathered before one batched "which of these are missing?" lookup. */
+/** New chunk bytes gathered before one batched "which of these are missing?" lookup… */
 export const LOOKUP_BATCH_BYTES = 16 * 1024 * 1024;
+/**
+ * …or this many chunks, whichever comes first. A small file's stored form is a view into the
+ * worker's reply for its whole batch, so held tiny chunks kept every reply alive: 100k tiny
+ * files under the byte bound alone held about 25 MB of replies (and a Map of 60k entries) until
+ * the first lookup. A few lookups more (one indexed `IN` query each) cost far less.
+ */
+export const LOOKUP_BATCH_OBJECTS = 4096;
 
 type Candidate = { readonly form: StoredForm; readonly rawLength: number } | { readonly raw: Uint8Array };
 
 /**
  * Where a checkpoint's content goes: ids already known to the index are dropped, the rest go
- * to the ObjectWriter. Lookups are batched (by bytes held), so a checkpoint asks the index a
- * few times, not once per chunk. Calls must not overlap (the checkpoint loop is sequential).
+ * to the ObjectWriter. Lookups are batched (by bytes and chunks held), so a checkpoint asks the
+ * index a few times, not once per chunk. Calls must not overlap (the checkpoint loop is sequential).
  */
 export class ContentSink {
   private readonly present = new Set<Sha256Hex>();
@@ -68,6 +75,6 @@ export class ContentSink {
 
   private async hold(bytes: number): Promise<void> {
     this.heldBytes += bytes;
-    if (this.heldBytes >= LOOKUP_BATCH_BYTES) await this.flush();
+    if (this.heldBytes >= LOOKUP_BATCH_BYTES || this.candidates.size >= LOOKUP_BATCH_OBJECTS) await this.flush();
   }
 }

@@ -98,7 +98,7 @@ export async function readFiles(input: ReadFilesInput): Promise<ReadFilesResult>
       return;
     }
     ids.set(file.path, { sha256, chunks });
-    next.add(file.path, { ...identityOf(file), sha256, chunks });
+    next.addFile(file.path, file, sha256, chunks);
     totals.filesHashed += 1;
     totals.bytesHashed += file.size;
   };
