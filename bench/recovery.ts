@@ -10,16 +10,31 @@
  * verification, no agent): onto its host disk for bwrap, through an exec's stdin for docker,
  * whose disk the host cannot reach. `--scale small|full` picks the workspace (workload A of the
  * snapshot bench).
+ *
+ * Then, per provider, restores alone (local disk + SQLite store, interleaved within each run,
+ * the same reference measured again beside them): into a fresh host directory, into a fresh
+ * sandbox through the agent, and into a fresh sandbox through the shell transport (no Node).
+ * The goals table (issue 26, item 2) says for each goal its figure and whether it is met:
+ * recovery through the agent at most 1.0x the reference, the shell route (new sandbox + shell
+ * restore) at most 2.0x it, and the agent's restore at least 0.8x local restore throughput.
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { LocalDiskBlobStore } from '../src/blob-store/drivers/local-disk.js';
 import { type Holdfast, openHoldfast } from '../src/index.js';
+import { openMetadataStore } from '../src/metadata/metadata-store.js';
+import { ContentWorkers } from '../src/objects/content-workers.js';
+import { AgentPool } from '../src/sandbox/agent/host/agent-pool.js';
+import { SandboxEndpoints } from '../src/sandbox/endpoints/sandbox-endpoints.js';
+import { probeSandbox } from '../src/sandbox/endpoints/shell/probe.js';
+import { shellEndpoints } from '../src/sandbox/endpoints/shell/shell-endpoints.js';
 import { type BwrapSandboxHandle, BwrapSandboxProvider } from '../src/sandbox/providers/bwrap.js';
 import { DockerSandboxProvider } from '../src/sandbox/providers/docker.js';
 import type { SandboxHandle, SandboxProvider } from '../src/sandbox/sandbox-provider.js';
+import { Snapshots } from '../src/snapshot/snapshots.js';
 import { nodeImage } from '../test/support/docker-images.js';
 import { median, printTable, timeMs } from './stats.js';
 import { generateWorkloadA, type WorkspaceManifest } from './workspace-gen.js';
@@ -49,8 +64,11 @@ interface SandboxCase {
   open(dir: string): SandboxProvider;
   /** What the run's deployment names besides its setup. */
   deployment(): { provider: string; image?: string };
-  /** Fills the (empty) workspace of `sandbox` with the benchmark tree: `source` as a directory, `tarball` as tar.zst. */
-  fill(sandbox: SandboxHandle, source: string, tarball: string): Promise<void>;
+  /**
+   * Fills the (empty) workspace of `sandbox` with the benchmark tree: `source` as a directory,
+   * `tarball` as tar.zst. A turn's handle is a view of the provider's, so `provider` gives the raw one.
+   */
+  fill(provider: SandboxProvider, sandbox: SandboxHandle, source: string, tarball: string): Promise<void>;
   /** The reference's extraction: `zstd -dc tarball | tar -x` into the workspace of `sandbox`. */
   untar(sandbox: SandboxHandle, tarball: string): Promise<void>;
 }
@@ -71,8 +89,8 @@ const SANDBOXES: SandboxCase[] = [
     name: 'bwrap',
     open: (dir) => new BwrapSandboxProvider({ root: path.join(dir, 'sandboxes') }),
     deployment: () => ({ provider: 'bwrap' }),
-    async fill(sandbox, source) {
-      const disk = (sandbox as BwrapSandboxHandle).hostDiskPath;
+    async fill(provider, sandbox, source) {
+      const disk = ((await provider.get(sandbox.id)) as BwrapSandboxHandle).hostDiskPath;
       fs.rmSync(path.join(disk, 'workspace'), { recursive: true, force: true });
       fs.cpSync(source, path.join(disk, 'workspace'), { recursive: true, preserveTimestamps: true, verbatimSymlinks: true });
     },
@@ -86,7 +104,7 @@ const SANDBOXES: SandboxCase[] = [
     // One scope per bench process: list() and the cleanup see only this run's containers.
     open: () => new DockerSandboxProvider({ image: nodeImage(), scope: `bench-recovery-${process.pid}` }),
     deployment: () => ({ provider: 'docker', image: nodeImage() }),
-    fill: (sandbox, _source, tarball) => untarThroughExec(sandbox, tarball),
+    fill: (_provider, sandbox, _source, tarball) => untarThroughExec(sandbox, tarball),
     untar: untarThroughExec,
   },
 ];
@@ -161,7 +179,7 @@ async function measure(backend: Backend, sandboxes: SandboxCase, tmp: string, so
     const deployment = await hf.deployments.create({ ...sandboxes.deployment(), setup: [['sh', '-c', 'echo ready > /home/agent/ready']] });
     const run = await hf.runs.create({ deploymentId: deployment.id });
     // Put the workspace into the run's sandbox, then let a turn checkpoint it.
-    await hf.runs.turn(run.id, ({ sandbox }) => sandboxes.fill(sandbox, source, tarball));
+    await hf.runs.turn(run.id, ({ sandbox }) => sandboxes.fill(outside, sandbox, source, tarball));
     const add = (step: string, ms: number) => steps.set(step, [...(steps.get(step) ?? []), ms]);
     for (let i = 0; i < runs; i += 1) {
       const before = (await hf.runs.events(run.id, 1000)).length;
@@ -197,6 +215,88 @@ async function measure(backend: Backend, sandboxes: SandboxCase, tmp: string, so
   return { steps, total, reference };
 }
 
+/** Restores alone, per run: into a host directory, through the agent, through the shell; and the reference beside them. */
+interface RestoreFigures {
+  readonly local: number[];
+  readonly agent: number[];
+  readonly shell: number[];
+  readonly reference: number[];
+}
+
+/** The restores of {@link RestoreFigures} on `sandboxes`, from a local-disk + SQLite store holding `source`, interleaved within each run. */
+async function measureRestores(sandboxes: SandboxCase, tmp: string, source: string, tarball: string): Promise<RestoreFigures> {
+  const dir = fs.mkdtempSync(path.join(tmp, 'restores-'));
+  const provider = sandboxes.open(dir);
+  const workers = new ContentWorkers();
+  const blobs = await LocalDiskBlobStore.open({ path: path.join(dir, 'blobs') });
+  const meta = await openMetadataStore({ kind: 'sqlite', path: path.join(dir, 'meta.db') });
+  const snapshots = new Snapshots({ blobs, meta, workers, cacheDir: path.join(dir, 'cache') });
+  const endpoints = new SandboxEndpoints(() => provider, { agents: new AgentPool() });
+  const figures: RestoreFigures = { local: [], agent: [], shell: [], reference: [] };
+  const fresh = async (use: (sandbox: SandboxHandle) => Promise<unknown>): Promise<number> => {
+    await settle();
+    let made: SandboxHandle | undefined;
+    const ms = await timeMs(async () => {
+      made = await provider.create();
+      await use(made);
+    });
+    await provider.destroy(made?.id ?? '');
+    return ms;
+  };
+  try {
+    await snapshots.checkpoint({ dir: source, workspace: 'w' });
+    for (let i = 0; i < runs; i += 1) {
+      const into = path.join(dir, `local-${i}`);
+      await settle();
+      figures.local.push(await timeMs(() => snapshots.restore({ dir: into, workspace: 'w' })));
+      fs.rmSync(into, { recursive: true, force: true });
+      figures.agent.push(await fresh((sandbox) => endpoints.restore(snapshots, sandbox, { workspace: 'w' })));
+      figures.shell.push(
+        await fresh(async (sandbox) => {
+          const { target } = shellEndpoints(sandbox, { transport: 'shell-stdin', probe: await probeSandbox(sandbox) });
+          return snapshots.restore({ workspace: 'w', target });
+        }),
+      );
+      figures.reference.push(await fresh((sandbox) => sandboxes.untar(sandbox, tarball)));
+      process.stderr.write(`[recovery] restores, ${sandboxes.name}: run ${i + 1}/${runs} done\n`);
+    }
+  } finally {
+    await endpoints.close();
+    await meta.close();
+    await workers.close();
+    for (const s of await provider.list()) await provider.destroy(s.id);
+  }
+  return figures;
+}
+
+/** Each goal of issue 26 item 2 with its figure (medians) and whether it is met. */
+function reportGoals(results: ReadonlyMap<string, Measured>, restores: ReadonlyMap<string, RestoreFigures>): void {
+  const rows: string[][] = [];
+  const goal = (name: string, figure: number, met: boolean, how: string) =>
+    rows.push([name, figure.toFixed(2), met ? 'met' : 'NOT met', how]);
+  for (const [name, m] of results) {
+    const ratio = median(m.total) / median(m.reference);
+    goal(
+      `recovery through the agent <= 1.0x tar (${name})`,
+      ratio,
+      ratio <= 1,
+      `${median(m.total).toFixed(0)} / ${median(m.reference).toFixed(0)} ms`,
+    );
+  }
+  for (const [name, r] of restores) {
+    const shell = median(r.shell) / median(r.reference);
+    goal(`shell route <= 2.0x tar (${name})`, shell, shell <= 2, `${median(r.shell).toFixed(0)} / ${median(r.reference).toFixed(0)} ms`);
+    const throughput = median(r.local) / median(r.agent);
+    goal(
+      `agent restore >= 0.8x local throughput (${name})`,
+      throughput,
+      throughput >= 0.8,
+      `local ${median(r.local).toFixed(0)} / agent ${median(r.agent).toFixed(0)} ms`,
+    );
+  }
+  printTable(`Goals (issue 26, item 2), medians of ${runs}`, ['goal', 'figure', 'status', 'from'], rows);
+}
+
 function report(manifest: WorkspaceManifest, results: ReadonlyMap<string, Measured>): void {
   const names = [...results.keys()];
   const all = [...results.values()];
@@ -221,17 +321,23 @@ async function main(): Promise<void> {
     const tarball = path.join(tmp, 'ws.tar.zst');
     execFileSync('sh', ['-c', `tar -C "${source}" -cf - . | zstd -q -3 -o "${tarball}"`]);
     const results = new Map<string, Measured>();
+    const restores = new Map<string, RestoreFigures>();
     const chosen = SANDBOXES.filter((c) => providerArg === 'both' || c.name === providerArg);
     for (const sandboxes of chosen) {
       for (const backend of BACKENDS)
         results.set(`${backend.name}, ${sandboxes.name}`, await measure(backend, sandboxes, tmp, source, tarball));
+      restores.set(sandboxes.name, await measureRestores(sandboxes, tmp, source, tarball));
     }
     if (json) {
       const out = Object.fromEntries(
         [...results].map(([name, m]) => [name, { steps: Object.fromEntries(m.steps), total: m.total, reference: m.reference }]),
       );
-      process.stdout.write(`${JSON.stringify({ files: manifest.files, bytes: manifest.bytes, results: out })}\n`);
-    } else report(manifest, results);
+      const alone = Object.fromEntries(restores);
+      process.stdout.write(`${JSON.stringify({ files: manifest.files, bytes: manifest.bytes, results: out, restores: alone })}\n`);
+    } else {
+      report(manifest, results);
+      reportGoals(results, restores);
+    }
   } finally {
     fs.rmSync(tmp, { recursive: true, force: true });
   }

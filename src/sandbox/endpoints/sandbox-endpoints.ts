@@ -1,12 +1,16 @@
 import type { CheckpointResult } from '../../snapshot/checkpoint/checkpoint.js';
 import type { RestoreReceipt } from '../../snapshot/restore/restore.js';
 import type { Snapshots } from '../../snapshot/snapshots.js';
+import type { EndpointContext } from '../../snapshot/workspace-source.js';
+import type { WorkspaceTarget } from '../../snapshot/workspace-target.js';
+import type { AgentClient } from '../agent/host/agent-client.js';
 import { AgentPool, type AgentSource, ONE_SHOT_AGENTS } from '../agent/host/agent-pool.js';
 import { fileApiEndpoints } from '../file-api/file-api-endpoints.js';
 import { findSandbox, openSandboxProvider } from '../open-provider.js';
 import type { SandboxHandle, SandboxProvider } from '../sandbox-provider.js';
 import { AgentWorkspaceSource } from './agent-source.js';
 import { AgentWorkspaceTarget } from './agent-target.js';
+import { DeferredTarget } from './deferred-target.js';
 import { chooseTransport, ProbeCache, requireExec, type Transport } from './shell/probe.js';
 import { shellEndpoints } from './shell/shell-endpoints.js';
 
@@ -55,11 +59,18 @@ export class SandboxEndpoints {
 
   /** The route to `handle`'s workspace (probing the sandbox the first time). `STORE_UNAVAILABLE` when none fits, listing what is missing. */
   async route(handle: SandboxHandle): Promise<WorkspaceRoute> {
-    if (handle.localPath !== undefined) return 'local';
+    const direct = this.directRoute(handle);
+    if (direct !== undefined) return direct;
     const { capabilities } = this.providers(handle.provider);
-    if (capabilities.files === true && handle.files !== undefined) return 'files';
     requireExec(capabilities);
     return chooseTransport(capabilities, await this.probes.get(handle));
+  }
+
+  /** The routes that need no probe: a host path, a declared file API. */
+  private directRoute(handle: SandboxHandle): 'local' | 'files' | undefined {
+    if (handle.localPath !== undefined) return 'local';
+    const { capabilities } = this.providers(handle.provider);
+    return capabilities.files === true && handle.files !== undefined ? 'files' : undefined;
   }
 
   /** Checkpoints the workspace of the sandbox `ref` names (found through this instance's providers). */
@@ -91,15 +102,46 @@ export class SandboxEndpoints {
   async restore(snapshots: Snapshots, handle: SandboxHandle, input: RestoreInput): Promise<RestoreReceipt> {
     // The restore point is resolved first, so a missing workspace or checkpoint never probes or stages anything.
     await snapshots.restorePoint(input.workspace, input.checkpoint);
-    const route = await this.route(handle);
-    if (route === 'local') return snapshots.restore({ ...input, dir: handle.localPath as string });
-    if (route === 'files') return snapshots.restore({ ...input, target: this.files(handle).target });
-    if (route === 'agent') {
-      return this.agents.use(handle, (client) =>
-        snapshots.restore({ ...input, target: () => new AgentWorkspaceTarget(client, handle.workspaceRoot, handle.id) }),
-      );
+    const direct = this.directRoute(handle);
+    if (direct === 'local') return snapshots.restore({ ...input, dir: handle.localPath as string });
+    if (direct === 'files') return snapshots.restore({ ...input, target: this.files(handle).target });
+    return this.restoreOverExec(snapshots, handle, input);
+  }
+
+  /**
+   * A restore over exec: the probe and, for the agent, its staging and start run while the
+   * engine reads and validates the checkpoint's trees (see {@link DeferredTarget}). The agent
+   * is lent for the whole restore and handed back (or dropped, after a failure) once it is over.
+   */
+  private async restoreOverExec(snapshots: Snapshots, handle: SandboxHandle, input: RestoreInput): Promise<RestoreReceipt> {
+    const route = this.route(handle);
+    const lent = settleable<AgentClient>();
+    const over = settleable<void>();
+    const lease = route.then((r) =>
+      r === 'agent'
+        ? this.agents.use(handle, (client) => {
+            lent.resolve(client);
+            return over.promise;
+          })
+        : undefined,
+    );
+    lease.catch((error: unknown) => lent.reject(error));
+    const made = async (context: EndpointContext): Promise<WorkspaceTarget> => {
+      const r = await route;
+      if (r === 'agent') return new AgentWorkspaceTarget(await lent.promise, handle.workspaceRoot, handle.id);
+      return (await this.shell(handle, r as Exclude<Transport, 'agent'>)).target(context);
+    };
+    const label = `sandbox ${handle.id}:${handle.workspaceRoot}`;
+    try {
+      const receipt = await snapshots.restore({ ...input, target: (context) => new DeferredTarget(label, made(context)) });
+      over.resolve();
+      await lease;
+      return receipt;
+    } catch (error) {
+      over.reject(error);
+      await lease.catch(() => undefined);
+      throw error;
     }
-    return snapshots.restore({ ...input, target: (await this.shell(handle, route)).target });
   }
 
   /** Forgets what is kept for a sandbox (its agent connection, its probe): call it when the sandbox is destroyed. */
@@ -121,6 +163,18 @@ export class SandboxEndpoints {
   private async shell(handle: SandboxHandle, transport: Exclude<Transport, 'agent'>) {
     return shellEndpoints(handle, { transport, probe: await this.probes.get(handle) });
   }
+}
+
+/** A promise with its settle functions, marked handled: whoever awaits it sees its outcome. */
+function settleable<T>(): { promise: Promise<T>; resolve(value: T): void; reject(error: unknown): void } {
+  let resolve: (value: T) => void = () => undefined;
+  let reject: (error: unknown) => void = () => undefined;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  promise.catch(() => undefined);
+  return { promise, resolve, reject };
 }
 
 /** The shipped providers, an agent connection per operation: what the free functions below use. */

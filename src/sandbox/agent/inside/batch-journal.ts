@@ -10,12 +10,30 @@ export interface StagedFile {
   readonly mode: number;
   readonly sha256: Sha256Hex;
   readonly chunks: readonly Sha256Hex[];
+  /**
+   * Its inode, mtime and ctime when it was completed, read back from the file itself: what the
+   * stat cache records at publish, where nothing but a rename of a top-level entry or a hard
+   * link to it changes them. Absent (reused files, older journals, a leader linked since): the
+   * file is `lstat`ed at publish instead.
+   */
+  readonly stat?: StagedStat;
 }
+
+/** What {@link StagedFile.stat} keeps of an `fstat`. */
+export interface StagedStat {
+  readonly ino: number;
+  readonly mtimeMs: number;
+  readonly ctimeMs: number;
+}
+
+/** The mark of a staged file whose stat changed after it was staged (a hard link was made to it). */
+const RESTAT = '-';
 
 /**
  * The durable memory of one staging directory, kept in `<staging>/.holdfast/` (a reserved name
  * no workspace path can use, removed before publish): `batches` lists completed write-batch
- * ids, `staged.tsv` the files written or reused (paths as JSON strings). Both are append-only with fsync; a torn last
+ * ids, `staged.tsv` the files written or reused (paths as JSON strings; a line of a path and `-`
+ * marks one whose stat changed since). Both are append-only with fsync; a torn last
  * line (a kill mid-append) is cut off when the journal is opened, so it never merges with the
  * next record. A batch id is appended only after all of its operations are applied, so an id
  * in the journal means "applied exactly once", and an id missing means "apply it (again)".
@@ -64,9 +82,10 @@ export class BatchJournal {
     return this.stagedPaths.has(relPath);
   }
 
-  /** Marks a batch complete, after recording the files it staged. */
-  complete(batchId: string, files: readonly StagedFile[]): void {
+  /** Marks a batch complete, after recording the files it staged and the leaders it linked members to (`relinked`). */
+  complete(batchId: string, files: readonly StagedFile[], relinked: readonly string[] = []): void {
     this.addStaged(files);
+    if (relinked.length > 0) appendDurably(this.stagedFile, relinked.map((p) => `${quote(p)}\t${RESTAT}\n`).join(''));
     appendDurably(path.join(this.dir, 'batches'), `${batchId}\n`);
     this.done.add(batchId);
   }
@@ -82,14 +101,30 @@ export function readStaged(file: string): Map<string, StagedFile> {
   const out = new Map<string, StagedFile>();
   for (const line of readLines(file)) {
     const f = line.split('\t');
-    if (f.length !== 6) continue;
+    if (f.length === 2 && f[1] === RESTAT) {
+      const p = unquote(f[0] as string);
+      const known = p === undefined ? undefined : out.get(p);
+      if (known?.stat !== undefined) {
+        const { stat: _changed, ...rest } = known;
+        out.set(known.path, rest);
+      }
+      continue;
+    }
+    if (f.length !== 6 && f.length !== 9) continue;
     const [quoted, size, mtimeMs, mode, sha256, chunks] = f as [string, string, string, string, string, string];
     const ids = chunks === '' ? [] : chunks.split(',');
     const p = unquote(quoted);
     if (p === undefined || !isSha256Hex(sha256) || !ids.every(isSha256Hex)) continue;
-    out.set(p, { path: p, size: Number(size), mtimeMs: Number(mtimeMs), mode: Number(mode), sha256, chunks: ids });
+    const entry = { path: p, size: Number(size), mtimeMs: Number(mtimeMs), mode: Number(mode), sha256, chunks: ids };
+    const stat = f.length === 9 ? statOf(f[6] as string, f[7] as string, f[8] as string) : undefined;
+    out.set(p, stat === undefined ? entry : { ...entry, stat });
   }
   return out;
+}
+
+function statOf(ino: string, mtimeMs: string, ctimeMs: string): StagedStat | undefined {
+  const stat = { ino: Number(ino), mtimeMs: Number(mtimeMs), ctimeMs: Number(ctimeMs) };
+  return Number.isSafeInteger(stat.ino) && Number.isFinite(stat.mtimeMs) && Number.isFinite(stat.ctimeMs) ? stat : undefined;
 }
 
 /**
@@ -110,7 +145,8 @@ function unquote(field: string): string | undefined {
 }
 
 function stagedLine(f: StagedFile): string {
-  return `${quote(f.path)}\t${f.size}\t${f.mtimeMs}\t${f.mode}\t${f.sha256}\t${f.chunks.join(',')}\n`;
+  const stat = f.stat === undefined ? '' : `\t${f.stat.ino}\t${f.stat.mtimeMs}\t${f.stat.ctimeMs}`;
+  return `${quote(f.path)}\t${f.size}\t${f.mtimeMs}\t${f.mode}\t${f.sha256}\t${f.chunks.join(',')}${stat}\n`;
 }
 
 /** Complete lines of `file`; a torn tail is truncated away so the next append starts clean. */

@@ -134,6 +134,10 @@ function removeIfEmpty(dir: string): void {
 /**
  * Records each staged file whose size, mode and mtime still match, with its stat after
  * publishing; then drops the staged list. Without a base or a cache key there is no cache to write.
+ * A file completed with its stat read back (see `StagedFile.stat`) below the top level keeps
+ * that stat: publishing renames only top-level entries (or the staging directory itself), which
+ * changes no deeper file. Whatever changed such a file since would have changed its ctime too,
+ * so its entry would simply miss at the next scan. Others are `lstat`ed now.
  */
 function saveStatCache(state: AgentState, record: StagingRecord, base: string | undefined, startedAtMs: number): number {
   const list = state.stagedListFile(record.stagingId);
@@ -145,6 +149,12 @@ function saveStatCache(state: AgentState, record: StagingRecord, base: string | 
   let n = 0;
   withResolver(record.target, (resolver) => {
     for (const f of readStaged(list).values()) {
+      if (f.stat !== undefined && f.path.includes('/')) {
+        const { size, mode, sha256, chunks } = f;
+        builder.add(f.path, { size, mode, sha256, chunks, ...f.stat });
+        n += 1;
+        continue;
+      }
       let st: fs.Stats | undefined;
       try {
         st = fs.lstatSync(resolver.at(resolver.resolve(f.path)), { throwIfNoEntry: false });

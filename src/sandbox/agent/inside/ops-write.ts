@@ -8,6 +8,7 @@ import { WRITE_BATCH_MAX_BYTES, WRITE_BATCH_MAX_OPS, type WriteOp } from '../wir
 import type { OpHandler } from './agent-server.js';
 import { type AgentState, faultPoint } from './agent-state.js';
 import type { BatchJournal, StagedFile } from './batch-journal.js';
+import { BatchListing } from './batch-listing.js';
 import { parseWriteOp } from './parse-write-op.js';
 import { type NoFollowResolver, withResolver } from './safe-fs.js';
 import { openStaging } from './staging-registry.js';
@@ -47,13 +48,14 @@ export function write(state: AgentState): OpHandler {
     const { staging, journal } = openStaging(state, stagingId);
     if (journal.has(batchId)) return { result: { applied: false, ops: ops.length } };
     withResolver(staging, (resolver) => {
-      const batch: BatchContext = { absent: plan(resolver, journal, ops), writable: new Set() };
+      const listing = new BatchListing(resolver);
+      const batch: BatchContext = { absent: plan(resolver, listing, journal, ops), writable: new Set(), listing, relinked: [] };
       const staged: StagedFile[] = [];
       for (const op of ops) {
         applyOp(resolver, batch, op, payload, staged);
         faultPoint();
       }
-      journal.complete(batchId, staged);
+      journal.complete(batchId, staged, batch.relinked);
     });
     faultPoint();
     return { result: { applied: true, ops: ops.length } };
@@ -67,6 +69,10 @@ export function write(state: AgentState): OpHandler {
 interface BatchContext {
   readonly absent: Set<string>;
   readonly writable: Set<string>;
+  /** Op paths resolved by the plan. */
+  readonly listing: BatchListing;
+  /** Leaders this batch linked members to: their stat changed since they were staged. */
+  readonly relinked: string[];
 }
 
 /**
@@ -74,14 +80,14 @@ interface BatchContext {
  * leader must be a regular file that this staging completed (its journal lists it) or that an
  * earlier op of this batch completes.
  */
-function plan(resolver: NoFollowResolver, journal: BatchJournal, ops: readonly WriteOp[]): Set<string> {
+function plan(resolver: NoFollowResolver, listing: BatchListing, journal: BatchJournal, ops: readonly WriteOp[]): Set<string> {
   const madeDirs = new Set<string>();
   const sizes = new Map<string, number>();
   const completes = new Set<string>();
   const absent = new Set<string>();
   for (const op of ops) {
     if (op.path === '') continue;
-    const st = lstatPlanned(resolver, op.path, madeDirs);
+    const st = listing.lstat(op.path, madeDirs);
     if (st === undefined && !madeDirs.has(op.path) && !sizes.has(op.path)) absent.add(op.path);
     const refuse = (why: string): never => {
       throw new InputError('INVALID_INPUT', `${op.op} ${op.path}: ${why}`, { data: { path: op.path, op: op.op } });
@@ -125,7 +131,7 @@ function lstatPlanned(resolver: NoFollowResolver, rel: string, planned: Readonly
 }
 
 function applyOp(resolver: NoFollowResolver, batch: BatchContext, op: WriteOp, payload: Buffer, staged: StagedFile[]): void {
-  const abs = op.path === '' ? resolver.base : resolver.resolve(op.path);
+  const abs = op.path === '' ? resolver.base : batch.listing.resolve(op.path);
   // Only the first op on a path may rely on the plan's "nothing there": it creates something.
   const fresh = batch.absent.delete(op.path);
   if (op.op !== 'dir') {
@@ -157,6 +163,7 @@ function applyOp(resolver: NoFollowResolver, batch: BatchContext, op: WriteOp, p
     }
     case 'link':
       linkMember(resolver, abs, op, fresh);
+      batch.relinked.push(op.leader);
       return;
     case 'dir': {
       // Plan checked it is a real directory; the root's mtime is set by publish (which changes it).
@@ -214,7 +221,7 @@ function writePiece(abs: string | Buffer, key: string, op: FileOp, piece: Buffer
   let fd: number;
   if (op.at === 0) {
     if (!fresh) removeNonDirectory(abs);
-    fd = fs.openSync(abs, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+    fd = createExclusive(abs, fresh);
   } else {
     fd = fs.openSync(abs, O_RDWR | O_NOFOLLOW);
   }
@@ -239,12 +246,29 @@ function writePiece(abs: string | Buffer, key: string, op: FileOp, piece: Buffer
     }
     fs.fchmodSync(fd, op.mode);
     fs.futimesSync(fd, utimeOf(op.mtimeMs), utimeOf(op.mtimeMs));
-    checkKept(op.path, fs.fstatSync(fd), op.mode, op.mtimeMs);
+    const st = fs.fstatSync(fd);
+    checkKept(op.path, st, op.mode, op.mtimeMs);
     if (op.chunks !== undefined) {
-      staged.push({ path: op.path, size: op.size, mtimeMs: op.mtimeMs, mode: op.mode, sha256: op.sha256, chunks: op.chunks });
+      const stat = { ino: st.ino, mtimeMs: st.mtimeMs, ctimeMs: st.ctimeMs };
+      staged.push({ path: op.path, size: op.size, mtimeMs: op.mtimeMs, mode: op.mode, sha256: op.sha256, chunks: op.chunks, stat });
     }
   } finally {
     fs.closeSync(fd);
+  }
+}
+
+/**
+ * Creates a file's first piece: exclusive, never through a symlink. The plan found the name
+ * free (`fresh`) by listing its directory; something made there since (by another process in
+ * the sandbox) is removed as a re-applied batch would, unless it is a directory.
+ */
+function createExclusive(abs: string | Buffer, fresh: boolean): number {
+  try {
+    return fs.openSync(abs, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+  } catch (error) {
+    if (!fresh || (error as { code?: unknown }).code !== 'EEXIST') throw error;
+    removeNonDirectory(abs);
+    return fs.openSync(abs, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
   }
 }
 
