@@ -1,4 +1,6 @@
+import { isHoldfastError } from '../../../errors.js';
 import type { SandboxHandle } from '../../sandbox-provider.js';
+import { UNLINKED_ROOT } from '../wire/protocol.js';
 import type { AgentClient } from './agent-client.js';
 import { withAgent } from './agent-session.js';
 import { connectAgent } from './stage-agent.js';
@@ -41,15 +43,20 @@ export class AgentPool implements AgentSource {
     const key = keyOf(handle.provider, handle.id);
     const lent = this.idle.get(key);
     this.idle.delete(key);
-    let client = lent?.client.alive === true ? lent.client : undefined;
-    if (lent !== undefined && client === undefined) quietly(lent.client);
-    client ??= (await connectAgent((argv, options) => handle.exec(argv, options), handle.agentHome)).client;
+    const pooled = lent?.client.alive === true ? lent.client : undefined;
+    if (lent !== undefined && pooled === undefined) quietly(lent.client);
+    const client = pooled ?? (await connectAgent((argv, options) => handle.exec(argv, options), handle.agentHome)).client;
     let result: T;
     try {
       result = await fn(client);
     } catch (error) {
       // The agent's state after a failure is unknown: never lend it again.
       quietly(client);
+      // A pooled agent that outlived its sandbox's view of the workspace (a host tool removed and
+      // recreated the directory) refused before doing anything: a fresh agent sees the new one.
+      if (pooled !== undefined && isHoldfastError(error, 'NOT_FOUND') && error.data?.reason === UNLINKED_ROOT) {
+        return this.use(handle, fn);
+      }
       throw error;
     }
     if (this.closed || !client.alive || this.idle.has(key)) quietly(client);

@@ -9,6 +9,7 @@ import { type CachedIds, LIST_BATCH_MAX_ITEMS, type ProbeResult, SCAN_PART_BYTES
 import type { HandlerReply, OpHandler, RequestContext } from './agent-server.js';
 import type { AgentState } from './agent-state.js';
 import { Fields } from './request-fields.js';
+import { refuseUnlinkedDir } from './safe-fs.js';
 
 /** `probe {root?}`: what the engine needs to know before it relies on this sandbox. */
 export function probe(state: AgentState): OpHandler {
@@ -68,6 +69,7 @@ export function scan(state: AgentState): OpHandler {
     const limits: ScanLimits = { maxFileBytes: limitFields.int('maxFileBytes', 0), maxEntries: limitFields.int('maxEntries', 1) };
     const cacheKey = fields.optionalToken('cacheKey');
     const base = fields.optionalString('base');
+    refuseUnlinkedDir(root);
     const result = scanWorkspace(root, rules, limits);
     const cache = cacheKey === undefined ? StatCache.empty() : StatCache.load(state.statCacheFile(cacheKey));
     const cached: Array<CachedIds & { path: string }> = [];

@@ -5,7 +5,7 @@ import type { StageBeginResult } from '../wire/protocol.js';
 import type { OpHandler } from './agent-server.js';
 import type { AgentState } from './agent-state.js';
 import { BatchJournal } from './batch-journal.js';
-import { fsyncDir, removeTree } from './safe-fs.js';
+import { fsyncDir, refuseUnlinkedDir, removeTree } from './safe-fs.js';
 import { loadRecord, pruneRecords, type StagingLayout, saveRecord, stagingPaths } from './staging-registry.js';
 
 /** The agent's own directory inside a target; a reserved name, so no workspace path reaches it. */
@@ -67,6 +67,7 @@ function inspectTarget(target: string, replace: boolean): StageBeginResult['targ
   }
   if (!st.isDirectory())
     throw new InputError('INVALID_INPUT', `restore target ${target} exists and is not a directory`, { data: { target } });
+  refuseUnlinkedDir(target);
   // Our own directory (an earlier inside staging) does not make a target non-empty.
   if (fs.readdirSync(target).every((name) => name === OWN_DIR)) return 'empty';
   if (!replace) {

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { splitRelativePath } from '../../../core/paths.js';
 import { type ErrorCode, errorFor, HoldfastError, InputError, NotFoundError } from '../../../errors.js';
 import { LongPaths } from '../../../workspace-fs/long-paths.js';
+import { UNLINKED_ROOT } from '../wire/protocol.js';
 
 export { fsyncDir, writeFileAtomic } from '../../../workspace-fs/atomic-file.js';
 /** Shared with the host, which removes restore staging the same way. */
@@ -101,6 +102,21 @@ export function withResolver<T>(base: string, use: (resolver: NoFollowResolver) 
 }
 
 /** SHA-256 of a regular file read block by block, never following a symlink at `abs`. */
+/**
+ * Refuses a directory that has been removed while this process still reaches it (a link count
+ * of 0): a host tool that deleted and recreated a sandbox's workspace leaves a long-lived agent
+ * looking at the old, empty directory its sandbox had mounted, and a scan of it would record an
+ * empty tree as the workspace. `NOT_FOUND` with `data.reason` {@link UNLINKED_ROOT}.
+ */
+export function refuseUnlinkedDir(abs: string): void {
+  const st = fs.statSync(abs, { throwIfNoEntry: false });
+  if (st?.isDirectory() === true && st.nlink === 0) {
+    throw new NotFoundError(`${abs} was removed while this agent ran: a new agent sees the directory there now`, {
+      data: { root: abs, reason: UNLINKED_ROOT },
+    });
+  }
+}
+
 export function hashFile(abs: string | Buffer): string {
   const fd = fs.openSync(abs, O_RDONLY | O_NOFOLLOW);
   try {

@@ -242,3 +242,10 @@ export interface PublishResult {
   /** Entries written to the agent's stat cache (0 without `cacheKey` and `base`). */
   readonly cacheEntries: number;
 }
+
+/**
+ * `data.reason` of the `NOT_FOUND` an agent answers for a root removed while it ran (a host tool
+ * deleted and recreated the directory the sandbox had mounted): the host's pool then retries
+ * once with a fresh agent, which sees the directory there now.
+ */
+export const UNLINKED_ROOT = 'root-unlinked';
