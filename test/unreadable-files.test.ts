@@ -4,6 +4,7 @@ import type { BwrapSandboxProvider } from '../src/sandbox/providers/bwrap.js';
 import type { SandboxHandle } from '../src/sandbox/sandbox-provider.js';
 import type { OpenedBackends } from './support/backends.js';
 import { openBwrapBackends } from './support/bwrap-backends.js';
+import { withoutStdin, withoutStdinProvider } from './support/shell-handles.js';
 
 /** What a rejected promise was rejected with. */
 async function rejection(p: Promise<unknown>): Promise<{ code?: string; data?: Record<string, unknown> }> {
@@ -15,28 +16,36 @@ async function rejection(p: Promise<unknown>): Promise<{ code?: string; data?: R
   throw new Error('expected a rejection');
 }
 
-describe('a file the sandbox user cannot read (agent route, bwrap)', () => {
+/** The same bwrap sandbox through the agent, and through the shell route (a handle that takes no stdin). */
+const ROUTES = [
+  { route: 'agent', shell: false },
+  { route: 'shell-args', shell: true },
+] as const;
+
+describe.each(ROUTES)('a file the sandbox user cannot read ($route route, bwrap)', ({ route, shell }) => {
   let b: OpenedBackends;
   let provider: BwrapSandboxProvider;
   let sandbox: SandboxHandle;
+  let created: SandboxHandle;
   const endpoints = new SandboxEndpoints((name) => {
     if (name !== provider.name) throw new Error(`no provider ${name}`);
-    return provider;
+    return shell ? withoutStdinProvider(provider) : provider;
   });
 
   beforeAll(async () => {
     ({ b, provider } = await openBwrapBackends());
-    sandbox = await provider.create({});
-    const fill = await sandbox.run([
+    created = await provider.create({});
+    sandbox = shell ? withoutStdin(created) : created;
+    const fill = await created.run([
       'sh',
       '-c',
       'mkdir -p src && echo readable > src/ok.txt && echo hidden > src/locked.txt && chmod 000 src/locked.txt && head -c 70000000 /dev/zero > big.bin && chmod 000 big.bin',
     ]);
     expect(fill.code).toBe(0);
-    expect(await endpoints.route(sandbox)).toBe('agent');
+    expect(await endpoints.route(sandbox)).toBe(route);
   }, 120_000);
   afterAll(async () => {
-    if (sandbox !== undefined) await provider.destroy(sandbox.id);
+    if (created !== undefined) await provider.destroy(created.id);
     await endpoints.close();
     await b?.cleanup();
   }, 60_000);

@@ -1,9 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { permissionBits } from '../../../core/modes.js';
 import { hasByteEscapes } from '../../../core/name-bytes.js';
+import { HoldfastError } from '../../../errors.js';
 import type { ScannedDir, ScannedFile } from '../../../workspace-fs/scan.js';
 import type { SandboxHandle } from '../../sandbox-provider.js';
-import { expectSuccess, groupByArgBytes, pathArg, runShell } from './shell-exec.js';
+import { expectSuccess, groupByArgBytes, malformedAnswer, pathArg, runShell } from './shell-exec.js';
 import { parseStatLine, S_IFDIR, S_IFMT, S_IFREG, STAT_FORMAT, type StatFields, statLines } from './stat-line.js';
 
 /** Bytes of one piece of a large file: one exec each. */
@@ -66,12 +67,31 @@ stat -c "$f" "$@" 2>/dev/null || s=moved
 printf '%s\\n%s\\n' "$n" "$s"
 `;
 
-/** `$1` root, `$2` nonce, `$3` stat format, `$4` path, `$5` first MiB, `$6` MiB count: one piece, the nonce line, a stat line. */
+/** Exit status of a piece read whose file the sandbox user may not read. */
+const UNREADABLE_EXIT = 13;
+
+/**
+ * `$1` root, `$2` nonce, `$3` stat format, `$4` path, `$5` first MiB, `$6` MiB count: one
+ * piece, the nonce line, a stat line; exit {@link UNREADABLE_EXIT} for a file it may not read.
+ */
 const PIECE_SCRIPT = `
 d "$1"; cd "$p" || exit 3; d "$4"
+[ -f "./$p" ] && [ ! -r "./$p" ] && exit ${UNREADABLE_EXIT}
 dd if="./$p" bs=1048576 skip="$5" count="$6" 2>/dev/null || exit 6
 printf '\\n%s\\n' "$2"
 stat -c "$3" "./$p"
+`;
+
+/**
+ * `$1` root, `$2` nonce, `$3` unused, `$4` plain|coded, then paths: a line per path, `u` for a
+ * regular file the sandbox user may not read (`test -r`, the access check of its own `open`),
+ * `r` otherwise; then the nonce. Asked only after a batch read failed.
+ */
+const ACCESS_SCRIPT = `
+d "$1"; cd "$p" || exit 3; n=$2
+${DECODE_PATHS}
+for x; do if [ -f "$x" ] && [ ! -r "$x" ]; then echo u; else echo r; fi; done
+printf '%s\\n' "$n"
 `;
 
 /** `$1` root, `$2` nonce, `$3` stat format, `$4` plain|coded, then paths: one stat line per path, the nonce, `ok` or `moved`. */
@@ -82,6 +102,31 @@ s=ok
 stat -c "$f" "$@" 2>/dev/null || s=moved
 printf '%s\\n%s\\n' "$n" "$s"
 `;
+
+/** The files of a failed batch read that the sandbox user may not read, by {@link ACCESS_SCRIPT}. */
+async function unreadableOf(
+  handle: SandboxHandle,
+  root: string,
+  group: readonly ScannedFile[],
+  encoding: 'plain' | 'coded',
+  paths: readonly string[],
+): Promise<Set<ScannedFile>> {
+  const nonce = randomBytes(12).toString('hex');
+  const args = [pathArg(root), nonce, '-', encoding, ...paths];
+  const ran = await runShell(handle, ACCESS_SCRIPT, args, { maxOutputBytes: 2 * group.length + 64 });
+  const text = expectSuccess(handle, 'a read-access check', ran).stdout.toString('latin1');
+  const lines = text.split('\n');
+  if (lines.length !== group.length + 2 || lines[group.length] !== nonce || lines[group.length + 1] !== '') {
+    throw malformedAnswer('read-access check', `expected ${group.length} lines and the nonce`);
+  }
+  const locked = new Set<ScannedFile>();
+  for (const [i, f] of group.entries()) {
+    const mark = lines[i];
+    if (mark === 'u') locked.add(f);
+    else if (mark !== 'r') throw malformedAnswer('read-access check', `line ${i + 1} is neither r nor u`);
+  }
+  return locked;
+}
 
 /** True when a file's stat now is the one its scan recorded (the checks of a local second look). */
 export function sameFile(st: StatFields, f: ScannedFile): boolean {
@@ -99,16 +144,18 @@ function sameDir(st: StatFields, d: ScannedDir): boolean {
   return (st.mode & S_IFMT) === S_IFDIR && st.mtimeMs === d.exactMtimeMs && st.ctimeMs === d.ctimeMs && permissionBits(st.mode) === d.mode;
 }
 
+/** One file as {@link readWhole} yields it: its bytes, or none with the errno of a file the sandbox user may not read. */
+export type ShellRead = readonly [file: ScannedFile, bytes: Buffer | undefined, errno?: 'EACCES'];
+
 /**
  * Reads whole files in bounded execs; yields each file's bytes, or `undefined` when it is not
  * exactly what the scan saw (the bytes are framed by the scanned sizes, so a file that changed
- * size, or a batch whose framing or stat after the read disagrees, counts as changed).
+ * size, or a batch whose framing or stat after the read disagrees, counts as changed). When a
+ * batch fails, its files are checked for read access: those the sandbox user may not read come
+ * back with `EACCES` (the checkpoint fails or skips them by its policy), the others are read
+ * again without them, so one locked file never reads as a workspace that keeps changing.
  */
-export async function* readWhole(
-  handle: SandboxHandle,
-  root: string,
-  files: readonly ScannedFile[],
-): AsyncGenerator<[ScannedFile, Buffer | undefined]> {
+export async function* readWhole(handle: SandboxHandle, root: string, files: readonly ScannedFile[]): AsyncGenerator<ShellRead> {
   for (const { items: group, encoding, args: paths } of pathGroups(files, (f) => f.path)) {
     const nonce = randomBytes(12).toString('hex');
     const total = group.reduce((n, f) => n + f.size, 0);
@@ -119,7 +166,12 @@ export async function* readWhole(
     const framed = out.length >= total + mark.length && out.subarray(total, total + mark.length).equals(mark);
     const text = framed ? out.toString('latin1', total + mark.length) : '';
     if (!framed || !text.endsWith(`${nonce}\nok\n`)) {
-      for (const f of group) yield [f, undefined];
+      const locked = await unreadableOf(handle, root, group, encoding, paths);
+      for (const f of group) if (locked.has(f)) yield [f, undefined, 'EACCES'];
+      const rest = group.filter((f) => !locked.has(f));
+      // Fewer files each time: the batch read again without the locked ones ends.
+      if (locked.size > 0) yield* readWhole(handle, root, rest);
+      else for (const f of rest) yield [f, undefined];
       continue;
     }
     const { lines } = statLines(text, nonce, group.length, 'file read');
@@ -143,11 +195,14 @@ export async function* readPieces(handle: SandboxHandle, root: string, file: Sca
     const nonce = randomBytes(12).toString('hex');
     const expected = Math.min(SHELL_READ_PIECE_BYTES, file.size - offset);
     const args = [pathArg(root), nonce, STAT_FORMAT, pathArg(file.path), String(offset / (1024 * 1024)), String(mib)];
-    const out = expectSuccess(
-      handle,
-      'a file read',
-      await runShell(handle, PIECE_SCRIPT, args, { maxOutputBytes: SHELL_READ_PIECE_BYTES + 2 * STAT_LINE_BYTES }),
-    ).stdout;
+    const ran = await runShell(handle, PIECE_SCRIPT, args, { maxOutputBytes: SHELL_READ_PIECE_BYTES + 2 * STAT_LINE_BYTES });
+    if (ran.code === UNREADABLE_EXIT && !ran.timedOut) {
+      // As the agent's stream says it: the checkpoint fails or skips the file by its policy.
+      throw new HoldfastError('FORBIDDEN', `[shell] ${file.path} cannot be read by the sandbox user (EACCES)`, {
+        data: { path: file.path, errno: 'EACCES' },
+      });
+    }
+    const out = expectSuccess(handle, 'a file read', ran).stdout;
     const mark = Buffer.from(`\n${nonce}\n`);
     const framed = out.length > expected + mark.length && out.subarray(expected, expected + mark.length).equals(mark);
     const line = framed ? out.toString('latin1', expected + mark.length).replace(/\n$/, '') : '';

@@ -7,7 +7,7 @@ import type { EndpointContext, SourceScan, WorkspaceSource } from '../../../snap
 import { listFiles, type ScanLimits, type ScannedFile } from '../../../workspace-fs/scan.js';
 import { StatCache, type StatCacheBuilder, statCacheFile } from '../../../workspace-fs/stat-cache.js';
 import type { SandboxHandle } from '../../sandbox-provider.js';
-import { readPieces, readWhole, unchangedInSandbox } from './shell-reads.js';
+import { readPieces, readWhole, type ShellRead, unchangedInSandbox } from './shell-reads.js';
 import { shellScan } from './shell-scan.js';
 
 /** Where the host keeps the stat cache of one workspace in one sandbox (a host path; the key names no host directory). */
@@ -88,9 +88,7 @@ export class ShellWorkspaceSource implements WorkspaceSource {
   }
 }
 
-/** `readWhole`'s pairs as the path-and-bytes records `UntrustedSource.digest` reads. */
-async function* pathed(
-  read: AsyncIterable<[ScannedFile, Buffer | undefined]>,
-): AsyncGenerator<{ path: string; bytes: Buffer | undefined }> {
-  for await (const [file, bytes] of read) yield { path: file.path, bytes };
+/** `readWhole`'s answers as the path-and-bytes records `UntrustedSource.digest` reads. */
+async function* pathed(read: AsyncIterable<ShellRead>): AsyncGenerator<{ path: string; bytes: Buffer | undefined; errno?: 'EACCES' }> {
+  for await (const [file, bytes, errno] of read) yield errno === undefined ? { path: file.path, bytes } : { path: file.path, bytes, errno };
 }
