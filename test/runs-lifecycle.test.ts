@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { StoreError } from '../src/errors.js';
 import { type Holdfast, openHoldfast, type RunSettings, type TurnContext } from '../src/index.js';
 import { BACKENDS, type BackendCase, type OpenedBackends } from './support/backends.js';
 import { FaultInjectingBlobStore } from './support/fault-injecting-blob-store.js';
@@ -27,10 +28,15 @@ describe.each(CASES)('run lifecycle through the library: $name', ({ backend, san
   const instances: Holdfast[] = [];
 
   /** A Holdfast on the shared stores, as one server of several. */
-  const server = async (owner: string, settings: Partial<RunSettings> = {}, blobs = opened.blobs): Promise<Holdfast> => {
+  const server = async (
+    owner: string,
+    settings: Partial<RunSettings> = {},
+    blobs = opened.blobs,
+    meta: OpenedBackends['meta'] = opened.meta,
+  ): Promise<Holdfast> => {
     const hf = await openHoldfast({
       blobs,
-      meta: opened.meta,
+      meta,
       cacheDir: path.join(opened.dir, `cache-${owner}`),
       providers: () => provider,
       owner,
@@ -101,6 +107,49 @@ describe.each(CASES)('run lifecycle through the library: $name', ({ backend, san
     for await (const chunk of hf.checkpoints.cat(latest?.id ?? '', 'work.txt')) chunks.push(chunk);
     const bytes = Buffer.concat(chunks);
     expect(bytes.toString()).toBe('partial\n');
+  });
+
+  it('a turn whose failure could not be recorded (the store refused it then) is failed by the next turn, never left running', async () => {
+    // A fault double around the real store: the next `failed` end of a turn is refused as the store being down.
+    let refuseFailedEnd = false;
+    const real = opened.meta;
+    const meta = new Proxy(real, {
+      get(target, prop) {
+        const value: unknown = Reflect.get(target, prop, target);
+        if (prop !== 'turns') return typeof value === 'function' ? value.bind(target) : value;
+        const turns = value as typeof real.turns;
+        return {
+          ...turns,
+          finish: (id: string, outcome: Parameters<typeof turns.finish>[1]) => {
+            if (outcome.status === 'failed' && refuseFailedEnd) {
+              refuseFailedEnd = false;
+              return Promise.reject(new StoreError('injected: the store is down'));
+            }
+            return turns.finish(id, outcome);
+          },
+        };
+      },
+    });
+    const hf = await server('unrecorded', {}, opened.blobs, meta);
+    const run = await newRun(hf);
+    refuseFailedEnd = true;
+    const failing = hf.runs.turn(run.id, async (ctx) => {
+      await exec('echo one > a.txt')(ctx);
+      throw new Error('agent crashed');
+    });
+    await expect(failing).rejects.toThrow('agent crashed');
+    expect(refuseFailedEnd).toBe(false);
+    // What the store holds after that: the turn still running, its end never written.
+    expect((await hf.runs.turns(run.id)).map((t) => [t.seq, t.status])).toEqual([[1, 'running']]);
+    const next = await hf.runs.turn(run.id, exec('echo two > b.txt'));
+    const turns = await hf.runs.turns(run.id);
+    expect(turns.map((t) => [t.seq, t.status])).toEqual([
+      [2, 'completed'],
+      [1, 'failed'],
+    ]);
+    expect(turns[1]).toMatchObject({ error: { code: 'STALE_LEASE' } });
+    expect(turns[1]?.finishedAt).not.toBeNull();
+    expect(turns[0]?.checkpointId).toBe(next.checkpoint.id);
   });
 
   it('shutdown checkpoints idle sandboxes inside the deadline and reports the turn that did not finish, which fails INTERRUPTED', async () => {

@@ -99,6 +99,18 @@ export function describeRunsCases(ctx: ContractContext): void {
       await expect(store.turns.finish(turn.id, { status: 'failed', error: { code: 'INTERNAL', message: 'x' } })).rejects.toMatchObject({
         code: 'CONFLICT',
       });
+      // Turns left running under earlier epochs are failed by the lease's next holder; its own and finished ones stay.
+      const orphan = await store.turns.start({ runId, seq: 2, epoch: 2, owner: 'a' });
+      const orphan2 = await store.turns.start({ runId, seq: 3, epoch: 3, owner: 'b' });
+      const own = await store.turns.start({ runId, seq: 4, epoch: 4, owner: 'c' });
+      const error = { code: 'STALE_LEASE', message: 'left running' };
+      expect((await store.turns.failBefore(runId, 4, error)).map((t) => t.id)).toEqual([orphan.id, orphan2.id]);
+      expect(await store.turns.failBefore(runId, 4, error)).toEqual([]);
+      const after = new Map((await store.turns.list(runId)).map((t) => [t.id, t]));
+      expect(after.get(orphan.id)).toMatchObject({ status: 'failed', error });
+      expect(after.get(orphan2.id)?.finishedAt).not.toBeNull();
+      expect(after.get(own.id)?.status).toBe('running');
+      expect(after.get(turn.id)?.status).toBe('completed');
       for (const step of ['create_sandbox', 'restore', 'setup']) {
         await store.turns.addEvent({ runId, kind: 'recovery', step, status: 'ok', durationMs: 12.4 });
       }

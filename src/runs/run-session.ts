@@ -160,11 +160,9 @@ export class RunSession {
     this.takeoverPending = false;
     const recorder = host.sandboxes.recorder(run.id, 'lease');
     await recorder.record('takeover', 'ok', 0, { from: run.lease.takenFrom, epoch: this.epoch });
-    for (const turn of await host.meta.turns.list(run.id, 10)) {
-      if (turn.status !== 'running' || turn.epoch >= this.epoch) continue;
-      const error = { code: 'STALE_LEASE', message: `owner ${turn.owner} lost the run's lease before the turn completed` };
-      await host.meta.turns.finish(turn.id, { status: 'failed', error }).catch(() => undefined);
-    }
+    // The dead owner's running turns fail now (the next turn would fail them anyway, see startTurn).
+    const lost = { code: 'STALE_LEASE', message: `owner ${run.lease.takenFrom} lost the run's lease before the turn completed` };
+    await host.meta.turns.failBefore(run.id, this.epoch, lost).catch(() => undefined);
     if (run.sandbox !== null) {
       const { provider, id } = run.sandbox;
       await this.saveBeforeTakeover();
@@ -316,10 +314,19 @@ export class RunSession {
     return this.host.meta.runs.fence(this.current.id, this.epoch);
   }
 
-  /** Counts and starts a turn of the run under this lease (`STALE_LEASE` for a lost one). */
+  /**
+   * Counts and starts a turn of the run under this lease (`STALE_LEASE` for a lost one). First
+   * fails every turn still `running` under an earlier epoch: its owner lost the lease (a
+   * takeover) or released it without recording the end (the store was down when the turn
+   * failed), and a run's turns are sequential, so none of them can complete any more.
+   */
   async startTurn(): Promise<Turn> {
     const { host } = this;
     const runId = this.current.id;
+    const error = { code: 'STALE_LEASE', message: `the turn was still running when epoch ${this.epoch} claimed the run's lease` };
+    for (const orphan of await host.meta.turns.failBefore(runId, this.epoch, error)) {
+      host.events.log({ event: 'turn_failed', level: 'warn', msg: 'turn left running failed', runId, turn: orphan.id, error });
+    }
     const seq = await host.meta.runs.nextTurn(runId, this.epoch);
     const turn = await host.meta.turns.start({ runId, seq, epoch: this.epoch, owner: host.owner });
     host.events.log({ event: 'turn_started', level: 'info', msg: 'turn started', runId, turn: turn.id, seq, epoch: this.epoch });

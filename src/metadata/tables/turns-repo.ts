@@ -69,6 +69,12 @@ export interface TurnsRepo {
       | { status: 'completed'; checkpointId: string; result?: JsonObject }
       | { status: 'failed'; error: RecordedError; result?: JsonObject },
   ): Promise<Turn>;
+  /**
+   * Fails every turn of the run still `running` under an epoch below `epoch` with `error` (the
+   * holder of `epoch` holds the lease, so no such turn can complete any more); the turns
+   * failed, oldest first.
+   */
+  failBefore(runId: string, epoch: number, error: RecordedError): Promise<Turn[]>;
   /** The run's turns, newest first, at most `limit`; with `afterSeq`, only those of a lower `seq` (a keyset page). */
   list(runId: string, limit?: number, afterSeq?: number): Promise<Turn[]>;
   /** Appends an event to the run's history. */
@@ -117,6 +123,17 @@ export function createTurnsRepo({ db, now }: RepoContext): TurnsRepo {
       const current = await findById(id);
       if (current === undefined) throw new NotFoundError(`turn ${id} not found`, { data: { turnId: id } });
       throw new ConflictError('CONFLICT', `turn ${id} is already ${current.status}`, { data: { turnId: id, status: current.status } });
+    },
+    async failBefore(runId, epoch, error) {
+      const rows = await db
+        .updateTable('turns')
+        .set({ status: 'failed', error: toJsonText(error, 'error'), finished_at: now() })
+        .where('run_id', '=', runId)
+        .where('status', '=', 'running')
+        .where('epoch', '<', requireCount(epoch, 'epoch'))
+        .returningAll()
+        .execute();
+      return rows.map(toTurn).sort((a, b) => a.seq - b.seq);
     },
     async list(runId, limit = 100, afterSeq) {
       let query = db.selectFrom('turns').selectAll().where('run_id', '=', runId);
