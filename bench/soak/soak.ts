@@ -202,17 +202,22 @@ async function driveRuns(
   record: DriverRecord,
   options: SoakOptions,
 ): Promise<void> {
-  const queue = [...record.runIds];
-  const worker = async (): Promise<void> => {
-    for (let runId = queue.shift(); runId !== undefined; runId = queue.shift()) {
-      for (let n = 1; n <= options.turnsPerRun; n += 1) {
-        await turn(fleet, callRandom, record, runId, n, false);
-        await sleep(random.int(0, 300));
-      }
-      options.log(`run ${runId} done (${record.acked.length}/${record.turnsAttempted} acknowledged so far)`);
+  await eachRun(record.runIds, options.concurrency, async (runId) => {
+    for (let n = 1; n <= options.turnsPerRun; n += 1) {
+      await turn(fleet, callRandom, record, runId, n, false);
+      await sleep(random.int(0, 300));
     }
+    options.log(`run ${runId} done (${record.acked.length}/${record.turnsAttempted} acknowledged so far)`);
+  });
+}
+
+/** `fn` over every run, `concurrency` workers each taking the next run when done with one. */
+async function eachRun(runIds: readonly string[], concurrency: number, fn: (runId: string) => Promise<void>): Promise<void> {
+  const queue = [...runIds];
+  const worker = async (): Promise<void> => {
+    for (let runId = queue.shift(); runId !== undefined; runId = queue.shift()) await fn(runId);
   };
-  await Promise.all(Array.from({ length: options.concurrency }, worker));
+  await Promise.all(Array.from({ length: concurrency }, worker));
 }
 
 /** Faults are off: every replica running and awake. */
@@ -231,31 +236,25 @@ async function finalTurns(
   record: DriverRecord,
   options: SoakOptions,
 ): Promise<void> {
-  const queue = [...record.runIds];
-  const worker = async (): Promise<void> => {
-    for (let runId = queue.shift(); runId !== undefined; runId = queue.shift()) {
-      let answer = await turn(fleet, callRandom, record, runId, options.turnsPerRun + 1, true);
-      for (let attempt = 1; answer.status !== 200 && attempt < FINAL_TURN_ATTEMPTS; attempt += 1) {
-        await sleep(options.timings.leaseTtlMs);
-        answer = await turn(fleet, callRandom, record, runId, options.turnsPerRun + 1 + attempt, true);
-      }
-      if (answer.status !== 200) {
-        const lease = (await call(fleet, random, 'GET', `/v1/runs/${runId}`, { timeoutMs: 30_000 })).body?.lease;
-        options.log(`final turn of ${runId} failed: ${answer.status} ${JSON.stringify(answer.body).slice(0, 500)}`);
-        // What an operator does next: resolve the lease (saving a kept sandbox first), then one more turn.
-        let afterResolve: number | undefined;
-        if (lease?.state === 'release_recovery_required') {
-          const resolved = await call(fleet, random, 'POST', `/v1/runs/${runId}/lease/resolve`, { json: {}, timeoutMs: 60_000 });
-          afterResolve =
-            resolved.status === 200
-              ? (await turn(fleet, callRandom, record, runId, options.turnsPerRun + 10, true)).status
-              : resolved.status;
-        }
-        record.finalFailures.push({ runId, status: answer.status, code: String(answer.body?.error?.code), lease, afterResolve });
-      }
+  await eachRun(record.runIds, options.concurrency, async (runId) => {
+    let answer = await turn(fleet, callRandom, record, runId, options.turnsPerRun + 1, true);
+    for (let attempt = 1; answer.status !== 200 && attempt < FINAL_TURN_ATTEMPTS; attempt += 1) {
+      await sleep(options.timings.leaseTtlMs);
+      answer = await turn(fleet, callRandom, record, runId, options.turnsPerRun + 1 + attempt, true);
     }
-  };
-  await Promise.all(Array.from({ length: options.concurrency }, worker));
+    if (answer.status !== 200) {
+      const lease = (await call(fleet, random, 'GET', `/v1/runs/${runId}`, { timeoutMs: 30_000 })).body?.lease;
+      options.log(`final turn of ${runId} failed: ${answer.status} ${JSON.stringify(answer.body).slice(0, 500)}`);
+      // What an operator does next: resolve the lease (saving a kept sandbox first), then one more turn.
+      let afterResolve: number | undefined;
+      if (lease?.state === 'release_recovery_required') {
+        const resolved = await call(fleet, random, 'POST', `/v1/runs/${runId}/lease/resolve`, { json: {}, timeoutMs: 60_000 });
+        afterResolve =
+          resolved.status === 200 ? (await turn(fleet, callRandom, record, runId, options.turnsPerRun + 10, true)).status : resolved.status;
+      }
+      record.finalFailures.push({ runId, status: answer.status, code: String(answer.body?.error?.code), lease, afterResolve });
+    }
+  });
 }
 
 async function readFolderFile(fleet: Fleet, random: SeededRandom, filePath: string): Promise<string | undefined> {
