@@ -230,7 +230,7 @@ async function checkProgress(client: pg.Client, record: DriverRecord, check: Che
   observed.set('runs left release_recovery_required', resolution);
   observed.set(
     'of those, runs whose turn succeeded after lease resolve',
-    record.finalFailures.filter((f) => f.afterResolve === 200).length,
+    record.finalFailures.filter((f) => f.afterResolve?.endsWith('then turn 200') === true).length,
   );
 }
 

@@ -71,6 +71,8 @@ export interface SoakReport {
   readonly faults: FaultRecord[];
   readonly check: CheckResult;
   readonly durationMs: number;
+  /** Runs whose final turn failed: what it answered, the lease, and what resolving it did. */
+  readonly finalFailures: DriverRecord['finalFailures'];
 }
 
 /** Runs a whole soak: fleet up, workload under faults, faults off, final turns, history check, teardown. */
@@ -181,6 +183,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       faults,
       check,
       durationMs: Date.now() - started,
+      finalFailures: record.finalFailures,
     };
   } finally {
     chaos.close();
@@ -246,11 +249,11 @@ async function finalTurns(
       const lease = (await call(fleet, random, 'GET', `/v1/runs/${runId}`, { timeoutMs: 30_000 })).body?.lease;
       options.log(`final turn of ${runId} failed: ${answer.status} ${JSON.stringify(answer.body).slice(0, 500)}`);
       // What an operator does next: resolve the lease (saving a kept sandbox first), then one more turn.
-      let afterResolve: number | undefined;
+      let afterResolve: string | undefined;
       if (lease?.state === 'release_recovery_required') {
         const resolved = await call(fleet, random, 'POST', `/v1/runs/${runId}/lease/resolve`, { json: {}, timeoutMs: 60_000 });
-        afterResolve =
-          resolved.status === 200 ? (await turn(fleet, callRandom, record, runId, options.turnsPerRun + 10, true)).status : resolved.status;
+        const next = resolved.status === 200 ? await turn(fleet, callRandom, record, runId, options.turnsPerRun + 10, true) : undefined;
+        afterResolve = `resolve ${answerOf(resolved)}${next === undefined ? '' : `, then turn ${answerOf(next)}`}`;
       }
       record.finalFailures.push({ runId, status: answer.status, code: String(answer.body?.error?.code), lease, afterResolve });
     }
@@ -272,6 +275,11 @@ async function readFolderFile(fleet: Fleet, random: SeededRandom, filePath: stri
   return typeof answer.body === 'string' ? answer.body : JSON.stringify(answer.body);
 }
 
+/** An HTTP answer as `status CODE` for the report. */
+function answerOf(answer: { status: number; body?: { error?: { code?: unknown } } }): string {
+  return `${answer.status}${answer.body?.error?.code === undefined ? '' : ` ${String(answer.body.error.code)}`}`;
+}
+
 /** The report as printed lines. */
 export function formatReport(report: SoakReport): string[] {
   const byKind = new Map<string, number>();
@@ -287,6 +295,10 @@ export function formatReport(report: SoakReport): string[] {
     ...[...report.check.observed].map(([name, n]) => `  ${name}: ${n}`),
     `violations: ${report.check.violations.length}`,
     ...report.check.violations.slice(0, 50).map((v) => `  VIOLATION ${v.invariant}: ${v.detail}`),
+    ...report.finalFailures.map(
+      (f) =>
+        `  final turn of ${f.runId} answered ${f.status} ${f.code}; lease ${JSON.stringify(f.lease)}; ${f.afterResolve ?? 'not resolved'}`,
+    ),
   ];
   return lines;
 }

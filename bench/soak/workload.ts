@@ -59,7 +59,7 @@ export interface DriverRecord {
   readonly runFileWrites: Map<string, { n: number; acked: boolean }[]>;
   readonly folderWrites: FolderWrite[];
   /** Runs whose final fault-free turn did not succeed: why, from the run's lease. */
-  readonly finalFailures: { runId: string; status: number; code: string; lease: unknown; afterResolve: number | undefined }[];
+  readonly finalFailures: { runId: string; status: number; code: string; lease: unknown; afterResolve: string | undefined }[];
   turnsAttempted: number;
 }
 
