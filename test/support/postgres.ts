@@ -102,8 +102,17 @@ function schemaHash(): string {
   const hash = createHash('sha256');
   for (const source of SCHEMA_SOURCES) {
     const full = path.join(METADATA_DIR, source);
-    const files = fs.statSync(full).isDirectory() ? fs.readdirSync(full).sort().map((f) => path.join(full, f)) : [full];
-    for (const file of files) hash.update(`${path.relative(METADATA_DIR, file)}\0`).update(fs.readFileSync(file)).update('\0');
+    const files = fs.statSync(full).isDirectory()
+      ? fs
+          .readdirSync(full)
+          .sort()
+          .map((f) => path.join(full, f))
+      : [full];
+    for (const file of files)
+      hash
+        .update(`${path.relative(METADATA_DIR, file)}\0`)
+        .update(fs.readFileSync(file))
+        .update('\0');
   }
   return hash.digest('hex').slice(0, 16);
 }
