@@ -71,6 +71,8 @@ export interface GitConfig {
   readonly allowPrivateAddresses: boolean;
   /** `known_hosts` file ssh checks host keys against (without one, no ssh host is trusted). */
   readonly sshKnownHostsFile?: string;
+  /** A PEM file of certificate authorities trusted for https remotes besides the system's (an internal git server's CA). */
+  readonly caFile?: string;
   readonly maxPackBytes: number;
   readonly maxCheckoutBytes: number;
 }
@@ -129,6 +131,7 @@ export const GitConfigSchema = z.object({
   credentials: z.array(GitCredentialSchema).default([]),
   allowPrivateAddresses: z.boolean().default(false),
   sshKnownHostsFile: z.string().min(1).optional(),
+  caFile: z.string().min(1).optional(),
   maxPackBytes: z.number().int().positive().default(DEFAULT_GIT_MAX_PACK_BYTES),
   maxCheckoutBytes: z.number().int().positive().default(DEFAULT_GIT_MAX_CHECKOUT_BYTES),
 });
@@ -228,6 +231,7 @@ export const ConfigEnvSchema = z.object({
   HOLDFAST_GIT_PROTOCOLS: variable(commaList.pipe(GitProtocolList)),
   HOLDFAST_GIT_CREDENTIALS_FILE: variable(z.string()),
   HOLDFAST_GIT_SSH_KNOWN_HOSTS: variable(z.string()),
+  HOLDFAST_GIT_CA_FILE: variable(z.string()),
   HOLDFAST_GIT_ALLOW_PRIVATE_ADDRESSES: variable(trueOrFalse),
   HOLDFAST_GIT_MAX_PACK_BYTES: variable(byteCount),
   HOLDFAST_GIT_MAX_CHECKOUT_BYTES: variable(byteCount),
@@ -455,7 +459,8 @@ function freeze(meta: MetaConfig, blobs: BlobsConfig, git?: GitConfig): Holdfast
  * `HOLDFAST_GIT_ALLOWED_HOSTS` (comma list of host patterns), `HOLDFAST_GIT_PROTOCOLS`
  * (default `https,ssh`), `HOLDFAST_GIT_CREDENTIALS_FILE` (a JSON list of
  * {@link GitCredential}), `HOLDFAST_GIT_SSH_KNOWN_HOSTS`, `HOLDFAST_GIT_ALLOW_PRIVATE_ADDRESSES`
- * (`true` or `false`), `HOLDFAST_GIT_MAX_PACK_BYTES`, `HOLDFAST_GIT_MAX_CHECKOUT_BYTES`. Bad
+ * (`true` or `false`), `HOLDFAST_GIT_MAX_PACK_BYTES`, `HOLDFAST_GIT_MAX_CHECKOUT_BYTES`,
+ * `HOLDFAST_GIT_CA_FILE` (extra certificate authorities for https remotes). Bad
  * values are `INVALID_INPUT` naming the variable.
  */
 export function gitConfigFromEnv(env: Readonly<Record<string, string | undefined>>, cwd: string): GitConfig | undefined {
@@ -463,6 +468,7 @@ export function gitConfigFromEnv(env: Readonly<Record<string, string | undefined
   const vars = readConfigEnv(env);
   const credentialsFile = vars.HOLDFAST_GIT_CREDENTIALS_FILE;
   const knownHosts = vars.HOLDFAST_GIT_SSH_KNOWN_HOSTS;
+  const caFile = vars.HOLDFAST_GIT_CA_FILE;
   return parseGitConfig(
     {
       allowedHosts: vars.HOLDFAST_GIT_ALLOWED_HOSTS ?? [],
@@ -470,6 +476,7 @@ export function gitConfigFromEnv(env: Readonly<Record<string, string | undefined
       credentials: credentialsFile === undefined ? [] : readGitCredentials(path.resolve(cwd, credentialsFile)),
       allowPrivateAddresses: vars.HOLDFAST_GIT_ALLOW_PRIVATE_ADDRESSES ?? false,
       ...(knownHosts === undefined ? {} : { sshKnownHostsFile: path.resolve(cwd, knownHosts) }),
+      ...(caFile === undefined ? {} : { caFile: path.resolve(cwd, caFile) }),
       maxPackBytes: vars.HOLDFAST_GIT_MAX_PACK_BYTES ?? DEFAULT_GIT_MAX_PACK_BYTES,
       maxCheckoutBytes: vars.HOLDFAST_GIT_MAX_CHECKOUT_BYTES ?? DEFAULT_GIT_MAX_CHECKOUT_BYTES,
     },

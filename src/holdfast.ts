@@ -21,6 +21,7 @@ import type { Deployments } from './deployments/deployments.js';
 import { IntegrityError } from './errors.js';
 import { Folders, type FoldersOptions } from './folders/folders.js';
 import { FolderSync } from './folders/sandbox-sync.js';
+import { GitBridge } from './git/git-bridge.js';
 import { RepositoryCheckpoints } from './git/repository-checkpoints.js';
 import { type MetadataStore, openMetadataStore } from './metadata/metadata-store.js';
 import type { TenantScope } from './model/tenants.js';
@@ -261,6 +262,7 @@ export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<H
     endpoints: sandboxes.endpoints,
     ...(config.git === undefined ? {} : { git: config.git }),
   });
+  const gitBridge = new GitBridge({ meta, sandboxes, events, ...(config.git === undefined ? {} : { git: config.git }) });
   const host = new RunHost({
     meta,
     deps,
@@ -268,7 +270,8 @@ export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<H
     events,
     sandboxes,
     // Repositories after the folder sync, which makes the home directories (`repos/` among them).
-    extensions: [folderSync, repositories, ...(options.runExtensions ?? [])],
+    // The git bridge last: its PATH and git settings go over every other extension's.
+    extensions: [folderSync, repositories, ...(options.runExtensions ?? []), gitBridge],
     ...(options.owner === undefined ? {} : { owner: options.owner }),
   });
   const strays = new StraySweeper(host);
@@ -358,6 +361,7 @@ export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<H
     async close() {
       await strays.stop();
       await garbage.stop();
+      await gitBridge.close();
       await host.close();
       await workers.close();
       if (ownsBlobs) await blobs.close();

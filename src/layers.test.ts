@@ -43,6 +43,7 @@ const SUB_FACES: readonly string[] = [
   'runs/sandbox/sandbox-lifecycle.ts',
   'runs/sandbox/stray-sweep.ts',
   'sandbox/agent/host/agent-pool.ts',
+  'sandbox/agent/host/git-relay-host.ts',
   'sandbox/endpoints/sandbox-endpoints.ts',
   'sandbox/file-api/directory-files.ts',
   'sandbox/file-api/file-api-endpoints.ts',

@@ -18,6 +18,8 @@ export interface GitEnvironmentInput {
   readonly home: string;
   readonly git: GitConfig;
   readonly tenant: string;
+  /** The system's certificate authorities plus the operator's `git.caFile`, as one PEM file (when the operator names one). */
+  readonly caBundle?: string;
 }
 
 /**
@@ -57,6 +59,7 @@ export function gitEnvironment(input: GitEnvironmentInput): NodeJS.ProcessEnv {
     if (!address.host.includes(':') && !/^[0-9.]+$/.test(address.host)) {
       config.push(['http.curloptResolve', `${address.host}:${port}:${ip.includes(':') ? `[${ip}]` : ip}`]);
     }
+    if (input.caBundle !== undefined) config.push(['http.sslCAInfo', input.caBundle]);
     // A token never travels over plain http.
     if (address.protocol === 'https' && credential?.token !== undefined) {
       const basic = Buffer.from(`${credential.username ?? DEFAULT_TOKEN_USERNAME}:${credential.token}`).toString('base64');

@@ -1,6 +1,7 @@
 import fsp from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import tls from 'node:tls';
 import type { GitConfig } from '../config.js';
 import { HoldfastError, InputError } from '../errors.js';
 import { checkReposAllowed, type RepoAddress, type RepoBinding, repoAddress } from '../model/repo-bindings.js';
@@ -66,7 +67,10 @@ export async function cloneOnHost(request: HostCloneRequest): Promise<void> {
   const ip = await pinnedAddress(address.host, git.allowPrivateAddresses);
   const home = path.join(path.dirname(dir), GIT_HOME_NAME);
   await fsp.mkdir(home, { mode: 0o700 });
-  const env = gitEnvironment({ address, ip, home, git, tenant: request.tenant });
+  const caBundle = git.caFile === undefined ? undefined : path.join(home, 'ca-bundle.pem');
+  if (caBundle !== undefined)
+    await fsp.writeFile(caBundle, `${tls.rootCertificates.join('\n')}\n${await fsp.readFile(git.caFile as string, 'utf8')}`);
+  const env = gitEnvironment({ address, ip, home, git, tenant: request.tenant, ...(caBundle === undefined ? {} : { caBundle }) });
   const scrub = pathScrubber(path.dirname(dir));
   const run = (args: readonly string[], cwd: string | undefined, timeoutMs: number, watch?: boolean) =>
     gitOrFail(args, { cwd, env, timeoutMs, signal, scrub, binding, ...(watch ? { watch: { dir, maxBytes: git.maxPackBytes } } : {}) });

@@ -59,6 +59,13 @@ export class ExtensionSteps {
     }
   }
 
+  /** `detach` of every extension that has one, in order; a rejection is logged, never thrown. */
+  async detach(context: RunSandboxContext): Promise<void> {
+    for (const extension of this.host.extensions) {
+      await extension.detach?.(context).catch((error: unknown) => this.logFailed(context, extension.name, 'detach', null, error));
+    }
+  }
+
   private recorder(context: RunSandboxContext, name: string): StepRecorder {
     return this.host.sandboxes.recorder(context.run.id, name);
   }
@@ -66,7 +73,7 @@ export class ExtensionSteps {
   private logFailed(
     context: RunSandboxContext,
     extension: string,
-    call: 'save' | 'boundary',
+    call: 'save' | 'boundary' | 'detach',
     moment: SaveMoment | null,
     error: unknown,
   ): void {

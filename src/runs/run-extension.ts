@@ -73,4 +73,11 @@ export interface RunExtension {
    * logged; the turn stays completed.
    */
   boundary(context: RunSandboxContext): Promise<void>;
+
+  /**
+   * Optional: the session that attached the sandbox releases the run's lease (after its last
+   * save). Stops what `attach` started that must not outlive the lease (the git relay). A
+   * rejection is logged; the release goes on.
+   */
+  detach?(context: RunSandboxContext): Promise<void>;
 }

@@ -158,7 +158,7 @@ export type RunLogEvent =
       readonly msg: string;
       readonly runId: string;
       readonly extension: string;
-      readonly call: 'save' | 'boundary';
+      readonly call: 'save' | 'boundary' | 'detach';
       /** The save's moment; `null` for a boundary. */
       readonly moment: SaveMoment | null;
       readonly error: unknown;

@@ -48,6 +48,8 @@ export class RunSession {
   private takeoverPending: boolean;
   private readonly deployments: Deployments;
   private readonly extensions: ExtensionSteps;
+  /** The sandbox this session attached the extensions to, detached on release. */
+  private attachedTo: SandboxHandle | undefined;
 
   /** A session over `lease` (held by this process) of a run of `tenant`. */
   constructor(
@@ -97,8 +99,11 @@ export class RunSession {
     return this.lease.lost;
   }
 
-  /** Stops the heartbeat and frees the lease (never throws); the session is done. */
-  release(): Promise<void> {
+  /** The extensions' `detach` of the sandbox this session attached (if any), then stops the heartbeat and frees the lease (never throws); the session is done. */
+  async release(): Promise<void> {
+    const attached = this.attachedTo;
+    this.attachedTo = undefined;
+    if (attached !== undefined) await this.extensions.detach(this.context(attached)).catch(() => undefined);
     return this.lease.release();
   }
 
@@ -219,6 +224,7 @@ export class RunSession {
   async attach(signal?: AbortSignal): Promise<ReadySandbox> {
     const ready = this.requireReady();
     const start = this.host.sandboxes.start(ready.sandbox);
+    this.attachedTo = ready.sandbox;
     const env = await this.extensions.attach(this.context(ready.sandbox, signal), start);
     this.host.sandboxes.attached(ready.sandbox, env);
     return ready;

@@ -1,7 +1,10 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import fs from 'node:fs';
 import http from 'node:http';
+import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import net from 'node:net';
+import path from 'node:path';
 
 /**
  * Real git servers on loopback for tests of host clones: `git daemon --export-all` (the
@@ -21,6 +24,7 @@ export interface SeenRequest {
   readonly method: string;
   readonly url: string;
   readonly authorization: string | undefined;
+  readonly host: string | undefined;
 }
 
 async function freePort(): Promise<number> {
@@ -74,13 +78,18 @@ export interface GitHttpOptions {
   readonly requireAuthorization?: string;
   /** Answer every request with a redirect to this URL instead. */
   readonly redirectTo?: string;
+  /** Serve https with this key and certificate (PEM) instead of http. */
+  readonly tls?: { readonly key: string; readonly cert: string };
+  /** Headers added to every answer (a remote trying to smuggle cookies or credentials back). */
+  readonly extraHeaders?: Readonly<Record<string, string>>;
 }
 
 /** Smart HTTP (`git http-backend`) for every repository under `root` on 127.0.0.1; `seen` records each request. */
 export async function startGitHttp(root: string, options: GitHttpOptions = {}): Promise<GitServer & { seen: SeenRequest[] }> {
   const seen: SeenRequest[] = [];
-  const server = http.createServer((req, res) => {
-    seen.push({ method: req.method ?? '', url: req.url ?? '', authorization: req.headers.authorization });
+  const handler = (req: http.IncomingMessage, res: http.ServerResponse): void => {
+    for (const [k, v] of Object.entries(options.extraHeaders ?? {})) res.setHeader(k, v);
+    seen.push({ method: req.method ?? '', url: req.url ?? '', authorization: req.headers.authorization, host: req.headers.host });
     if (options.redirectTo !== undefined) {
       res.writeHead(302, { Location: `${options.redirectTo}${req.url ?? ''}` }).end();
       return;
@@ -101,6 +110,8 @@ export async function startGitHttp(root: string, options: GitHttpOptions = {}): 
         REQUEST_METHOD: req.method ?? 'GET',
         CONTENT_TYPE: req.headers['content-type'] ?? '',
         REMOTE_ADDR: '127.0.0.1',
+        // http-backend takes pushes from an authenticated user only.
+        ...(options.requireAuthorization === undefined ? {} : { REMOTE_USER: 'tester' }),
         ...(req.headers['content-encoding'] === undefined ? {} : { HTTP_CONTENT_ENCODING: req.headers['content-encoding'] }),
         ...(req.headers['git-protocol'] === undefined ? {} : { GIT_PROTOCOL: String(req.headers['git-protocol']) }),
       },
@@ -130,17 +141,46 @@ export async function startGitHttp(root: string, options: GitHttpOptions = {}): 
       res.write(head.subarray(end + 4));
     });
     cgi.on('close', () => res.end());
-  });
+  };
+  const server = options.tls === undefined ? http.createServer(handler) : https.createServer(options.tls, handler);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
   return {
     port,
     seen,
-    url: (repo) => `http://127.0.0.1:${port}/${repo}`,
+    url: (repo) => `${options.tls === undefined ? 'http' : 'https'}://127.0.0.1:${port}/${repo}`,
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();
         server.close(() => resolve());
       }),
   };
+}
+
+/** A throwaway self-signed certificate for 127.0.0.1 (openssl), written under `dir`; `certFile` is what a client trusts. */
+export function selfSignedCertificate(dir: string): { key: string; cert: string; certFile: string } {
+  const keyFile = path.join(dir, 'tls-key.pem');
+  const certFile = path.join(dir, 'tls-cert.pem');
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-days',
+      '2',
+      '-subj',
+      '/CN=127.0.0.1',
+      '-addext',
+      'subjectAltName=IP:127.0.0.1',
+      '-keyout',
+      keyFile,
+      '-out',
+      certFile,
+    ],
+    { stdio: 'ignore' },
+  );
+  return { key: fs.readFileSync(keyFile, 'utf8'), cert: fs.readFileSync(certFile, 'utf8'), certFile };
 }

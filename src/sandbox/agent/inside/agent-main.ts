@@ -12,6 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { type AgentOp, PROTOCOL_VERSION } from '../wire/protocol.js';
 import { AgentServer, type OpHandler } from './agent-server.js';
 import { AgentState } from './agent-state.js';
+import { runGitMode } from './git-relay.js';
 import { publish, stageAbort } from './ops-publish.js';
 import { read, readStream } from './ops-read.js';
 import { stageReuse } from './ops-reuse.js';
@@ -35,6 +36,10 @@ function ownHash(): string {
     return 'unknown';
   }
 }
+
+// The git relay and git's remote helper are modes of the same staged file (see git-relay.ts).
+const gitExit = await runGitMode(path.join(homeDir(process.argv.slice(2)), '.holdfast'), process.argv.slice(2));
+if (gitExit !== undefined) await new Promise(() => process.stdout.write('', () => process.exit(gitExit)));
 
 const state = new AgentState(path.join(homeDir(process.argv.slice(2)), '.holdfast'), ownHash());
 fs.mkdirSync(state.stateDir, { recursive: true, mode: 0o700 });
