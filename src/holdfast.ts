@@ -21,7 +21,7 @@ import type { Deployments } from './deployments/deployments.js';
 import { IntegrityError } from './errors.js';
 import { Folders, type FoldersOptions } from './folders/folders.js';
 import { FolderSync } from './folders/sandbox-sync.js';
-import { GitBridge } from './git/git-bridge.js';
+import { GitBridge, type GitRelayBounds } from './git/git-bridge.js';
 import { RepositoryCheckpoints } from './git/repository-checkpoints.js';
 import { type MetadataStore, openMetadataStore } from './metadata/metadata-store.js';
 import type { TenantScope } from './model/tenants.js';
@@ -85,6 +85,12 @@ export interface OpenHoldfastOptions {
    * loopback and private addresses (an internal git server; tests).
    */
   readonly git?: Partial<GitConfig>;
+  /**
+   * Bounds of the git relay of each run's sandbox (docs/repositories.md, "git from the
+   * sandbox"): how long a request's headers may take, how long a connection may idle, one
+   * request's whole deadline. Defaults are the product's; tests set small ones.
+   */
+  readonly gitRelay?: GitRelayBounds;
   /** Interval of the periodic GC sweep `startGcSweeps` starts (default 3 min; 0: never). */
   readonly gcSweepIntervalMs?: number;
   /** Receives the failure of a timer-driven GC sweep (the next tick tries again). */
@@ -262,7 +268,13 @@ export async function openHoldfast(options: OpenHoldfastOptions = {}): Promise<H
     endpoints: sandboxes.endpoints,
     ...(config.git === undefined ? {} : { git: config.git }),
   });
-  const gitBridge = new GitBridge({ meta, sandboxes, events, ...(config.git === undefined ? {} : { git: config.git }) });
+  const gitBridge = new GitBridge({
+    meta,
+    sandboxes,
+    events,
+    ...(config.git === undefined ? {} : { git: config.git }),
+    ...(options.gitRelay === undefined ? {} : { relay: options.gitRelay }),
+  });
   const host = new RunHost({
     meta,
     deps,

@@ -26,7 +26,17 @@ export interface GitBridgeDeps {
   /** The operator's git settings (default: nothing allowed). */
   readonly git?: GitConfig;
   /** Relay bounds, for tests (the defaults are the product's). */
-  readonly relay?: { readonly headersTimeoutMs?: number; readonly idleTimeoutMs?: number };
+  readonly relay?: GitRelayBounds;
+}
+
+/** Bounds of a run's git relay; each defaults to the product's. */
+export interface GitRelayBounds {
+  /** How long the sandbox has to send a request's headers (slow-loris bound). */
+  readonly headersTimeoutMs?: number;
+  /** A connection with no byte either way for this long is closed. */
+  readonly idleTimeoutMs?: number;
+  /** Deadline of one bridged request, the remote's answer included (default the host clone's). */
+  readonly requestTimeoutMs?: number;
 }
 
 interface LiveRelay {
@@ -59,6 +69,7 @@ export class GitBridge implements RunExtension {
       git: deps.git ?? DEFAULT_GIT_CONFIG,
       checkRun: (run) => this.checkRun(run),
       record: (run, record, ms) => this.record(run, record, ms),
+      ...(deps.relay?.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: deps.relay.requestTimeoutMs }),
     });
   }
 
@@ -86,7 +97,8 @@ export class GitBridge implements RunExtension {
     try {
       relay = await GitRelayHost.start((argv, options) => sandbox.exec(argv, options), sandbox.agentHome, {
         handler: this.bridge.handlerFor(run),
-        ...this.deps.relay,
+        ...(this.deps.relay?.headersTimeoutMs === undefined ? {} : { headersTimeoutMs: this.deps.relay.headersTimeoutMs }),
+        ...(this.deps.relay?.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: this.deps.relay.idleTimeoutMs }),
         onStopped: (error) => void recorder.record('relay_stopped', 'failed', 0, { error: errorToJson(error) }),
       });
     } catch (error) {

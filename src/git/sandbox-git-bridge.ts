@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
-import { Transform, type TransformCallback } from 'node:stream';
+import { Transform, type TransformCallback, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import tls from 'node:tls';
 import type { GitConfig } from '../config.js';
@@ -77,6 +77,14 @@ export interface SandboxGitBridgeDeps {
   readonly requestTimeoutMs?: number;
 }
 
+/** What one request moved, and how its body ended when it failed. */
+interface Counts {
+  requestBytes: number;
+  responseBytes: number;
+  attempts: number;
+  bodyError?: ErrorCode;
+}
+
 interface Parsed {
   readonly binding: RepoBinding;
   readonly service: Service;
@@ -116,7 +124,7 @@ export class SandboxGitBridge {
 
   private async handle(run: BridgeRun, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const started = performance.now();
-    const counts = { requestBytes: 0, responseBytes: 0, attempts: 0 };
+    const counts: Counts = { requestBytes: 0, responseBytes: 0, attempts: 0 };
     let parsed: Parsed | undefined;
     let code: ErrorCode | undefined;
     try {
@@ -141,8 +149,11 @@ export class SandboxGitBridge {
           service: parsed?.service ?? null,
           method: (req.method ?? '').slice(0, 16),
           status: res.statusCode,
-          ...counts,
-          ...(code === undefined ? {} : { code }),
+          requestBytes: counts.requestBytes,
+          responseBytes: counts.responseBytes,
+          attempts: counts.attempts,
+          // A body cut after the remote answered (over the cap, the sandbox went away) is still the request's outcome.
+          ...(code === undefined ? (counts.bodyError === undefined ? {} : { code: counts.bodyError }) : { code }),
         },
         performance.now() - started,
       );
@@ -154,7 +165,7 @@ export class SandboxGitBridge {
     parsed: Parsed,
     req: http.IncomingMessage,
     res: http.ServerResponse,
-    counts: { requestBytes: number; responseBytes: number; attempts: number },
+    counts: Counts,
   ): Promise<void> {
     const { git } = this.deps;
     const { binding } = parsed;
@@ -216,7 +227,7 @@ export class SandboxGitBridge {
     options: https.RequestOptions,
     body: http.IncomingMessage | undefined,
     maxBytes: number,
-    counts: { requestBytes: number },
+    counts: Counts,
   ): Promise<http.IncomingMessage> {
     return new Promise<http.IncomingMessage>((resolve, reject) => {
       const call = (options.protocol === 'https:' ? https : http).request(options, resolve);
@@ -229,7 +240,11 @@ export class SandboxGitBridge {
       const counter = new ByteCap(maxBytes, 'request', (n) => {
         counts.requestBytes += n;
       });
-      pipeline(body, counter, call).catch((error: unknown) => {
+      // Piped, not in the pipeline: a failed call must not destroy the sandbox's request, whose connection carries the refusal.
+      body.pipe(counter);
+      pipeline(counter, call).catch((error: unknown) => {
+        body.unpipe(counter);
+        counts.bodyError = isHoldfastError(error) ? error.code : 'CANCELLED';
         call.destroy();
         reject(error);
       });
@@ -269,11 +284,12 @@ export class SandboxGitBridge {
       counts.responseBytes += n;
     });
     try {
-      await pipeline(upstream, counter, res, { signal: deadline });
-    } catch {
-      // Part of the answer was sent: the sandbox sees a cut connection, the event says why.
+      await pipeline(upstream, counter, into(res), { signal: deadline });
+    } catch (error) {
+      // Thrown on: the refusal answers it while no byte was sent (a remote that answered its
+      // head and then stalled), else the sandbox sees a cut connection; the event says why.
       upstream.destroy();
-      res.destroy();
+      throw remoteError(error, binding, deadline);
     }
   }
 }
@@ -324,6 +340,34 @@ function forwardedHeaders(req: http.IncomingMessage, parsed: Parsed, host: strin
     out.accept = `application/x-${parsed.service}-result`;
   }
   return out;
+}
+
+/**
+ * Writes into the sandbox's response without handing it to the pipeline, which destroys its
+ * streams on failure: the response must live on to carry the refusal while nothing was sent.
+ */
+function into(res: http.ServerResponse): Writable {
+  return new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      if (res.destroyed) {
+        done(new HoldfastError('CANCELLED', 'the sandbox closed its request'));
+        return;
+      }
+      if (res.write(chunk)) done();
+      else {
+        const settle = (): void => {
+          res.off('drain', settle);
+          res.off('close', settle);
+          done(res.destroyed ? new HoldfastError('CANCELLED', 'the sandbox closed its request') : null);
+        };
+        res.on('drain', settle);
+        res.on('close', settle);
+      }
+    },
+    final(done) {
+      res.end(() => done());
+    },
+  });
 }
 
 /** Counts the bytes passing and fails with `LIMIT_EXCEEDED` past `max`. */

@@ -19,6 +19,11 @@ export const RELAY_IDLE_TIMEOUT_MS = 60_000;
 const MAX_HEADER_BYTES = 16 * 1024;
 /** Frames naming no open connection the host tolerates before it stops the relay (a flood). */
 const MAX_STRAY_FRAMES = 1024;
+/**
+ * Connections the relay may open in one second. git opens a few per command; more is a relay
+ * churning open/close frames to make the host create sockets, and it is stopped.
+ */
+export const MAX_RELAY_OPENS_PER_SECOND = 256;
 /** How long the relay has to say it listens. */
 const READY_TIMEOUT_MS = 30_000;
 
@@ -45,6 +50,8 @@ export class GitRelayHost {
   private readonly decoder = new FrameDecoder();
   private readonly connections = new Map<number, net.Socket>();
   private stray = 0;
+  /** Opens in the current one-second window, and when that window started. */
+  private opens = { count: 0, since: 0 };
   private stopped: HoldfastError | undefined;
   private readonly closed: Promise<void>;
   /** The staged agent file in the sandbox (what the git helper runs); empty for a relay started elsewhere. */
@@ -139,7 +146,13 @@ export class GitRelayHost {
       this.channel.stdout.on('data', (chunk: Buffer) => {
         for (const d of this.decoder.push(chunk)) {
           if (d.kind === 'fatal') {
-            this.stop(new StoreError(`[git relay] sent a frame that cannot be read: ${d.error.message}`, { cause: d.error }));
+            // An oversized frame is LIMIT_EXCEEDED, an unreadable one INVALID_INPUT: the decoder's code, never buffered.
+            this.stop(
+              new HoldfastError(d.error.code, `[git relay] sent a frame that cannot be read: ${d.error.message}`, {
+                cause: d.error,
+                data: d.error.data,
+              }),
+            );
             return;
           }
           if (d.kind !== 'frame') {
@@ -148,7 +161,10 @@ export class GitRelayHost {
           }
           const header = d.frame.header as unknown as RelayHeader;
           if (!isReady) {
-            if (header.t !== 'ready') continue;
+            if (header.t !== 'ready') {
+              this.countStray();
+              continue;
+            }
             isReady = true;
             clearTimeout(timer);
             resolve();
@@ -180,6 +196,7 @@ export class GitRelayHost {
         this.countStray();
         return;
       }
+      if (!this.countOpen()) return;
       this.openConnection(c);
       return;
     }
@@ -190,8 +207,15 @@ export class GitRelayHost {
     }
     if (header.t === 'data') {
       if (!socket.write(payload)) {
+        // Paused until this connection drains or goes away (never for good: the other connections and the stray count need the frames).
         this.channel.stdout.pause();
-        socket.once('drain', () => this.channel.stdout.resume());
+        const resume = (): void => {
+          socket.off('drain', resume);
+          socket.off('close', resume);
+          if (this.stopped === undefined) this.channel.stdout.resume();
+        };
+        socket.on('drain', resume);
+        socket.on('close', resume);
       }
     } else if (header.t === 'end') socket.end();
     else if (header.t === 'close') {
@@ -243,6 +267,24 @@ export class GitRelayHost {
         ),
       );
     }
+  }
+
+  /** Counts an open against {@link MAX_RELAY_OPENS_PER_SECOND}; past it the relay is stopped and false returned. */
+  private countOpen(): boolean {
+    const now = performance.now();
+    if (now - this.opens.since >= 1_000) this.opens = { count: 0, since: now };
+    this.opens.count += 1;
+    if (this.opens.count <= MAX_RELAY_OPENS_PER_SECOND) return true;
+    this.stop(
+      new HoldfastError(
+        'LIMIT_EXCEEDED',
+        `[git relay] opened more than ${MAX_RELAY_OPENS_PER_SECOND} connections in a second; it was stopped`,
+        {
+          data: { limit: MAX_RELAY_OPENS_PER_SECOND, what: 'connections-per-second' },
+        },
+      ),
+    );
+    return false;
   }
 
   private stop(error: HoldfastError): void {

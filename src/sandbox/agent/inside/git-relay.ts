@@ -96,8 +96,15 @@ export async function runGitRelay(stateDir: string): Promise<number> {
         const socket = typeof header.c === 'number' ? sockets.get(header.c) : undefined;
         if (socket === undefined) continue;
         if (header.t === 'data' && !socket.write(d.frame.payload)) {
+          // Paused until the connection drains or goes away (a closed one never drains).
           process.stdin.pause();
-          socket.once('drain', () => process.stdin.resume());
+          const resume = (): void => {
+            socket.off('drain', resume);
+            socket.off('close', resume);
+            process.stdin.resume();
+          };
+          socket.on('drain', resume);
+          socket.on('close', resume);
         } else if (header.t === 'end') socket.end();
         else if (header.t === 'close') {
           sockets.delete(header.c as number);
