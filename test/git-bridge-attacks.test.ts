@@ -7,7 +7,7 @@ import type { SandboxProvider } from '../src/sandbox/sandbox-provider.js';
 import { BACKENDS, type BackendCase, type OpenedBackends } from './support/backends.js';
 import { gitImage } from './support/docker-images.js';
 import { GIT_IDENTITY, hostGit, seedRemote } from './support/git-fixture.js';
-import { type GitServer, type SeenRequest, selfSignedCertificate, startGitHttp } from './support/git-servers.js';
+import { type GitServer, type SeenRequest, selfSignedCertificate, startGitDaemon, startGitHttp } from './support/git-servers.js';
 import { BWRAP_RUNS, dockerRuns, type RunProviderCase } from './support/run-providers.js';
 import { ALNUM, generator } from './support/secret-samples.js';
 
@@ -152,7 +152,7 @@ function openAttackRuns(sandboxes: RunProviderCase) {
       runSettings: { leaseTtlMs: 600_000, heartbeatMs: 200_000 },
       git: {
         allowedHosts: ['127.0.0.1'],
-        protocols: ['https'],
+        protocols: ['https', 'git'],
         allowPrivateAddresses: true,
         caFile: tls.certFile,
         credentials: [{ host: '127.0.0.1', username: USER, token: PASSWORD }],
@@ -497,6 +497,27 @@ describe('attacks on git from the sandbox (bwrap)', () => {
     expect(seen).toEqual([]);
     expect(refs('remote.git')).toBe(before);
   }, 180_000);
+
+  it('refuses a binding that is not http(s) REPOSITORY_UNSUPPORTED (501): git:// is cloned by the host, never bridged', async () => {
+    const daemon = await startGitDaemon(state.opened.dir);
+    try {
+      const image = BWRAP_RUNS.image();
+      const deployment = await state.hf.deployments.create({ provider: 'bwrap', ...(image === null ? {} : { image }) });
+      const gitRun = await state.hf.runs.create({ deploymentId: deployment.id, bindings: { repos: [{ url: daemon.url('remote.git') }] } });
+      const out = await state.hf.runs.turn(gitRun.id, async (ctx) => ({
+        raw: await attack(ctx, { head: request('GET', '/remote/info/refs?service=git-upload-pack') }),
+        git: await sh(ctx, REPO, 'git ls-remote origin HEAD'),
+      }));
+      expect({ status: out.value.raw.status, code: out.value.raw.headers['x-holdfast-error'] }).toEqual({
+        status: 501,
+        code: 'REPOSITORY_UNSUPPORTED',
+      });
+      expect(out.value.git.code).not.toBe(0);
+      expect((await bridgeRequests(gitRun.id)).map((r) => r.code)).toEqual(['REPOSITORY_UNSUPPORTED', 'REPOSITORY_UNSUPPORTED']);
+    } finally {
+      await daemon.close();
+    }
+  }, 120_000);
 
   it('stops a relay that floods the host with frames (LIMIT_EXCEEDED) and keeps serving the run', async () => {
     /** A hostile relay in the sandbox: says ready, then writes `frames` (header objects, payload bytes) `times` times. */
