@@ -6,7 +6,7 @@ import type { RepoBinding } from '../model/repo-bindings.js';
 import type { RunExtension, RunSandboxContext } from '../runs/run-extension.js';
 import type { RunEvents } from '../runs/run-log-event.js';
 import type { SandboxLifecycle } from '../runs/sandbox/sandbox-lifecycle.js';
-import { GitRelayHost } from '../sandbox/agent/host/git-relay-host.js';
+import { GitRelayHost, stagedAgentPath } from '../sandbox/agent/host/git-relay-host.js';
 import type { SandboxHandle } from '../sandbox/sandbox-provider.js';
 import { type BridgeRecord, type BridgeRun, SandboxGitBridge } from './sandbox-git-bridge.js';
 
@@ -15,6 +15,8 @@ const HELPER_DIR = '.holdfast/bin';
 const HELPER_NAME = 'git-remote-holdfast';
 /** One setup exec of the bridge (writing the helper, reading PATH). */
 const SETUP_TIMEOUT_MS = 60_000;
+/** Sandboxes whose preparation this process remembers. */
+const MAX_PREPARED_SANDBOXES = 4096;
 /** The URL scheme of the helper (`holdfast://<binding>`). */
 const SCHEME = 'holdfast';
 
@@ -63,6 +65,8 @@ export class GitBridge implements RunExtension {
   readonly name = 'git_bridge';
   private readonly bridge: SandboxGitBridge;
   private readonly live = new Map<string, LiveRelay>();
+  /** Sandboxes whose helper is written, with their own PATH and git settings count (by provider and id). */
+  private readonly prepared = new Map<string, SandboxGitBase>();
 
   constructor(private readonly deps: GitBridgeDeps) {
     this.bridge = new SandboxGitBridge({
@@ -83,15 +87,26 @@ export class GitBridge implements RunExtension {
     if (current?.key === key && current.relay.failure === undefined) return current.env;
     await this.stop(context.run.id);
     const helperDir = path.posix.join(sandbox.agentHome, HELPER_DIR);
-    const base = await sandboxGitEnv(sandbox, helperDir, this.deps.sandboxes.envOf(sandbox));
-    const env = { ...gitEnv(bindings, base.configCount), PATH: `${helperDir}:${base.path}` };
     const recorder = this.deps.sandboxes.recorder(context.run.id, this.name);
     const reason = this.unavailable(sandbox);
     if (reason !== undefined) {
-      await writeHelper(sandbox, helperDir, refusingHelper(reason));
+      const base = await prepareSandbox(sandbox, helperDir, this.deps.sandboxes.envOf(sandbox), refusingHelper(reason));
       await recorder.record('unavailable', 'failed', 0, { reason });
-      return env;
+      return { ...gitEnv(bindings, base.configCount), PATH: `${helperDir}:${base.path}` };
     }
+    // Once per sandbox: its PATH and git settings read and the helper written, in one exec; later sessions only start the relay.
+    const sandboxKey = `${sandbox.provider}\0${sandbox.id}`;
+    let base = this.prepared.get(sandboxKey);
+    if (base === undefined) {
+      base = await prepareSandbox(
+        sandbox,
+        helperDir,
+        this.deps.sandboxes.envOf(sandbox),
+        relayHelper(stagedAgentPath(sandbox.agentHome), sandbox.agentHome),
+      );
+      this.remember(sandboxKey, base);
+    }
+    const env = { ...gitEnv(bindings, base.configCount), PATH: `${helperDir}:${base.path}` };
     const run: BridgeRun = { runId: context.run.id, tenantName: context.tenant.name, epoch: context.epoch, bindings };
     let relay: GitRelayHost;
     try {
@@ -103,11 +118,11 @@ export class GitBridge implements RunExtension {
       });
     } catch (error) {
       // No Node in the image (or it would not start): git in this sandbox is told so.
-      await writeHelper(sandbox, helperDir, refusingHelper('no-node'));
+      this.prepared.delete(sandboxKey);
+      await prepareSandbox(sandbox, helperDir, {}, refusingHelper('no-node'));
       await recorder.record('unavailable', 'failed', 0, { reason: 'no-node', error: errorToJson(error) });
       return env;
     }
-    await writeHelper(sandbox, helperDir, relayHelper(relay.agentPath, sandbox.agentHome));
     this.live.set(context.run.id, { key, relay, env });
     context.signal?.addEventListener('abort', () => void this.stopIf(context.run.id, key), { once: true });
     await recorder.record('relay_started', 'ok', 0, { bindings: bindings.map((b) => b.name) });
@@ -128,6 +143,12 @@ export class GitBridge implements RunExtension {
   /** Stops every relay of this process (closing the host). */
   async close(): Promise<void> {
     await Promise.all([...this.live.keys()].map((id) => this.stop(id)));
+  }
+
+  /** Keeps at most {@link MAX_PREPARED_SANDBOXES} (the oldest forgotten: it is prepared again, one exec). */
+  private remember(key: string, base: SandboxGitBase): void {
+    this.prepared.set(key, base);
+    if (this.prepared.size > MAX_PREPARED_SANDBOXES) this.prepared.delete(this.prepared.keys().next().value as string);
   }
 
   private unavailable(sandbox: SandboxHandle): string | undefined {
@@ -171,19 +192,44 @@ export class GitBridge implements RunExtension {
   }
 }
 
+/** A sandbox's own `PATH` and number of `GIT_CONFIG_*` entries (the image's and the deployment's). */
+interface SandboxGitBase {
+  readonly path: string;
+  readonly configCount: number;
+}
+
 /**
- * The sandbox's own `PATH` and `GIT_CONFIG_COUNT` (the image's and the deployment's), read with
- * one exec; what an earlier attach of the bridge added (`previous`, the extensions' last
- * environment) is taken out again, so it never piles up.
+ * One exec: writes `helper` (mode 0755, through `sh`, so it works on every route) and reads the
+ * sandbox's own `PATH` and `GIT_CONFIG_COUNT`. What an earlier attach of the bridge added
+ * (`previous`, the extensions' last environment) is taken out again, so it never piles up.
  */
-async function sandboxGitEnv(
+async function prepareSandbox(
   sandbox: SandboxHandle,
   helperDir: string,
   previous: Readonly<Record<string, string>>,
-): Promise<{ path: string; configCount: number }> {
-  const out = await sandbox.run(['sh', '-c', 'printf "%s\\n%s" "$PATH" "$GIT_CONFIG_COUNT"'], { timeoutMs: SETUP_TIMEOUT_MS });
-  if (out.code !== 0)
-    throw new HoldfastError('SETUP_FAILED', `could not read the sandbox's PATH: ${out.stderr.toString('utf8').slice(0, 300)}`);
+  helper: string,
+): Promise<SandboxGitBase> {
+  const out = await sandbox.run(
+    [
+      'sh',
+      '-c',
+      'umask 022 && mkdir -p "$1" && printf "%s" "$2" > "$1/$3.tmp" && chmod 755 "$1/$3.tmp" && mv -f "$1/$3.tmp" "$1/$3" && printf "%s\\n%s" "$PATH" "$GIT_CONFIG_COUNT"',
+      'sh',
+      helperDir,
+      helper,
+      HELPER_NAME,
+    ],
+    { timeoutMs: SETUP_TIMEOUT_MS },
+  );
+  if (out.code !== 0) {
+    throw new HoldfastError(
+      'SETUP_FAILED',
+      `could not write the git helper in ${helperDir}: ${out.stderr.toString('utf8').slice(0, 300)}`,
+      {
+        data: { dir: helperDir },
+      },
+    );
+  }
   const [pathValue = '', count = '0'] = out.stdout.toString('utf8').split('\n');
   let n = /^[0-9]{1,3}$/.test(count) ? Number(count) : 0;
   const ours = Object.entries(previous).find(([k, v]) => k.startsWith('GIT_CONFIG_KEY_') && v === `protocol.${SCHEME}.allow`);
@@ -223,25 +269,4 @@ function refusingHelper(reason: string): string {
       ? 'this sandbox is reached without stdin (the shell route), so no git relay can run in it'
       : 'this sandbox has no usable Node, which the git relay needs';
   return `#!/bin/sh\necho "holdfast: REPOSITORY_UNSUPPORTED: git from the sandbox is unavailable: ${why}" >&2\nexit 128\n`;
-}
-
-/** Writes the helper (mode 0755) through `sh`, so it works on every route. */
-async function writeHelper(sandbox: SandboxHandle, dir: string, script: string): Promise<void> {
-  const out = await sandbox.run(
-    [
-      'sh',
-      '-c',
-      'umask 022 && mkdir -p "$1" && printf "%s" "$2" > "$1/$3.tmp" && chmod 755 "$1/$3.tmp" && mv -f "$1/$3.tmp" "$1/$3"',
-      'sh',
-      dir,
-      script,
-      HELPER_NAME,
-    ],
-    { timeoutMs: SETUP_TIMEOUT_MS },
-  );
-  if (out.code !== 0) {
-    throw new HoldfastError('SETUP_FAILED', `could not write the git helper in ${dir}: ${out.stderr.toString('utf8').slice(0, 300)}`, {
-      data: { dir },
-    });
-  }
 }

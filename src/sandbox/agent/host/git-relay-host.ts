@@ -7,7 +7,7 @@ import { HoldfastError, StoreError } from '../../../errors.js';
 import { encodeFrame, FrameDecoder } from '../wire/frame-codec.js';
 import { GIT_RELAY_FLAG, MAX_RELAY_CHUNK_BYTES, type RelayHeader } from '../wire/git-relay-protocol.js';
 import type { AgentChannel, AgentExecFn } from './agent-connection.js';
-import { agentCommand, ensureAgent } from './stage-agent.js';
+import { agentCommand, ensureAgent, locateAgentBundle } from './stage-agent.js';
 
 /** Connections from the sandbox carried at once; more are dropped as they open. */
 export const MAX_RELAY_CONNECTIONS = 8;
@@ -26,6 +26,11 @@ const MAX_STRAY_FRAMES = 1024;
 export const MAX_RELAY_OPENS_PER_SECOND = 256;
 /** How long the relay has to say it listens. */
 const READY_TIMEOUT_MS = 30_000;
+
+/** Where the staged agent (the relay's program) lives in a sandbox whose agent home is `agentHome`. */
+export function stagedAgentPath(agentHome: string): string {
+  return path.posix.join(agentHome, '.holdfast', `agent-${locateAgentBundle().hash}.mjs`);
+}
 
 /** Options of a relay host; the timeouts are for tests, the defaults are the product's. */
 export interface GitRelayOptions {
@@ -80,6 +85,16 @@ export class GitRelayHost {
    * to listen. `STORE_UNAVAILABLE` when it cannot start or does not get ready.
    */
   static async start(exec: AgentExecFn, agentHome: string, options: GitRelayOptions): Promise<GitRelayHost> {
+    // The common case costs one exec: started straight under its content-addressed name (its
+    // bytes need no check: nothing the relay sends is trusted); staged first only when that fails.
+    const target = stagedAgentPath(agentHome);
+    try {
+      const host = await GitRelayHost.over(await exec([...agentCommand(target, agentHome), GIT_RELAY_FLAG], { stdin: 'pipe' }), options);
+      host.agentPath = target;
+      return host;
+    } catch {
+      // Missing or unusable: staged below, which reports precisely what is wrong.
+    }
     const staged = await ensureAgent(exec, agentHome);
     const channel = await exec([...agentCommand(staged.path, agentHome), GIT_RELAY_FLAG], { stdin: 'pipe' });
     const host = await GitRelayHost.over(channel, options);
