@@ -5,7 +5,7 @@ import { type Holdfast, openHoldfast, type TurnContext } from '../src/index.js';
 import type { RunLogEvent } from '../src/runs/run-log-event.js';
 import type { SandboxProvider } from '../src/sandbox/sandbox-provider.js';
 import { BACKENDS, type BackendCase, type OpenedBackends } from './support/backends.js';
-import { gitImage } from './support/docker-images.js';
+import { busyboxImage, gitImage } from './support/docker-images.js';
 import { GIT_IDENTITY, hostGit, seedRemote } from './support/git-fixture.js';
 import { type GitServer, type SeenRequest, selfSignedCertificate, startGitHttp } from './support/git-servers.js';
 import { BWRAP_RUNS, dockerRuns, type RunProviderCase } from './support/run-providers.js';
@@ -164,5 +164,20 @@ describe('git from the sandbox without stdin (shell route)', () => {
     expect(out.value.stderr).toContain('REPOSITORY_UNSUPPORTED');
     const unavailable = (await hf.runs.events(run.id)).find((e) => e.kind === 'git_bridge' && e.step === 'unavailable');
     expect(unavailable).toMatchObject({ status: 'failed', data: { reason: 'no-stdin' } });
+  }, 240_000);
+});
+
+describe('git from the sandbox without Node (docker, busybox)', () => {
+  const { state, deployment } = openBridgeRuns(dockerRuns('gitbridge-nonode', busyboxImage));
+
+  it('refuses clearly: the helper prints REPOSITORY_UNSUPPORTED and the run records the bridge unavailable (no-node)', async () => {
+    const { hf, server } = state;
+    const run = await hf.runs.create({ deploymentId: (await deployment()).id, bindings: { repos: [{ url: server.url('remote.git') }] } });
+    // No git in the image either: the helper git would run is called as git would call it.
+    const out = await hf.runs.turn(run.id, (ctx) => sh(ctx, REPO, 'git-remote-holdfast origin holdfast://remote'));
+    expect(out.value.code).toBe(128);
+    expect(out.value.stderr).toContain('REPOSITORY_UNSUPPORTED');
+    const unavailable = (await hf.runs.events(run.id)).find((e) => e.kind === 'git_bridge' && e.step === 'unavailable');
+    expect(unavailable).toMatchObject({ status: 'failed', data: { reason: 'no-node' } });
   }, 240_000);
 });

@@ -149,7 +149,8 @@ describe.each(SCENARIO_CASES)(`repository checkpoints in a run: ${backend.name} 
       const extra = await inRepo(
         ctx,
         dir,
-        'git remote get-url origin; git config --get http.extraheader || echo no-header; ls .git/hooks 2>/dev/null || echo no-hooks; ls -d node_modules 2>/dev/null || echo no-cache; cat .setup-ran',
+        // The stored URL (what the restore recreated); `git remote get-url` shows the git bridge's holdfast:// rewrite.
+        'git config --get remote.origin.url; git config --get http.extraheader || echo no-header; ls .git/hooks 2>/dev/null || echo no-hooks; ls -d node_modules 2>/dev/null || echo no-cache; cat .setup-ran',
       );
       return { seen, extra };
     });
