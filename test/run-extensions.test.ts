@@ -46,7 +46,11 @@ class RecordingExtension implements RunExtension {
     return { [`HF_${this.name}`]: `${this.name}-${start}-${this.attaches}`, SHARED: this.name };
   }
 
+  /** Runs before an injected failure of a save (what else goes wrong at that moment). */
+  beforeFailure: ((context: RunSandboxContext) => Promise<void>) | undefined;
+
   async save(context: RunSandboxContext, moment: SaveMoment): Promise<void> {
+    if (this.failing.has(`save:${moment}`)) await this.beforeFailure?.(context);
     this.call(`save:${moment}`, context);
   }
 
@@ -223,6 +227,30 @@ describe.each(BACKENDS)('run extensions in the lifecycle: $name', (backend) => {
     const after = await second.hf.runs.turn(run.id, exec('cat kept.txt'));
     expect(after.value.stdout.toString()).toBe('kept\n');
     expect(second.take().slice(0, 2)).toEqual(['A attach:cold', 'B attach:cold']);
+  });
+
+  it('a takeover save that fails because the sandbox was destroyed meanwhile lets the takeover go on: nothing is left to keep', async () => {
+    const first = await server('gone-a', { leaseTtlMs: 500, heartbeatMs: 3_600_000 });
+    const second = await server('gone-b', { leaseTtlMs: 500 });
+    const deployment = await first.hf.deployments.create({ provider: 'bwrap' });
+    const run = await first.hf.runs.create({ deploymentId: deployment.id });
+    await first.hf.runs.turn(run.id, exec('echo kept > kept.txt'));
+    const sandbox = await sandboxOf(first.hf, run.id);
+    expect(await first.hf.meta.runs.claim(run.id, 'gone-a', 500)).toBeDefined(); // A "dies" holding the lease
+    await sleep(600);
+    // The sandbox is destroyed behind the run's back while the takeover saves it, and that save fails.
+    second.a.failing.add('save:takeover');
+    second.a.beforeFailure = () => provider.destroy(sandbox);
+    const after = await second.hf.runs.turn(run.id, exec('cat kept.txt'));
+    expect(after.value.stdout.toString()).toBe('kept\n');
+    expect(await sandboxOf(second.hf, run.id)).not.toBe(sandbox);
+    expect((await second.hf.runs.get(run.id)).lease.state).not.toBe('release_recovery_required');
+    const events = await second.hf.runs.events(run.id);
+    expect(events.find((e) => e.step === 'takeover_save')).toMatchObject({
+      status: 'failed',
+      data: { sandbox, reason: 'sandbox_gone', error: { code: 'STORE_UNAVAILABLE' } },
+    });
+    expect(events.some((e) => e.step === 'keep_sandbox')).toBe(false);
   });
 
   it('resolving with discardUnsaved destroys a sandbox whose work could not be saved, without trying again', async () => {

@@ -199,6 +199,17 @@ export class RunSession {
     if (sandbox === undefined) return;
     const failed = await this.saveExtensions('takeover', { sandbox });
     if (failed === undefined) return;
+    // A sandbox gone meanwhile (destroyed behind the run's back) holds nothing to keep: the
+    // takeover goes on and the next turn rebuilds from the head, as for one found gone.
+    if ((await this.liveSandbox(await this.deployments.get(this.current.deploymentId))) === undefined) {
+      await this.host.sandboxes.recorder(this.current.id, 'lease').record('takeover_save', 'failed', 0, {
+        sandbox: ref.id,
+        provider: ref.provider,
+        reason: 'sandbox_gone',
+        error: errorToJson(failed.error),
+      });
+      return;
+    }
     // The run's events say why the sandbox outlives the takeover and what the operator does next.
     await this.host.sandboxes.recorder(this.current.id, 'lease').record('keep_sandbox', 'ok', 0, {
       sandbox: ref.id,
