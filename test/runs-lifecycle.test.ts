@@ -242,6 +242,31 @@ describe.each(CASES)('run lifecycle through the library: $name', ({ backend, san
     expect(removed).toMatchObject({ kind: 'recovery', status: 'ok', data: { sandboxes: [stray.id] } });
   });
 
+  it.each([
+    ['while its command runs', true],
+    ['after its command, before the turn saves', false],
+  ])(
+    'a sandbox destroyed behind our back %s fails the turn with CONFLICT sandbox_lost, and the next turn rebuilds it from the head',
+    async (_when, runAfter) => {
+      const hf = await server(`lost-${runAfter ? 'mid' : 'end'}`);
+      const run = await newRun(hf);
+      await hf.runs.turn(run.id, exec('echo kept > kept.txt'));
+      const first = (await hf.runs.get(run.id)).sandbox?.id ?? '';
+      const failed = await hf.runs
+        .turn(run.id, async (ctx) => {
+          await provider.destroy(ctx.sandbox.id);
+          if (runAfter) await exec('echo lost > lost.txt')(ctx);
+        })
+        .catch((e: unknown) => e);
+      expect(failed).toMatchObject({ code: 'CONFLICT', data: { reason: 'sandbox_lost', sandbox: first } });
+      const [turn] = await hf.runs.turns(run.id);
+      expect(turn).toMatchObject({ seq: 2, status: 'failed', error: { code: 'CONFLICT' } });
+      const next = await hf.runs.turn(run.id, exec('cat kept.txt; ls'));
+      expect(next.value.stdout.toString()).toBe('kept\nkept.txt\n');
+      expect((await hf.runs.get(run.id)).sandbox?.id).not.toBe(first);
+    },
+  );
+
   it('checkpoint, destroy behind our back, restore through the agent: the new sandbox has the same bytes, modes, mtimes and symlinks', async () => {
     const hf = await server('restore-compare');
     const run = await newRun(hf);

@@ -1,5 +1,5 @@
 import type { Deployment } from '../deployments/deployments.js';
-import { errorToJson, HoldfastError, isHoldfastError } from '../errors.js';
+import { ConflictError, errorToJson, HoldfastError, isHoldfastError } from '../errors.js';
 import type { Checkpoint, Run, Turn } from '../metadata/metadata-store.js';
 import type { SandboxHandle } from '../sandbox/sandbox-provider.js';
 import type { CheckpointNote } from '../snapshot/checkpoint-note.js';
@@ -139,11 +139,37 @@ async function runTurn<T>(
     await session.boundary();
     return { turn, checkpoint: saved.checkpoint, value: value as T, periodic: { ...periodic.counts } };
   } catch (caught) {
-    const error = session.lost.aborted && !isHoldfastError(caught, 'STALE_LEASE') ? session.lost.reason : caught;
+    const error = await sandboxLost(
+      host,
+      sandbox,
+      session.lost.aborted && !isHoldfastError(caught, 'STALE_LEASE') ? session.lost.reason : caught,
+    );
     await host.meta.turns.finish(turn.id, { status: 'failed', error: errorToJson(error) }).catch(() => undefined);
     host.events.log({ event: 'turn_failed', level: 'warn', msg: 'turn failed', runId: run.id, turn: turn.id, error });
     throw error;
   }
+}
+
+/**
+ * A turn's failure, told as `CONFLICT` (`data.reason: 'sandbox_lost'`, the failure as its
+ * cause) when the run's sandbox is gone afterwards: destroyed behind the run's back while the
+ * turn ran, whatever error that gave the command or the save (a provider's `NOT_FOUND` would
+ * read as "no such run"). The run is not lost: the next turn rebuilds its sandbox from the last
+ * ready checkpoint. A lost lease stays `STALE_LEASE`; a provider that cannot answer leaves the
+ * failure as it was.
+ */
+async function sandboxLost(host: RunHost, sandbox: SandboxHandle, error: unknown): Promise<unknown> {
+  if (isHoldfastError(error, 'STALE_LEASE')) return error;
+  const found = await host.sandboxes
+    .provider(sandbox.provider)
+    .get(sandbox.id)
+    .catch(() => null);
+  if (found !== undefined) return error;
+  return new ConflictError(
+    'CONFLICT',
+    `the run's sandbox ${sandbox.id} was destroyed while the turn ran; the next turn rebuilds it from the last ready checkpoint`,
+    { cause: error, data: { reason: 'sandbox_lost', sandbox: sandbox.id, provider: sandbox.provider, error: errorToJson(error) } },
+  );
 }
 
 /** What a turn stopped by its signal fails with: the abort's own error when it is one, else `CANCELLED`. */
