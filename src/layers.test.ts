@@ -16,6 +16,9 @@ const src = path.dirname(fileURLToPath(import.meta.url));
 /** Lowest first. Units on one line share a rank and may not import each other. */
 const LAYERS: readonly (readonly string[])[] = [
   ['errors.ts'],
+  ['config-errors.ts'],
+  ['config-git.ts'],
+  ['config-env.ts'],
   ['config.ts', 'core'],
   ['rules', 'model'],
   ['workspace-fs'],
