@@ -6,7 +6,7 @@ import { pipeline } from 'node:stream/promises';
 import tls from 'node:tls';
 import type { GitConfig } from '../config.js';
 import { KeyedMutex } from '../core/keyed-mutex.js';
-import { type ErrorCode, errorToJson, HoldfastError, isHoldfastError } from '../errors.js';
+import { type ErrorCode, errorToJson, HoldfastError, InputError, isHoldfastError, NotFoundError, StoreError } from '../errors.js';
 import { checkReposAllowed, DEFAULT_GIT_PORTS, type RepoBinding, repoAddress } from '../model/repo-bindings.js';
 import { credentialFor } from './git-environment.js';
 import { pinnedAddress } from './host-address.js';
@@ -305,7 +305,7 @@ function parseRequest(method: string, target: string, bindings: readonly RepoBin
     );
   const binding = m === null ? undefined : bindings.find((b) => b.name === m[1]);
   if (m === null || binding === undefined) {
-    throw new HoldfastError('NOT_FOUND', 'not a git smart-HTTP call on a repository binding of this run', {
+    throw new NotFoundError('not a git smart-HTTP call on a repository binding of this run', {
       data: { reason: m === null ? 'path' : 'binding' },
     });
   }
@@ -327,14 +327,14 @@ function forwardedHeaders(req: http.IncomingMessage, parsed: Parsed, host: strin
   if (typeof protocol === 'string' && /^[A-Za-z0-9=:.,_-]{1,256}$/.test(protocol)) out['git-protocol'] = protocol;
   if (parsed.method === 'POST') {
     if (req.headers['content-type'] !== SERVICES[parsed.service]) {
-      throw new HoldfastError('INVALID_INPUT', `a ${parsed.service} call carries ${SERVICES[parsed.service]}`, {
+      throw new InputError('INVALID_INPUT', `a ${parsed.service} call carries ${SERVICES[parsed.service]}`, {
         data: { reason: 'content-type' },
       });
     }
     out['content-type'] = SERVICES[parsed.service];
     const encoding = req.headers['content-encoding'];
     if (encoding !== undefined && encoding !== 'gzip') {
-      throw new HoldfastError('INVALID_INPUT', 'a git request body is plain or gzip', { data: { reason: 'content-encoding' } });
+      throw new InputError('INVALID_INPUT', 'a git request body is plain or gzip', { data: { reason: 'content-encoding' } });
     }
     if (encoding === 'gzip') out['content-encoding'] = 'gzip';
     out.accept = `application/x-${parsed.service}-result`;
@@ -391,7 +391,7 @@ class ByteCap extends Transform {
 }
 
 function tooLarge(what: 'request' | 'response', max: number): HoldfastError {
-  return new HoldfastError('LIMIT_EXCEEDED', `the ${what} is over the operator's ${max}-byte cap (HOLDFAST_GIT_MAX_PACK_BYTES)`, {
+  return new InputError('LIMIT_EXCEEDED', `the ${what} is over the operator's ${max}-byte cap (HOLDFAST_GIT_MAX_PACK_BYTES)`, {
     data: { limit: max, what },
   });
 }
@@ -400,7 +400,7 @@ function remoteError(error: unknown, binding: RepoBinding, deadline: AbortSignal
   if (isHoldfastError(error)) return error;
   if (deadline.aborted)
     return new HoldfastError('TIMEOUT', `the remote of ${binding.name} did not answer in time`, { data: { repo: binding.name } });
-  return new HoldfastError('STORE_UNAVAILABLE', `the remote of ${binding.name} could not be reached`, {
+  return new StoreError(`the remote of ${binding.name} could not be reached`, {
     data: { repo: binding.name, error: errorToJson(error).code ?? null },
   });
 }

@@ -3,7 +3,7 @@ import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { HoldfastError, StoreError } from '../../../errors.js';
+import { HoldfastError, InputError, StoreError } from '../../../errors.js';
 import { encodeFrame, FrameDecoder } from '../wire/frame-codec.js';
 import { GIT_RELAY_FLAG, MAX_RELAY_CHUNK_BYTES, type RelayHeader } from '../wire/git-relay-protocol.js';
 import type { AgentChannel, AgentExecFn } from './agent-connection.js';
@@ -273,13 +273,9 @@ export class GitRelayHost {
     this.stray += 1;
     if (this.stray > MAX_STRAY_FRAMES) {
       this.stop(
-        new HoldfastError(
-          'LIMIT_EXCEEDED',
-          `[git relay] sent more than ${MAX_STRAY_FRAMES} frames that fit no connection; it was stopped`,
-          {
-            data: { limit: MAX_STRAY_FRAMES, what: 'stray-frames' },
-          },
-        ),
+        new InputError('LIMIT_EXCEEDED', `[git relay] sent more than ${MAX_STRAY_FRAMES} frames that fit no connection; it was stopped`, {
+          data: { limit: MAX_STRAY_FRAMES, what: 'stray-frames' },
+        }),
       );
     }
   }
@@ -291,7 +287,7 @@ export class GitRelayHost {
     this.opens.count += 1;
     if (this.opens.count <= MAX_RELAY_OPENS_PER_SECOND) return true;
     this.stop(
-      new HoldfastError(
+      new InputError(
         'LIMIT_EXCEEDED',
         `[git relay] opened more than ${MAX_RELAY_OPENS_PER_SECOND} connections in a second; it was stopped`,
         {
