@@ -1,11 +1,19 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import type { Sha256Hex } from '../core/hash.js';
 import { byteLength, hasByteEscapes } from '../core/name-bytes.js';
 import type { Workspace } from '../metadata/metadata-store.js';
 import type { ContentWorkers, DigestOutcome } from '../objects/content-workers.js';
 import { type ExcludeOptions, ExcludeRules, type Exclusion } from '../rules/excludes.js';
 import { LongPaths, SYSCALL_PATH_BYTES } from '../workspace-fs/long-paths.js';
-import { type ScanLimits, type ScannedFile, type ScanResult, scanWorkspace, unchangedSince } from '../workspace-fs/scan.js';
+import {
+  type ScanLimits,
+  type ScannedDir,
+  type ScannedFile,
+  type ScanResult,
+  scanWorkspace,
+  unchangedSince,
+} from '../workspace-fs/scan.js';
 import { type StatCache, type StatCacheBuilder, StatCache as StatCacheClass, statCacheFile } from '../workspace-fs/stat-cache.js';
 import type { BaseFiles } from './checkpoint/base-files.js';
 import { type FileChunk, type FileContent, readLargeFile } from './checkpoint/file-reader.js';
@@ -31,6 +39,11 @@ export interface SourceScan {
   lookup(file: ScannedFile): FileIds | undefined;
   /** Tree ids of unchanged directories (an empty cache when the source keeps none). */
   readonly trees: StatCache;
+  /**
+   * Tree ids by directory object, for a source whose scan takes directories over whole from
+   * an earlier one (`known`: that build's ids; `built`: filled with this build's, for the next).
+   */
+  readonly dirTrees?: { readonly known: ReadonlyMap<ScannedDir, Sha256Hex>; readonly built: Map<ScannedDir, Sha256Hex> };
   /** Secret paths let through by `allowSecretPaths`, reported with the checkpoint. */
   readonly allowances: readonly Exclusion[];
 }

@@ -1,18 +1,26 @@
+import type { Sha256Hex } from '../../core/hash.js';
 import type { DigestOutcome } from '../../objects/content-workers.js';
 import type { ExcludeOptions } from '../../rules/excludes.js';
 import type { FileChunk, FileContent } from '../../snapshot/checkpoint/file-reader.js';
 import type { FileIds } from '../../snapshot/checkpoint/tree-builder.js';
 import { UntrustedSource } from '../../snapshot/checkpoint/untrusted-source.js';
 import type { EndpointContext, SourceScan, WorkspaceSource } from '../../snapshot/workspace-source.js';
-import { listFiles, type ScanLimits, type ScannedFile } from '../../workspace-fs/scan.js';
-import { StatCache, type StatCacheBuilder } from '../../workspace-fs/stat-cache.js';
+import { listFiles, type ScanLimits, type ScannedDir, type ScannedFile } from '../../workspace-fs/scan.js';
+import { RACY_WINDOW_MS, StatCache, type StatCacheBuilder } from '../../workspace-fs/stat-cache.js';
 import { type AgentClient, type AgentScan, agentCacheKey } from '../agent/host/agent-client.js';
+import type { HeldScan } from '../agent/host/held-scans.js';
 
-/** A source scan that remembers the agent's scan id for the second look. */
+/** A source scan that remembers the agent's scan for the second look and the cache update. */
 interface ExecScan extends SourceScan {
   readonly agentScan: AgentScan;
   /** Every id the agent offered was taken (so the agent may skip those files in the second look). */
   readonly allOffersTaken: boolean;
+  /** The head the scan was made against. */
+  readonly base: string | null;
+  readonly requestKey: string;
+  /** Content ids taken without reading (offers the host vouched for, and files of adopted directories), by path. */
+  readonly taken: ReadonlyMap<string, FileIds>;
+  readonly dirTrees: { readonly known: ReadonlyMap<ScannedDir, Sha256Hex>; readonly built: Map<ScannedDir, Sha256Hex> };
 }
 
 /**
@@ -27,6 +35,16 @@ interface ExecScan extends SourceScan {
  * workspace's base checkpoint; every other file's bytes are read and hashed here. So a
  * checkpoint references only objects its own workspace already held or whose bytes the host
  * saw (proof of possession): knowing an object's hash never grants its content.
+ *
+ * A turn's cost follows what changed: after a commit the connection keeps the host's own view
+ * of it ({@link HeldScan}: the checked scan, the committed ids, the tree built for each
+ * directory), and while that checkpoint is the head the next scan is asked as a delta against
+ * it. Unchanged subtrees then arrive as stubs and are that view's directories, their files keep
+ * the committed ids (unless racy against that scan) and their trees keep their ids; only the
+ * changed directories travel, are checked and have their offers vouched for, and only the
+ * files read are re-stated and sent back for the agent's cache. A lying stub can only give the
+ * host its own earlier view of this workspace. Anything else (no held scan, another agent
+ * process, another base or request, host exclusions in the held scan) takes the full path.
  */
 export class AgentWorkspaceSource implements WorkspaceSource {
   readonly label: string;
@@ -45,31 +63,64 @@ export class AgentWorkspaceSource implements WorkspaceSource {
   }
 
   async scan(excludes: ExcludeOptions | undefined, limits: ScanLimits, base: string | null): Promise<SourceScan> {
-    const agentScan = await this.client.scan({
-      root: this.root,
-      limits,
-      cacheKey: this.cacheKey,
-      ...(excludes === undefined ? {} : { excludes }),
-      ...(base === null ? {} : { base }),
-    });
-    let usable = new Map<string, FileIds>();
+    const requestKey = JSON.stringify([this.root, excludes ?? null, limits, this.cacheKey]);
+    const held = this.deltaBase(requestKey, base);
+    const agentScan = await this.client.scan(
+      {
+        root: this.root,
+        limits,
+        cacheKey: this.cacheKey,
+        ...(excludes === undefined ? {} : { excludes }),
+        ...(base === null ? {} : { base }),
+        ...(held === undefined ? {} : { since: held.scanId }),
+      },
+      held?.scan.root,
+    );
+    const taken = new Map<string, FileIds>();
+    const adopted = new Set<string>();
+    if (held !== undefined && agentScan.delta) {
+      // A file of an adopted directory has the stat the held scan saw: its committed ids, unless racy then.
+      const racyFrom = held.scan.startedAtMs - RACY_WINDOW_MS;
+      for (const dir of agentScan.adopted) {
+        for (const f of listFiles(dir)) {
+          adopted.add(f.path);
+          const ids = held.ids.get(f.path);
+          if (ids !== undefined && f.mtimeMs < racyFrom) taken.set(f.path, ids);
+        }
+      }
+    }
+    let vouched = 0;
     if (base !== null && agentScan.base === base && agentScan.cached.size > 0) {
-      const sizes = new Map(listFiles(agentScan.scan.root).map((f) => [f.path, f.size]));
+      const sizes = new Map(listFiles(agentScan.scan.root).flatMap((f) => (adopted.has(f.path) ? [] : [[f.path, f.size] as const])));
       const offers = [...agentScan.cached].flatMap(([p, ids]) => {
         const size = sizes.get(p);
         return size === undefined ? [] : [{ path: p, size, ids }];
       });
-      usable = await this.untrusted.vouched(base, offers);
+      const usable = await this.untrusted.vouched(base, offers);
+      vouched = usable.size;
+      for (const [p, ids] of usable) taken.set(p, ids);
     }
+    const known = held !== undefined && agentScan.delta ? held.trees : new Map<ScannedDir, Sha256Hex>();
     const scan: ExecScan = {
       scan: agentScan.scan,
-      lookup: (file) => usable.get(file.path),
+      lookup: (file) => taken.get(file.path),
       trees: StatCache.empty(),
+      dirTrees: { known, built: new Map() },
       allowances: agentScan.allowances,
       agentScan,
-      allOffersTaken: usable.size === agentScan.cached.size,
+      allOffersTaken: vouched === agentScan.cached.size,
+      base,
+      requestKey,
+      taken,
     };
     return scan;
+  }
+
+  /** The held scan a delta may be asked against: same request, its checkpoint still the head, no host exclusions in it. */
+  private deltaBase(requestKey: string, base: string | null): HeldScan | undefined {
+    const held = this.client.held.get(this.cacheKey);
+    if (held === undefined || base === null || held.base !== base || held.requestKey !== requestKey) return undefined;
+    return held;
   }
 
   digest(files: readonly ScannedFile[]): Promise<DigestOutcome[]> {
@@ -86,14 +137,30 @@ export class AgentWorkspaceSource implements WorkspaceSource {
     return this.untrusted.readLarge(file, this.client.readStream(this.root, file.path), onChunk);
   }
 
-  async unchanged(scan: SourceScan, _wasRead: (path: string) => boolean): Promise<boolean> {
-    // An offer the host refused was a file it read: then every file is looked at again.
+  async unchanged(scan: SourceScan, wasRead: (path: string) => boolean): Promise<boolean> {
+    // Only the files read are re-stated (every other one's ids are what its scanned stat vouches for);
+    // when they are too many for one request, every file not taken from an offer is.
     const { agentScan, allOffersTaken } = scan as ExecScan;
-    return this.client.recheck(agentScan, { cachedWereUsed: allOffersTaken });
+    const read = listFiles(agentScan.scan.root).flatMap((f) => (wasRead(f.path) ? [f.path] : []));
+    return this.client.recheck(agentScan, { cachedWereUsed: allOffersTaken, read });
   }
 
   async saveCache(scan: SourceScan, _next: StatCacheBuilder, ids: ReadonlyMap<string, FileIds>, base: string): Promise<void> {
-    const entries = this.untrusted.remember(base, scan.scan.root, ids).map(({ file: f, ids: got }) => ({
+    const exec = scan as ExecScan;
+    const { agentScan } = exec;
+    const kept = this.untrusted.remember(base, scan.scan.root, ids);
+    // The next scan may be a delta against this one only if the host's check added nothing of its own to it.
+    if (agentScan.hostExclusions === 0) {
+      this.client.held.set(this.cacheKey, {
+        scanId: agentScan.scanId,
+        requestKey: exec.requestKey,
+        scan: agentScan.scan,
+        base,
+        ids,
+        trees: exec.dirTrees.built,
+      });
+    } else this.client.held.drop(this.cacheKey);
+    const entry = ({ file: f, ids: got }: (typeof kept)[number]) => ({
       path: f.path,
       size: f.size,
       mtimeMs: f.mtimeMs,
@@ -102,7 +169,13 @@ export class AgentWorkspaceSource implements WorkspaceSource {
       mode: f.mode,
       sha256: got.sha256,
       chunks: got.chunks,
-    }));
-    await this.client.cacheUpdate({ cacheKey: this.cacheKey, base, racyAfterMs: scan.scan.startedAtMs, entries });
+    });
+    const racyAfterMs = scan.scan.startedAtMs;
+    // The agent's cache vouched for this scan against the same base: it keeps those lines, and gets only the files read.
+    if (exec.base !== null && agentScan.base === exec.base) {
+      const read = kept.filter((k) => !exec.taken.has(k.file.path)).map(entry);
+      if (await this.client.cacheUpdate({ cacheKey: this.cacheKey, base, racyAfterMs, entries: read, since: agentScan.scanId })) return;
+    }
+    await this.client.cacheUpdate({ cacheKey: this.cacheKey, base, racyAfterMs, entries: kept.map(entry) });
   }
 }

@@ -344,6 +344,7 @@ async function capture(deps: SnapshotDeps, options: CheckpointOptions, checkpoin
       hits: read.hits,
       next: read.cache,
       encodeAll: !reuse,
+      ...(sourceScan.dirTrees === undefined ? {} : { known: sourceScan.dirTrees.known, built: sourceScan.dirTrees.built }),
     });
     await sink.addTrees(trees);
     // Ids only from here on: the encoded trees (about 20 MB at 100k files) are the writer's now, and go once packed.

@@ -29,6 +29,14 @@ export interface TreeReuse {
   readonly next: StatCacheBuilder;
   /** Encode every directory afresh, reusing no cached tree id (identities are still recorded in `next`). */
   readonly encodeAll?: boolean;
+  /**
+   * Tree ids of the last committed build by directory object: a scan that took a directory
+   * over whole from the one it was built from (an agent's delta) passes the very object, which
+   * keeps its id when its files all came from the cache and its subdirectories kept theirs.
+   */
+  readonly known?: ReadonlyMap<ScannedDir, Sha256Hex>;
+  /** Where every directory's tree id of this build is recorded, by directory object. */
+  readonly built?: Map<ScannedDir, Sha256Hex>;
 }
 
 /** The identity of a scanned directory as the stat cache records it. */
@@ -68,22 +76,28 @@ export function buildTrees(
     // before building any entry objects for it.
     const subtrees = new Map<ScannedDir, Sha256Hex>();
     let unchanged = reuse !== undefined && reuse.encodeAll !== true;
+    let symlinks = false;
+    let subsKnown = true;
     for (const child of dir.children) {
       if (child.type === 'dir') {
         const sub = encodeDir(child);
         subtrees.set(child, sub.id);
         unchanged &&= sub.reused;
+        subsKnown &&= reuse?.known?.get(child) === sub.id;
       } else if (child.type === 'symlink') {
-        unchanged = false;
+        symlinks = true;
       } else if (child.dev !== undefined || reuse?.hits.has(child.path) !== true) {
         unchanged = false;
       }
     }
+    // The very object of the last build, with the same file ids and subtrees: the same entries, symlinks included.
+    const known = unchanged && subsKnown ? reuse?.known?.get(dir) : undefined;
     const identity = reuse === undefined ? undefined : identityOf(dir);
-    const cached = unchanged && identity !== undefined ? reuse?.cache.treeOf(dir.path, identity) : undefined;
+    const cached = known ?? (unchanged && !symlinks && identity !== undefined ? reuse?.cache.treeOf(dir.path, identity) : undefined);
     if (cached !== undefined) reused.push(cached);
     const id = cached ?? encodeAndKeep(entriesOf(dir, ids, subtrees, leaders), trees);
     if (identity !== undefined) reuse?.next.addDir(dir.path, identity, id);
+    reuse?.built?.set(dir, id);
     return { id, reused: cached !== undefined };
   };
   return { rootId: encodeDir(root).id, trees, reused, hardlinks: leaders.size };

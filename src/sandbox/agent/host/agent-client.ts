@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { isSha256Hex } from '../../../core/hash.js';
 import { InputError, IntegrityError, StoreError } from '../../../errors.js';
 import { ExcludeRules, type Exclusion } from '../../../rules/excludes.js';
-import { DEFAULT_MAX_DIRS, type ScanLimits, type ScanResult } from '../../../workspace-fs/scan.js';
+import { DEFAULT_MAX_DIRS, type ScanLimits, type ScannedDir, type ScanResult } from '../../../workspace-fs/scan.js';
 import {
   type CachedIds,
   type CacheUpdateEntry,
@@ -20,6 +20,7 @@ import {
 import { type AgentChannel, AgentConnection, type AgentExit } from './agent-connection.js';
 import { type FileBytes, type FileToRead, readFiles, readStream } from './agent-reads.js';
 import { chunkList } from './chunk-list.js';
+import { HeldScans } from './held-scans.js';
 import { checkAgentScan } from './scan-check.js';
 
 /** Options of {@link AgentClient.connect}. */
@@ -38,9 +39,15 @@ export interface AgentScan {
   readonly scanId: string;
   /** Checkpoint the agent's stat cache was written for, or null. */
   readonly base: string | null;
-  /** Content ids by path, for files whose stat identity matches the cache (and not racy). */
+  /** Content ids by path, for files whose stat identity matches the cache (and not racy); in a delta, of files outside its stubs only. */
   readonly cached: ReadonlyMap<string, CachedIds>;
   readonly allowances: readonly Exclusion[];
+  /** The answer was a delta against the `since` scan asked for. */
+  readonly delta: boolean;
+  /** Directories a delta took over whole from the earlier scan (the very objects, now in `scan.root`). */
+  readonly adopted: readonly ScannedDir[];
+  /** Exclusions the host's own check added to the agent's. */
+  readonly hostExclusions: number;
 }
 
 /** One write batch: at most 256 ops and 4 MiB of payload (the agent refuses more). */
@@ -88,6 +95,9 @@ export function agentCacheKey(workspaceId: string, root: string): string {
  * matching `HoldfastError`; a channel that dies fails every waiting call with `STORE_UNAVAILABLE`.
  */
 export class AgentClient {
+  /** The host's own record of the last checkpoint made through this agent process, per workspace checkout. */
+  readonly held = new HeldScans();
+
   private constructor(
     private readonly conn: AgentConnection,
     /** What the agent said in the handshake. */
@@ -128,8 +138,12 @@ export class AgentClient {
    * rules and limits, allowances are the host's, and offered ids are only well-formed claims
    * (whether one may be used is the caller's decision; see `ExecWorkspaceSource`). An answer
    * longer than {@link maxScanBytes} is refused with `LIMIT_EXCEEDED` without being held.
+   *
+   * With `since` (`request.since` names it: a scan of this agent process the host checked, with
+   * the same request) the answer may be a delta, whose stubs are resolved against `since`'s
+   * root (`checkAgentScan`); a request without it never accepts a stub.
    */
-  async scan(request: ScanRequest): Promise<AgentScan> {
+  async scan(request: ScanRequest, since?: ScannedDir): Promise<AgentScan> {
     const rules = ExcludeRules.create(request.excludes);
     const limit = maxScanBytes(request.limits);
     const parts: Buffer[] = [];
@@ -152,16 +166,20 @@ export class AgentClient {
     } catch {
       throw new IntegrityError('INTEGRITY', '[agent] the scan answer is not JSON; nothing was saved', { data: { source: 'agent' } });
     }
-    const { scan } = checkAgentScan(wire, rules, request.limits, request.root);
+    const delta = wire.delta === true && request.since !== undefined && since !== undefined;
+    const checked = checkAgentScan(wire, rules, request.limits, request.root, new Map(), delta ? since : undefined);
     if (typeof wire.scanId !== 'string')
       throw new IntegrityError('INTEGRITY', '[agent] the scan answer has no scan id', { data: { source: 'agent' } });
     return {
-      scan,
+      scan: checked.scan,
       root: request.root,
       scanId: wire.scanId,
       base: typeof wire.base === 'string' ? wire.base : null,
       cached: offeredIds(wire.cached),
       allowances: rules.allowances,
+      delta,
+      adopted: checked.adopted,
+      hostExclusions: checked.hostExclusions,
     };
   }
 
@@ -170,11 +188,17 @@ export class AgentClient {
    * id in `scan.cached` was used instead of reading the file (only read files are re-stated then).
    * False too when the agent no longer knows the scan (it was restarted): scan again.
    */
-  async recheck(scan: Pick<AgentScan, 'root' | 'scanId'>, options: { readonly cachedWereUsed?: boolean } = {}): Promise<boolean> {
+  async recheck(
+    scan: Pick<AgentScan, 'root' | 'scanId'>,
+    options: { readonly cachedWereUsed?: boolean; readonly read?: readonly string[] } = {},
+  ): Promise<boolean> {
+    // The files read, when they fit one request: only they are re-stated (with every directory).
+    const parts = options.read === undefined ? [] : chunkList(options.read);
     const { result } = await this.conn.call('recheck', {
       root: scan.root,
       scanId: scan.scanId,
       cachedWereUsed: options.cachedWereUsed === true,
+      ...(parts.length === 1 ? { read: parts[0] } : {}),
     });
     return (result as { unchanged: boolean }).unchanged;
   }
@@ -192,15 +216,34 @@ export class AgentClient {
   /**
    * Replaces the agent's stat cache for `cacheKey` (call after a checkpoint commits, with the ids
    * it computed; `racyAfterMs` is the scan's `startedAtMs`). Sent in parts; returns entries sent.
+   * With `since` (the checkpoint's scan) the agent keeps every line its cache vouched for in
+   * that scan and `entries` need only the files read; false when the agent no longer knows
+   * `since` (nothing was saved: send them all).
    */
-  async cacheUpdate(input: { cacheKey: string; base: string; racyAfterMs: number; entries: readonly CacheUpdateEntry[] }): Promise<number> {
+  async cacheUpdate(input: {
+    cacheKey: string;
+    base: string;
+    racyAfterMs: number;
+    entries: readonly CacheUpdateEntry[];
+    since?: string;
+  }): Promise<boolean> {
     const updateId = randomBytes(8).toString('hex');
     const parts = chunkList(input.entries);
     for (const [i, entries] of parts.entries()) {
-      const { cacheKey, base, racyAfterMs } = input;
-      await this.conn.call('cache-update', { cacheKey, updateId, base, racyAfterMs, entries, final: i === parts.length - 1 });
+      const { cacheKey, base, racyAfterMs, since } = input;
+      const final = i === parts.length - 1;
+      const { result } = await this.conn.call('cache-update', {
+        cacheKey,
+        updateId,
+        base,
+        racyAfterMs,
+        entries,
+        final,
+        ...(since === undefined ? {} : { since }),
+      });
+      if ((result as { known?: unknown }).known === false) return false;
     }
-    return input.entries.length;
+    return true;
   }
 
   /** Creates (or resumes) the staging directory of a restore beside `target`. */

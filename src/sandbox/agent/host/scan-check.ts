@@ -17,6 +17,10 @@ export interface CheckedScan {
   readonly scan: ScanResult;
   /** Exclusions the agent reported beyond {@link MAX_AGENT_EXCLUSIONS}, dropped from the report. */
   readonly agentExclusionsDropped: number;
+  /** Exclusions the host's own check added (an honest agent leaves none: it applies the same rules). */
+  readonly hostExclusions: number;
+  /** Directories of `previous` a delta answer stubbed, taken over whole (they are in `scan.root`, the very objects). */
+  readonly adopted: readonly ScannedDir[];
 }
 
 /**
@@ -46,6 +50,12 @@ export interface CheckedScan {
  * The agent's own exclusions are kept as a report (known reasons only, strings bounded, made
  * printable, a credential in them withheld); they decide nothing. Object ids the agent offers are not looked at here:
  * `ExecWorkspaceSource` takes ids only from the host's own record of the base checkpoint.
+ *
+ * With `previous` (the root of a scan this host checked earlier, with the same rules, limits
+ * and root, whose host exclusions were none), a directory sent as a stub (`{type: 'dir', name,
+ * same: true}`, the root too) is that scan's directory at the same path, taken over whole and
+ * counted against the limits again: the agent can only make the host see its own earlier view
+ * of this workspace. A stub with no such directory is `INTEGRITY`, as is any stub without `previous`.
  */
 export function checkAgentScan(
   raw: unknown,
@@ -53,34 +63,48 @@ export function checkAgentScan(
   limits: ScanLimits,
   sandboxRoot: string,
   ignoreTexts: ReadonlyMap<string, string> = new Map(),
+  previous?: ScannedDir,
 ): CheckedScan {
   const wire = record(raw, 'scan');
   const startedAtMs = finite(wire.startedAtMs, 'startedAtMs');
   const checker = new ScanChecker(rules, new ScanTally(limits, 'the sandbox', sandboxRoot), ignoreTexts);
   const rawRoot = record(wire.root, 'root');
-  const root = checker.dirOf(rawRoot, '', '');
-  checker.walk(rawRoot, root, rules.enter('', ignoreTexts.get('')));
+  let root: ScannedDir;
+  if (rawRoot.same === true) {
+    if (previous === undefined) throw malformed('/: a stub with no earlier scan');
+    root = previous;
+    checker.adoptChildren(previous);
+    checker.adopted.push(previous);
+  } else {
+    root = checker.dirOf(rawRoot, '', '');
+    checker.walk(rawRoot, root, rules.enter('', ignoreTexts.get('')), previous);
+  }
   const reported = agentExclusions(wire.excluded);
   const { tally } = checker;
   return {
     scan: { root, ...tally.counts, excluded: [...tally.excluded, ...reported.kept], startedAtMs },
     agentExclusionsDropped: reported.dropped,
+    hostExclusions: tally.excluded.length,
+    adopted: checker.adopted,
   };
 }
 
 /** One walk over a reported tree: the shape checks here, the scan's rules and counts in its {@link ScanTally}. */
 class ScanChecker {
+  readonly adopted: ScannedDir[] = [];
+
   constructor(
     private readonly rules: ExcludeRules,
     readonly tally: ScanTally,
     private readonly ignoreTexts: ReadonlyMap<string, string>,
   ) {}
 
-  walk(raw: Record<string, unknown>, into: ScannedDir, dirRules: DirectoryRules): void {
+  walk(raw: Record<string, unknown>, into: ScannedDir, dirRules: DirectoryRules, before?: ScannedDir): void {
     const where = into.path === '' ? '/' : into.path;
     const children = raw.children;
     if (!Array.isArray(children)) throw malformed(`${where}: children is not a list`);
     const seen = new Set<string>();
+    let earlier: Map<string, ScannedEntry> | undefined;
     for (const item of children) {
       const child = record(item, `an entry of ${where}`);
       const name = child.name;
@@ -97,12 +121,24 @@ class ScanChecker {
       // A UTF-16 unit is at most 3 bytes: only a path that could be too long is measured.
       if (relPath.length * 3 > MAX_PATH_BYTES && byteLength(relPath) > MAX_PATH_BYTES)
         throw malformed(`a path is longer than ${MAX_PATH_BYTES} bytes`);
+      earlier ??= before === undefined ? undefined : new Map(before.children.map((c) => [c.name, c]));
+      const was = earlier?.get(name);
+      if (child.same === true) {
+        if (child.type !== 'dir' || was?.type !== 'dir') throw malformed(`${relPath}: a stub with no earlier directory`);
+        const rule = dirRules.match(name, true);
+        if (rule !== undefined) this.tally.excluded.push(rule);
+        else {
+          this.adopt(was);
+          into.children.push(was);
+        }
+        continue;
+      }
       const entry = this.entryOf(child, name, relPath);
       const rule = dirRules.match(name, entry.type === 'dir');
       if (rule !== undefined) this.tally.excluded.push(rule);
       else if (entry.type === 'dir') {
         this.tally.addDir();
-        this.walk(child, entry, this.rules.enter(relPath, this.ignoreTexts.get(relPath)));
+        this.walk(child, entry, this.rules.enter(relPath, this.ignoreTexts.get(relPath)), was?.type === 'dir' ? was : undefined);
         into.children.push(entry);
       } else if (entry.type === 'file') {
         if (this.tally.addFile(relPath, entry.size)) into.children.push(entry);
@@ -110,6 +146,27 @@ class ScanChecker {
         // The tally's rule for targets: relative ones that stay inside as they are, absolute ones under the root made relative.
         const target = this.tally.addSymlink(relPath, entry.target);
         if (target !== undefined) into.children.push({ ...entry, target });
+      }
+    }
+  }
+
+  /** Takes over a directory of the earlier checked scan (a stub's), counting it and everything under it. */
+  adopt(dir: ScannedDir): void {
+    this.tally.addDir();
+    this.adoptChildren(dir);
+    this.adopted.push(dir);
+  }
+
+  /** Counts what an earlier checked directory holds against this scan's limits; it passed the same rules then. */
+  adoptChildren(dir: ScannedDir): void {
+    for (const child of dir.children) {
+      if (child.type === 'dir') {
+        this.tally.addDir();
+        this.adoptChildren(child);
+      } else if (child.type === 'file') {
+        if (!this.tally.addFile(child.path, child.size)) throw malformed(`${child.path}: an earlier file no longer within the limits`);
+      } else if (this.tally.addSymlink(child.path, child.target) !== child.target) {
+        throw malformed(`${child.path}: an earlier symlink no longer within the rules`);
       }
     }
   }

@@ -1,11 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import type { ScanResult } from '../../../workspace-fs/scan.js';
-import type { StatCacheBuilder } from '../../../workspace-fs/stat-cache.js';
+import type { StatCacheBuilder, StatCacheHit } from '../../../workspace-fs/stat-cache.js';
 import type { BatchJournal } from './batch-journal.js';
 
-/** Scans kept for `recheck`; a checkpoint rechecks only its latest scan. */
-const REMEMBERED_SCANS = 2;
+/**
+ * Scans kept for `recheck` and as the base of the next scan's delta: the scan of the last
+ * committed checkpoint and the attempts of the current one.
+ */
+const REMEMBERED_SCANS = 4;
 /** Stat-cache updates assembled at once; an abandoned one is dropped when a newer one starts. */
 const OPEN_CACHE_UPDATES = 4;
 
@@ -13,8 +16,12 @@ const OPEN_CACHE_UPDATES = 4;
 export interface RememberedScan {
   readonly root: string;
   readonly scan: ScanResult;
-  /** Paths the scan answered from the stat cache (the engine did not read them). */
+  /** Paths whose cached ids the scan sent (the engine may not have read them). */
   readonly cached: ReadonlySet<string>;
+  /** The request's root, excludes and limits: a delta is told only against a scan made with the same. */
+  readonly fingerprint: string;
+  /** Every file the stat cache vouched for, sent or not: a delta `cache-update` keeps these lines. */
+  readonly hits: ReadonlyMap<string, StatCacheHit>;
 }
 
 /** An in-progress `cache-update`, assembled over several requests. */
@@ -64,6 +71,11 @@ export class AgentState {
       while (this.updates.size > OPEN_CACHE_UPDATES) this.updates.delete(this.updates.keys().next().value as string);
     }
     return open;
+  }
+
+  /** Whether cache update `updateId` is open (its first part came). */
+  hasCacheUpdate(updateId: string): boolean {
+    return this.updates.has(updateId);
   }
 
   /** Forgets a finished cache update. */

@@ -3,13 +3,14 @@ import path from 'node:path';
 import { splitRelativePath } from '../../../core/paths.js';
 import { InputError } from '../../../errors.js';
 import { type ExcludeOptions, ExcludeRules } from '../../../rules/excludes.js';
-import { listFiles, type ScanLimits, scanWorkspace, unchangedSince } from '../../../workspace-fs/scan.js';
-import { StatCache, StatCacheBuilder } from '../../../workspace-fs/stat-cache.js';
+import { listFiles, type ScanLimits, type ScannedDir, scanWorkspace, unchangedSince } from '../../../workspace-fs/scan.js';
+import { StatCache, StatCacheBuilder, type StatCacheHit } from '../../../workspace-fs/stat-cache.js';
 import { type CachedIds, LIST_BATCH_MAX_ITEMS, type ProbeResult, SCAN_PART_BYTES, type ScanWire } from '../wire/protocol.js';
 import type { HandlerReply, OpHandler, RequestContext } from './agent-server.js';
 import type { AgentState } from './agent-state.js';
 import { Fields } from './request-fields.js';
 import { refuseUnlinkedDir } from './safe-fs.js';
+import { scanDelta } from './scan-delta.js';
 
 /** `probe {root?}`: what the engine needs to know before it relies on this sandbox. */
 export function probe(state: AgentState): OpHandler {
@@ -56,9 +57,12 @@ function freeBytes(p: string): number | null {
 }
 
 /**
- * `scan {root, excludes, limits, cacheKey?, base?}`: the engine's own `scanWorkspace` run in
- * the sandbox, plus the ids the agent's stat cache vouches for. The result is JSON text sent
- * as parts of at most {@link SCAN_PART_BYTES}; the final frame says how many bytes it had.
+ * `scan {root, excludes, limits, cacheKey?, base?, since?}`: the engine's own `scanWorkspace`
+ * run in the sandbox, plus the ids the agent's stat cache vouches for. With `since`, a scan
+ * this process made with the same root, excludes and limits, the tree is told as a delta
+ * against it (`scanDelta`: unchanged subtrees as stubs, cached ids only for files outside
+ * them); an unknown `since` gets a full answer. The result is JSON text sent as parts of at
+ * most {@link SCAN_PART_BYTES}; the final frame says how many bytes it had.
  */
 export function scan(state: AgentState): OpHandler {
   return async (ctx: RequestContext): Promise<HandlerReply> => {
@@ -70,20 +74,32 @@ export function scan(state: AgentState): OpHandler {
     const cacheKey = fields.optionalToken('cacheKey');
     const base = fields.optionalString('base');
     refuseUnlinkedDir(root);
+    const since = fields.optionalToken('since');
+    const fingerprint = JSON.stringify([root, fields.raw('excludes') ?? null, fields.raw('limits') ?? null, cacheKey ?? null]);
     const result = scanWorkspace(root, rules, limits);
     const cache = cacheKey === undefined ? StatCache.empty() : StatCache.load(state.statCacheFile(cacheKey));
-    const cached: Array<CachedIds & { path: string }> = [];
+    const hits = new Map<string, StatCacheHit>();
     if (cache.base !== undefined && (base === undefined || base === cache.base)) {
       for (const file of listFiles(result.root)) {
         const hit = cache.lookup(file.path, file, result.startedAtMs);
-        if (hit !== undefined) cached.push({ path: file.path, sha256: hit.sha256, chunks: hit.chunks });
+        if (hit !== undefined) hits.set(file.path, hit);
       }
+    }
+    const before = since === undefined ? undefined : state.recall(since);
+    const delta = before?.root === root && before.fingerprint === fingerprint ? scanDelta(result.root, before.scan.root) : undefined;
+    const cached: Array<CachedIds & { path: string }> = [];
+    for (const file of delta?.sent ?? listFiles(result.root)) {
+      const hit = hits.get(file.path);
+      if (hit !== undefined) cached.push({ path: file.path, sha256: hit.sha256, chunks: hit.chunks });
     }
     const wire: ScanWire = {
       ...result,
-      scanId: state.rememberScan({ root, scan: result, cached: new Set(cached.map((c) => c.path)) }),
+      // A stub root (nothing changed) travels as it is; the host resolves it against the scan it holds.
+      root: (delta?.root ?? result.root) as ScannedDir,
+      scanId: state.rememberScan({ root, scan: result, cached: new Set(cached.map((c) => c.path)), fingerprint, hits }),
       base: cache.base ?? null,
       cached,
+      ...(delta === undefined ? {} : { delta: true }),
       allowances: rules.allowances,
     };
     const json = Buffer.from(JSON.stringify(wire), 'utf8');
@@ -106,10 +122,11 @@ function excludeOptions(raw: unknown): ExcludeOptions {
 }
 
 /**
- * `recheck {root, scanId, cachedWereUsed?}`: the second look (`unchangedSince`) against a scan
- * this process made. With `cachedWereUsed` (the engine took every cached id the scan offered
- * instead of reading those files) only the files it read are re-stated, as the engine does
- * locally: a cached file's ids are exactly what its scanned stat vouches for.
+ * `recheck {root, scanId, cachedWereUsed?, read?}`: the second look (`unchangedSince`) against a
+ * scan this process made. With `read` (the files the engine read, every other file's ids it
+ * took from a cache that vouches for exactly the scanned stat) only those files are re-stated,
+ * as the engine does locally; with `cachedWereUsed` (the engine took every cached id the scan
+ * sent) every file but those is. Otherwise every file is.
  */
 export function recheck(state: AgentState): OpHandler {
   return ({ fields }) => {
@@ -120,16 +137,23 @@ export function recheck(state: AgentState): OpHandler {
     if (remembered.root !== root) {
       throw new InputError('INVALID_INPUT', `scan ${fields.token('scanId')} was of ${remembered.root}, not ${root}`, { data: { root } });
     }
+    if (fields.raw('read') !== undefined) {
+      const read = new Set(fields.strings('read', LIST_BATCH_MAX_ITEMS));
+      return { result: { unchanged: unchangedSince(root, remembered.scan, (p) => read.has(p)), known: true } };
+    }
     const skip = fields.boolean('cachedWereUsed', false) ? remembered.cached : new Set<string>();
     return { result: { unchanged: unchangedSince(root, remembered.scan, (p) => !skip.has(p)), known: true } };
   };
 }
 
 /**
- * `cache-update {cacheKey, updateId, base, racyAfterMs, entries[], final}`: the ids the engine
- * computed, after a successful commit, sent in parts; the final part replaces the cache file
- * atomically. Racy entries are dropped (`StatCacheBuilder`), so the cache never vouches for a
- * file that may still change within the same timestamp.
+ * `cache-update {cacheKey, updateId, base, racyAfterMs, entries[], final, since?}`: the ids the
+ * engine computed, after a successful commit, sent in parts; the final part replaces the cache
+ * file atomically. With `since` (the checkpoint's scan, made by this process) the new cache
+ * starts from every line the old one vouched for in that scan, and the entries (the files the
+ * engine read) come after them, so the engine sends only what it read; an unknown `since`
+ * answers `known: false` and saves nothing. Racy entries are dropped (`StatCacheBuilder`), so
+ * the cache never vouches for a file that may still change within the same timestamp.
  */
 export function cacheUpdate(state: AgentState): OpHandler {
   return ({ fields }) => {
@@ -137,8 +161,17 @@ export function cacheUpdate(state: AgentState): OpHandler {
     const updateId = fields.token('updateId');
     const base = fields.token('base');
     const racyAfterMs = fields.number('racyAfterMs');
+    const since = fields.optionalToken('since');
     const entries = fields.array('entries', LIST_BATCH_MAX_ITEMS).map((raw, i) => cacheEntry(raw, i));
-    const open = state.cacheUpdate(updateId, () => ({ cacheKey, builder: new StatCacheBuilder(racyAfterMs), entries: 0 }));
+    const kept = since === undefined ? undefined : state.recall(since);
+    if (since !== undefined && kept === undefined && !state.hasCacheUpdate(updateId)) {
+      return { result: { entries: 0, saved: false, known: false } };
+    }
+    const open = state.cacheUpdate(updateId, () => {
+      const builder = new StatCacheBuilder(racyAfterMs);
+      for (const [p, hit] of kept?.hits ?? []) builder.add(p, hit);
+      return { cacheKey, builder, entries: 0 };
+    });
     if (open.cacheKey !== cacheKey) throw new InputError('INVALID_INPUT', `cache update ${updateId} is for another cache key`);
     for (const e of entries) open.builder.add(e.path, e);
     open.entries += entries.length;
@@ -147,7 +180,7 @@ export function cacheUpdate(state: AgentState): OpHandler {
       open.builder.save(state.statCacheFile(cacheKey), base);
       state.closeCacheUpdate(updateId);
     }
-    return { result: { entries: open.entries, saved: final } };
+    return { result: { entries: open.entries, saved: final, known: true } };
   };
 }
 

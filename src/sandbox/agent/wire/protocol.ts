@@ -8,12 +8,12 @@
  * Ops (request fields -> result; `+payload` where bytes travel):
  * - `hello {version}` -> {@link HelloResult}; must come first, a version mismatch is refused.
  * - `probe {root?}` -> {@link ProbeResult}.
- * - `scan {root, excludes?, limits, cacheKey?, base?}` -> parts `{at}` + JSON of {@link ScanWire}, then `{scanId, bytes}`.
- * - `recheck {root, scanId, cachedWereUsed?}` -> `{unchanged, known}`.
+ * - `scan {root, excludes?, limits, cacheKey?, base?, since?}` -> parts `{at}` + JSON of {@link ScanWire}, then `{scanId, bytes}`.
+ * - `recheck {root, scanId, cachedWereUsed?, read?}` -> `{unchanged, known}`.
  * - `read {root, paths[]}` -> `{files: ReadFileHeader[]}` +payload (the bytes back to back).
  * - `read-stream {root, path, chunkBytes?}` -> parts `{at}` +payload, then `{size}`.
  * - `cancel {target}` -> `{}` (answered at once; the target request ends with `CANCELLED`).
- * - `cache-update {cacheKey, updateId, base, racyAfterMs, entries[], final}` -> `{entries, saved}`.
+ * - `cache-update {cacheKey, updateId, base, racyAfterMs, entries[], final, since?}` -> `{entries, saved, known}`.
  * - `stage-begin {stagingId, target, replace?, cacheKey?}` -> {@link StageBeginResult}.
  * - `write {stagingId, batchId, ops[]}` +payload -> {@link WriteResult}.
  * - `stage-reuse {stagingId, files[]}` -> parts `{progress}`, then `{reused: string[]}`.
@@ -28,7 +28,7 @@ import type { ScanLimits, ScanResult } from '../../../workspace-fs/scan.js';
 import type { StatCacheEntry } from '../../../workspace-fs/stat-cache.js';
 
 /** Bumped on any incompatible change; the handshake refuses a mismatch. */
-export const PROTOCOL_VERSION = 1;
+export const PROTOCOL_VERSION = 2;
 
 const MIB = 1024 * 1024;
 /** Largest JSON header of one frame. */
@@ -130,6 +130,18 @@ export interface ScanRequest {
   readonly cacheKey?: string;
   /** When set, cached ids are returned only if the cache was written for this checkpoint. */
   readonly base?: string;
+  /**
+   * A scan of this agent process (same root, excludes and limits) the host still holds: the
+   * answer may then be a delta against it ({@link ScanWire.delta}). An unknown id gets a full answer.
+   */
+  readonly since?: string;
+}
+
+/** In a delta answer, a directory whose whole subtree is identical to the one at its path in the `since` scan. */
+export interface StubDir {
+  readonly type: 'dir';
+  readonly name: string;
+  readonly same: true;
 }
 
 /** Content ids the agent's stat cache vouches for. */
@@ -144,6 +156,11 @@ export interface ScanWire extends ScanResult {
   /** Checkpoint the stat cache was written for; null without a usable cache. */
   readonly base: string | null;
   readonly cached: ReadonlyArray<CachedIds & { readonly path: string }>;
+  /**
+   * True when the tree is told against the request's `since` scan: unchanged subtrees are
+   * {@link StubDir}s (the root too, when nothing changed), and `cached` covers only files outside them.
+   */
+  readonly delta?: boolean;
   /** Secret paths let through by `allowSecretPaths` (never silent). */
   readonly allowances: readonly Exclusion[];
 }
