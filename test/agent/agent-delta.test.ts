@@ -1,0 +1,325 @@
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { AgentClient, AgentScan } from '../../src/sandbox/agent/host/agent-client.js';
+import { connectAgent } from '../../src/sandbox/agent/host/stage-agent.js';
+import { AgentWorkspaceSource } from '../../src/sandbox/endpoints/agent-source.js';
+import { type BwrapSandboxHandle, BwrapSandboxProvider } from '../../src/sandbox/providers/bwrap.js';
+import { DockerSandboxProvider } from '../../src/sandbox/providers/docker.js';
+import type { SandboxHandle } from '../../src/sandbox/sandbox-provider.js';
+import type { CheckpointResult } from '../../src/snapshot/checkpoint/checkpoint.js';
+import { BACKENDS, type OpenedBackends } from '../support/backends.js';
+import { expectDockerInstalled, nodeImage } from '../support/docker-images.js';
+import { expectBwrapInstalled } from '../support/sandbox-processes.js';
+import { rng } from '../support/secret-samples.js';
+import { describeTree, seededBytes } from '../support/trees.js';
+import { buildAgentBundle, tempDir } from './agent-harness.js';
+import { execOf } from './agent-hosts.js';
+
+/** Long enough ago that no stat cache counts a file as racy. */
+const OLD_S = Date.UTC(2024, 1, 2, 3, 4, 5) / 1000;
+const STEPS = 36;
+
+/** Checkpoints `root` (a directory inside `handle`'s sandbox) into `workspace` through `client`. */
+function checkpointVia(
+  b: OpenedBackends,
+  client: AgentClient,
+  handle: SandboxHandle,
+  root: string,
+  workspace: string,
+  onScan?: () => void,
+): Promise<CheckpointResult> {
+  return b.snapshots.checkpoint({
+    workspace,
+    source: (context) => new AgentWorkspaceSource(client, root, handle.id, context),
+    ...(onScan === undefined ? {} : { onScan }),
+  });
+}
+
+/**
+ * The tree a checkpoint should be, taken the slow way: a new agent process and a workspace
+ * never checkpointed before (no held scan, no stat cache, every file read).
+ */
+async function fullRoot(b: OpenedBackends, handle: SandboxHandle, root: string, n: string): Promise<string | null> {
+  const { client } = await connectAgent(execOf(handle), handle.agentHome);
+  try {
+    return (await checkpointVia(b, client, handle, root, `reference-${n}`)).checkpoint.rootTree;
+  } finally {
+    await client.close();
+  }
+}
+
+/** Records every scan `client` makes (what the host made of the agent's answer). */
+function watchScans(client: AgentClient): AgentScan[] {
+  const seen: AgentScan[] = [];
+  const scan = client.scan.bind(client);
+  client.scan = async (...args) => {
+    const got = await scan(...args);
+    seen.push(got);
+    return got;
+  };
+  return seen;
+}
+
+/** Hard-link groups of a directory: the paths of each inode with more than one link, sorted. */
+function linkGroups(root: string): string[][] {
+  const groups = new Map<number, string[]>();
+  const walk = (abs: string, rel: string): void => {
+    for (const name of fs.readdirSync(abs).sort()) {
+      const p = rel === '' ? name : `${rel}/${name}`;
+      const st = fs.lstatSync(path.join(abs, name));
+      if (st.isDirectory()) walk(path.join(abs, name), p);
+      else if (st.isFile() && st.nlink > 1) groups.set(st.ino, [...(groups.get(st.ino) ?? []), p]);
+    }
+  };
+  walk(root, '');
+  return [...groups.values()].map((g) => g.sort()).sort((a, b) => (a[0] as string).localeCompare(b[0] as string));
+}
+
+/** Seeded mutations of a workspace on this host, one per step. */
+class Mutator {
+  private readonly next: () => number;
+  private n = 0;
+
+  constructor(
+    private readonly root: string,
+    seed: number,
+  ) {
+    this.next = rng(seed);
+  }
+
+  private pick<T>(list: readonly T[]): T | undefined {
+    return list.length === 0 ? undefined : list[this.next() % list.length];
+  }
+
+  private entries(kind: 'file' | 'dir'): string[] {
+    const out: string[] = [];
+    const walk = (rel: string): void => {
+      for (const name of fs.readdirSync(path.join(this.root, rel))) {
+        const p = rel === '' ? name : `${rel}/${name}`;
+        const st = fs.lstatSync(path.join(this.root, p));
+        if (st.isDirectory()) {
+          if (kind === 'dir') out.push(p);
+          walk(p);
+        } else if (st.isFile() && kind === 'file') out.push(p);
+      }
+    };
+    walk('');
+    return out.sort();
+  }
+
+  private dirOrRoot(): string {
+    return this.next() % 3 === 0 ? '' : (this.pick(this.entries('dir')) ?? '');
+  }
+
+  private fresh(prefix: string): string {
+    this.n += 1;
+    const dir = this.dirOrRoot();
+    return dir === '' ? `${prefix}${this.n}` : `${dir}/${prefix}${this.n}`;
+  }
+
+  private old(p: string): void {
+    fs.utimesSync(path.join(this.root, p), OLD_S + this.n, OLD_S + this.n);
+  }
+
+  /** Makes the starting tree: a few directories of small files, all old. */
+  seed(): void {
+    for (const d of ['a', 'a/b', 'a/b/c', 'd', 'e']) fs.mkdirSync(path.join(this.root, d), { recursive: true });
+    for (let i = 0; i < 30; i += 1) {
+      const p = this.fresh('f');
+      fs.writeFileSync(path.join(this.root, p), seededBytes(1 + (this.next() % 3000), `seed-${i}`));
+      this.old(p);
+    }
+  }
+
+  /** One seeded change; returns what it did. */
+  step(): string {
+    const abs = (p: string): string => path.join(this.root, p);
+    const file = this.pick(this.entries('file'));
+    const op = this.next() % 12;
+    if (op === 0 || file === undefined) {
+      const p = this.fresh('new');
+      fs.writeFileSync(abs(p), seededBytes(this.next() % 5000, `new-${this.n}`));
+      if (this.next() % 2 === 0) this.old(p);
+      return `write ${p}`;
+    }
+    if (op === 1) {
+      fs.appendFileSync(abs(file), `line ${this.n}\n`);
+      return `append ${file}`;
+    }
+    if (op === 2) {
+      // Same size, same mtime (`touch -r` of its old self): only ctime tells.
+      const st = fs.statSync(abs(file));
+      const bytes = fs.readFileSync(abs(file));
+      if (bytes.length === 0) return 'skip (empty)';
+      bytes[0] = (bytes[0] as number) ^ 0xff;
+      fs.writeFileSync(abs(file), bytes);
+      fs.utimesSync(abs(file), st.atime, st.mtime);
+      return `same-size rewrite ${file}`;
+    }
+    if (op === 3) {
+      const to = this.fresh('mv');
+      fs.renameSync(abs(file), abs(to));
+      return `rename ${file} -> ${to}`;
+    }
+    if (op === 4) {
+      const dir = this.pick(this.entries('dir'));
+      if (dir === undefined) return 'skip (no dir)';
+      const to = `moved${(this.n += 1)}`;
+      fs.renameSync(abs(dir), abs(to));
+      return `rename dir ${dir} -> ${to}`;
+    }
+    if (op === 5) {
+      const to = this.fresh('ln');
+      fs.linkSync(abs(file), abs(to));
+      return `hard link ${file} -> ${to}`;
+    }
+    if (op === 6) {
+      fs.rmSync(abs(file));
+      return `delete ${file}`;
+    }
+    if (op === 7) {
+      const dir = this.pick(this.entries('dir'));
+      if (dir === undefined || this.next() % 3 !== 0) return 'skip (kept dirs)';
+      fs.rmSync(abs(dir), { recursive: true });
+      return `delete dir ${dir}`;
+    }
+    if (op === 8) {
+      const p = this.fresh('dir');
+      fs.mkdirSync(abs(p));
+      return `mkdir ${p}`;
+    }
+    if (op === 9) {
+      fs.chmodSync(abs(file), this.next() % 2 === 0 ? 0o755 : 0o600);
+      return `chmod ${file}`;
+    }
+    if (op === 10) {
+      const p = this.fresh('sym');
+      const target = path.relative(path.dirname(abs(p)), abs(file));
+      fs.symlinkSync(target, abs(p));
+      return `symlink ${p} -> ${target}`;
+    }
+    return 'nothing';
+  }
+}
+
+describe('checkpoints through the agent follow what changed (bwrap)', () => {
+  let b: OpenedBackends;
+  let provider: BwrapSandboxProvider;
+  let sandbox: BwrapSandboxHandle;
+  let client: AgentClient;
+  let work: string;
+
+  beforeAll(async () => {
+    expectBwrapInstalled();
+    buildAgentBundle();
+    work = tempDir('agent-delta');
+    b = await (BACKENDS[0] as (typeof BACKENDS)[number]).open();
+    provider = new BwrapSandboxProvider({ root: path.join(work, 'sandboxes') });
+    sandbox = (await provider.create()) as BwrapSandboxHandle;
+    ({ client } = await connectAgent(execOf(sandbox), sandbox.agentHome));
+  }, 60_000);
+  afterAll(async () => {
+    await client?.close();
+    if (sandbox !== undefined) await provider.destroy(sandbox.id);
+    await b?.cleanup();
+    fs.rmSync(work, { recursive: true, force: true });
+  });
+
+  /** A workspace directory of the sandbox: its path inside, and as this host sees it. */
+  const workspaceDir = (name: string): { inside: string; host: string } => {
+    const host = path.join(sandbox.hostDiskPath, 'workspace', name);
+    fs.mkdirSync(host, { recursive: true });
+    return { inside: path.posix.join(sandbox.workspaceRoot, name), host };
+  };
+
+  it('one changed file of many: the scan is a delta, it alone is read, every other directory is taken over', async () => {
+    const { inside, host } = workspaceDir('quiet');
+    for (let d = 0; d < 8; d += 1) {
+      fs.mkdirSync(path.join(host, `d${d}`));
+      for (let f = 0; f < 20; f += 1) {
+        const p = path.join(host, `d${d}`, `f${f}`);
+        fs.writeFileSync(p, `content ${d}/${f}\n`);
+        fs.utimesSync(p, OLD_S, OLD_S);
+      }
+    }
+    const scans = watchScans(client);
+    const first = await checkpointVia(b, client, sandbox, inside, 'quiet');
+    expect(first.stats.filesHashed).toBe(160);
+    expect(scans.at(-1)?.delta).toBe(false);
+
+    const same = await checkpointVia(b, client, sandbox, inside, 'quiet');
+    expect(same.checkpoint.rootTree).toBe(first.checkpoint.rootTree);
+    expect(same.stats.filesHashed).toBe(0);
+    expect(scans.at(-1)?.delta).toBe(true);
+    expect(scans.at(-1)?.adopted.map((d) => d.path)).toEqual(['']);
+
+    fs.appendFileSync(path.join(host, 'd3', 'f7'), 'one more line\n');
+    fs.utimesSync(path.join(host, 'd3', 'f7'), OLD_S + 10, OLD_S + 10);
+    const changed = await checkpointVia(b, client, sandbox, inside, 'quiet');
+    expect(changed.stats.filesHashed).toBe(1);
+    expect(changed.stats.files).toBe(160);
+    expect(scans.at(-1)?.delta).toBe(true);
+    expect(
+      scans
+        .at(-1)
+        ?.adopted.map((d) => d.path)
+        .sort(),
+    ).toEqual(['d0', 'd1', 'd2', 'd4', 'd5', 'd6', 'd7']);
+    // One data object and the two trees on its path; every other tree kept its id.
+    expect(changed.stats.objectsWritten).toBe(3);
+    expect(changed.checkpoint.rootTree).toBe(await fullRoot(b, sandbox, inside, 'quiet'));
+
+    // Another agent process holds no scan: the full path, and the same tree.
+    const { client: other } = await connectAgent(execOf(sandbox), sandbox.agentHome);
+    try {
+      const otherScans = watchScans(other);
+      const again = await checkpointVia(b, other, sandbox, inside, 'quiet');
+      expect(otherScans.at(-1)?.delta).toBe(false);
+      expect(again.checkpoint.rootTree).toBe(changed.checkpoint.rootTree);
+      // The agent's own cache, updated with only the file read last time, still vouches for every file.
+      expect(again.stats.filesHashed).toBe(0);
+    } finally {
+      await other.close();
+    }
+  }, 60_000);
+
+  it('a seeded run of renames, hard links, same-size rewrites, deletes and new directories: every checkpoint is the tree it claims', async () => {
+    const { inside, host } = workspaceDir('random');
+    const mutator = new Mutator(host, 0x5eed);
+    mutator.seed();
+    const scans = watchScans(client);
+    let previous = await checkpointVia(b, client, sandbox, inside, 'random');
+    for (let i = 0; i < STEPS; i += 1) {
+      let what = mutator.step();
+      // Every fourth step also changes the tree while the checkpoint runs, right after its first
+      // scan: that checkpoint may hold the tree as scanned, and the next one must see the change.
+      let racing = i % 4 === 3;
+      let result = await checkpointVia(b, client, sandbox, inside, 'random', () => {
+        if (!racing) return;
+        racing = false;
+        what += ` + racing: ${mutator.step()}`;
+      });
+      expect(scans.at(-1)?.delta, what).toBe(true);
+      expect(result.checkpoint.parentId, what).toBe(previous.checkpoint.id);
+      if (i % 4 === 3) {
+        previous = result;
+        result = await checkpointVia(b, client, sandbox, inside, 'random');
+        expect(result.checkpoint.parentId, what).toBe(previous.checkpoint.id);
+      }
+      const restored = path.join(work, `restore-${i}`);
+      await b.snapshots.restore({ dir: restored, workspace: 'random', checkpoint: result.checkpoint.id });
+      expect(describeTree(restored), what).toEqual(describeTree(host));
+      expect(linkGroups(restored), what).toEqual(linkGroups(host));
+      expect(result.checkpoint.rootTree, what).toBe(await fullRoot(b, sandbox, inside, `random-${i}`));
+      fs.rmSync(restored, { recursive: true, force: true });
+      previous = result;
+    }
+  }, 300_000);
+});
+
+void randomBytes;
+void DockerSandboxProvider;
+void expectDockerInstalled;
+void nodeImage;
