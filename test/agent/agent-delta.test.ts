@@ -166,7 +166,8 @@ class Mutator {
     if (op === 4) {
       const dir = this.pick(this.entries('dir'));
       if (dir === undefined) return 'skip (no dir)';
-      const to = `moved${(this.n += 1)}`;
+      this.n += 1;
+      const to = `moved${this.n}`;
       fs.renameSync(abs(dir), abs(to));
       return `rename dir ${dir} -> ${to}`;
     }
