@@ -320,7 +320,54 @@ describe('checkpoints through the agent follow what changed (bwrap)', () => {
   }, 300_000);
 });
 
-void randomBytes;
-void DockerSandboxProvider;
-void expectDockerInstalled;
-void nodeImage;
+describe('checkpoints through the agent follow what changed (docker)', () => {
+  let b: OpenedBackends;
+  let provider: DockerSandboxProvider;
+  let sandbox: SandboxHandle;
+  let client: AgentClient;
+
+  beforeAll(async () => {
+    expectDockerInstalled();
+    buildAgentBundle();
+    b = await (BACKENDS[0] as (typeof BACKENDS)[number]).open();
+    provider = new DockerSandboxProvider({ image: nodeImage(), scope: `test-delta-${process.pid}-${randomBytes(3).toString('hex')}` });
+    sandbox = await provider.create();
+    ({ client } = await connectAgent(execOf(sandbox), sandbox.agentHome));
+  }, 120_000);
+  afterAll(async () => {
+    await client?.close();
+    if (sandbox !== undefined) await provider.destroy(sandbox.id);
+    await b?.cleanup();
+  });
+
+  it('each change made in the container is in the next checkpoint, which is the tree a new agent reads in full', async () => {
+    const sh = async (script: string): Promise<void> => {
+      const result = await sandbox.run(['sh', '-c', `cd ${sandbox.workspaceRoot} && ${script}`]);
+      expect(result.code, `${script}: ${result.stderr.toString()}`).toBe(0);
+    };
+    await sh(
+      'mkdir -p a/b c && for i in 1 2 3 4 5 6; do echo "file $i" > a/f$i; echo "deep $i" > a/b/g$i; done && touch -t 202401020304.05 a/* a/b/*',
+    );
+    const scans = watchScans(client);
+    await checkpointVia(b, client, sandbox, sandbox.workspaceRoot, 'docker');
+    const steps = [
+      'echo more >> a/f1',
+      'mv a/f2 c/f2',
+      'mv a/b c/moved',
+      'ln c/f2 a/hard',
+      'rm a/f3',
+      'mkdir empty',
+      'chmod 755 a/f4',
+      'ln -s ../c/f2 a/sym',
+      // Same size, same mtime: only ctime tells.
+      'cp -p a/f5 /tmp/ref && printf X | dd of=a/f5 bs=1 count=1 conv=notrunc 2>/dev/null && touch -r /tmp/ref a/f5',
+      'true',
+    ];
+    for (const [i, step] of steps.entries()) {
+      await sh(step);
+      const result = await checkpointVia(b, client, sandbox, sandbox.workspaceRoot, 'docker');
+      expect(scans.at(-1)?.delta, step).toBe(true);
+      expect(result.checkpoint.rootTree, step).toBe(await fullRoot(b, sandbox, sandbox.workspaceRoot, `docker-${i}`));
+    }
+  }, 300_000);
+});
