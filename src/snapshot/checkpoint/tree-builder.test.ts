@@ -1,9 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import type { Sha256Hex } from '../../core/hash.js';
 import type { ScannedDir, ScannedFile } from '../../workspace-fs/scan.js';
+import { StatCache, StatCacheBuilder } from '../../workspace-fs/stat-cache.js';
 import { comparePaths } from '../tree-walk.js';
 import type { FileIds } from './tree-builder.js';
-import { linkGroups } from './tree-builder.js';
+import { buildTrees, linkGroups } from './tree-builder.js';
 
 const sha = (c: string): Sha256Hex => c.repeat(64);
 
@@ -64,5 +65,57 @@ describe('linkGroups', () => {
         ]),
       ).size,
     ).toBe(0);
+  });
+});
+
+describe('buildTrees with the trees of the last build (known)', () => {
+  const plain = (p: string, ino: number): ScannedFile => {
+    const { dev: _dev, ...f } = file(p, ino);
+    return f;
+  };
+  const reuseOf = (known: ReadonlyMap<ScannedDir, Sha256Hex>, hits: Iterable<string>, encodeAll = false) => ({
+    cache: StatCache.empty(),
+    hits: new Set(hits),
+    next: new StatCacheBuilder(0),
+    known,
+    built: new Map<ScannedDir, Sha256Hex>(),
+    encodeAll,
+  });
+
+  it('keeps the id of the very directory object whose files all came from a cache; encodes a new object, a missed file, a hard link, or everything under encodeAll', () => {
+    const sub = dir('s', [plain('s/a', 1), { type: 'symlink', name: 'l', path: 's/l', target: 'a', mtimeMs: 0 }]);
+    const linked = dir('h', [file('h/x', 9)]);
+    const root = dir('', [sub, linked, plain('top', 3)]);
+    const ids = idsOf([
+      ['s/a', 'a'],
+      ['h/x', 'b'],
+      ['top', 'c'],
+    ]);
+    const first = reuseOf(new Map(), []);
+    const built = buildTrees(root, ids, first);
+    expect(built.reused).toEqual([]);
+
+    // The same objects, every file a hit: the directory with a symlink keeps its id; the one with a
+    // linked file does not (which member leads may change), nor, then, the root above it.
+    const again = reuseOf(first.built, ['s/a', 'h/x', 'top']);
+    const second = buildTrees(root, ids, again);
+    expect(second.rootId).toBe(built.rootId);
+    expect(second.reused).toEqual([first.built.get(sub)]);
+    expect(second.trees.map((t) => t.id)).toEqual([first.built.get(linked), first.built.get(root)]);
+    const flat = dir('', [sub, plain('top', 3)]);
+    const flatFirst = reuseOf(new Map(), []);
+    const flatId = buildTrees(flat, ids, flatFirst).rootId;
+    const flatAgain = buildTrees(flat, ids, reuseOf(flatFirst.built, ['s/a', 'top']));
+    expect(flatAgain.trees).toEqual([]);
+    expect(flatAgain.rootId).toBe(flatId);
+
+    // A file read (not a hit) encodes its directory and every one above it.
+    expect(buildTrees(root, ids, reuseOf(first.built, ['h/x', 'top'])).reused).toEqual([]);
+    // An equal but new object is not the one built: encoded afresh, to the same id.
+    const copy = dir('', [dir('s', [...sub.children]), linked, plain('top', 3)]);
+    const fresh = buildTrees(copy, ids, reuseOf(first.built, ['s/a', 'h/x', 'top']));
+    expect(fresh.reused).toEqual([]);
+    expect(fresh.rootId).toBe(built.rootId);
+    expect(buildTrees(root, ids, reuseOf(first.built, ['s/a', 'h/x', 'top'], true)).reused).toEqual([]);
   });
 });

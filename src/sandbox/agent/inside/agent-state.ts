@@ -8,7 +8,7 @@ import type { BatchJournal } from './batch-journal.js';
  * Scans kept for `recheck` and as the base of the next scan's delta: the scan of the last
  * committed checkpoint and the attempts of the current one.
  */
-const REMEMBERED_SCANS = 4;
+const REMEMBERED_SCANS = 3;
 /** Stat-cache updates assembled at once; an abandoned one is dropped when a newer one starts. */
 const OPEN_CACHE_UPDATES = 4;
 
