@@ -46,6 +46,12 @@ export interface SourceScan {
   readonly dirTrees?: { readonly known: ReadonlyMap<ScannedDir, Sha256Hex>; readonly built: Map<ScannedDir, Sha256Hex> };
   /** Secret paths let through by `allowSecretPaths`, reported with the checkpoint. */
   readonly allowances: readonly Exclusion[];
+  /**
+   * False when the source keeps no host-side stat cache (its `trees` are empty and `saveCache`
+   * ignores the builder it is given): the engine then builds no stat-cache lines or directory
+   * identities for it.
+   */
+  readonly statCache?: false;
 }
 
 /**

@@ -191,6 +191,19 @@ export class StatCacheBuilder {
   constructor(private readonly racyAfterMs: number) {}
 
   /**
+   * A builder that records nothing (every entry counts as racy), for a checkpoint whose source
+   * keeps no host-side stat cache: no line is built for it.
+   */
+  static disabled(): StatCacheBuilder {
+    return new StatCacheBuilder(Number.NEGATIVE_INFINITY);
+  }
+
+  /** False for {@link disabled}: callers may skip working out what they would add. */
+  get records(): boolean {
+    return this.racyAfterMs !== Number.NEGATIVE_INFINITY;
+  }
+
+  /**
    * Records a file (skipped when its mtime is inside the racy window, or its path holds byte
    * escapes, which the UTF-8 text of the cache file cannot keep apart from U+FFFD); a hit
    * keeps its line.

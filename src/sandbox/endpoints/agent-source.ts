@@ -10,6 +10,16 @@ import { RACY_WINDOW_MS, StatCache, type StatCacheBuilder } from '../../workspac
 import { type AgentClient, type AgentScan, agentCacheKey } from '../agent/host/agent-client.js';
 import type { HeldScan } from '../agent/host/held-scans.js';
 
+/** The files of `dir` outside the directories in `skip`. */
+function filesOutside(dir: ScannedDir, skip: ReadonlySet<ScannedDir>, out: ScannedFile[] = []): ScannedFile[] {
+  if (skip.has(dir)) return out;
+  for (const child of dir.children) {
+    if (child.type === 'file') out.push(child);
+    else if (child.type === 'dir') filesOutside(child, skip, out);
+  }
+  return out;
+}
+
 /** A source scan that remembers the agent's scan for the second look and the cache update. */
 interface ExecScan extends SourceScan {
   readonly agentScan: AgentScan;
@@ -77,13 +87,12 @@ export class AgentWorkspaceSource implements WorkspaceSource {
       held?.scan.root,
     );
     const taken = new Map<string, FileIds>();
-    const adopted = new Set<string>();
-    if (held !== undefined && agentScan.delta) {
+    const adopted = new Set<ScannedDir>(agentScan.delta ? agentScan.adopted : []);
+    if (held !== undefined && adopted.size > 0) {
       // A file of an adopted directory has the stat the held scan saw: its committed ids, unless racy then.
       const racyFrom = held.scan.startedAtMs - RACY_WINDOW_MS;
-      for (const dir of agentScan.adopted) {
+      for (const dir of adopted) {
         for (const f of listFiles(dir)) {
-          adopted.add(f.path);
           const ids = held.ids.get(f.path);
           if (ids !== undefined && f.mtimeMs < racyFrom) taken.set(f.path, ids);
         }
@@ -91,11 +100,12 @@ export class AgentWorkspaceSource implements WorkspaceSource {
     }
     let vouched = 0;
     if (base !== null && agentScan.base === base && agentScan.cached.size > 0) {
-      const sizes = new Map(listFiles(agentScan.scan.root).flatMap((f) => (adopted.has(f.path) ? [] : [[f.path, f.size] as const])));
-      const offers = [...agentScan.cached].flatMap(([p, ids]) => {
-        const size = sizes.get(p);
-        return size === undefined ? [] : [{ path: p, size, ids }];
-      });
+      // Offers count only for files the answer showed (outside adopted directories).
+      const offers: Array<{ path: string; size: number; ids: FileIds }> = [];
+      for (const f of filesOutside(agentScan.scan.root, adopted)) {
+        const ids = agentScan.cached.get(f.path);
+        if (ids !== undefined) offers.push({ path: f.path, size: f.size, ids });
+      }
       const usable = await this.untrusted.vouched(base, offers);
       vouched = usable.size;
       for (const [p, ids] of usable) taken.set(p, ids);
@@ -105,6 +115,7 @@ export class AgentWorkspaceSource implements WorkspaceSource {
       scan: agentScan.scan,
       lookup: (file) => taken.get(file.path),
       trees: StatCache.empty(),
+      statCache: false,
       dirTrees: { known, built: new Map() },
       allowances: agentScan.allowances,
       agentScan,

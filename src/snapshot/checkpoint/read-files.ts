@@ -77,7 +77,7 @@ export async function readFiles(input: ReadFilesInput): Promise<ReadFilesResult>
   const ids = new Map<string, FileIds>();
   const hits = new Set<string>();
   const excluded: Exclusion[] = [];
-  const next = new StatCacheBuilder(scan.startedAtMs);
+  const next = sourceScan.statCache === false ? StatCacheBuilder.disabled() : new StatCacheBuilder(scan.startedAtMs);
   const maxInFlight = 2 * deps.workers.threads;
   const inFlight: Array<Promise<Done>> = [];
   const changedPaths: string[] = [];
@@ -137,7 +137,8 @@ export async function readFiles(input: ReadFilesInput): Promise<ReadFilesResult>
     if (hit !== undefined) {
       ids.set(file.path, hit);
       hits.add(file.path);
-      next.add(file.path, 'line' in hit ? (hit as StatCacheHit) : { ...identityOf(file), sha256: hit.sha256, chunks: hit.chunks });
+      if (next.records)
+        next.add(file.path, 'line' in hit ? (hit as StatCacheHit) : { ...identityOf(file), sha256: hit.sha256, chunks: hit.chunks });
     } else if (file.size <= WHOLE_READ_BYTES) {
       batch.files.push(file);
       batch.bytes += file.size;

@@ -92,7 +92,7 @@ export function buildTrees(
     }
     // The very object of the last build, with the same file ids and subtrees: the same entries, symlinks included.
     const known = unchanged && subsKnown ? reuse?.known?.get(dir) : undefined;
-    const identity = reuse === undefined ? undefined : identityOf(dir);
+    const identity = reuse === undefined || !reuse.next.records ? undefined : identityOf(dir);
     const cached = known ?? (unchanged && !symlinks && identity !== undefined ? reuse?.cache.treeOf(dir.path, identity) : undefined);
     if (cached !== undefined) reused.push(cached);
     const id = cached ?? encodeAndKeep(entriesOf(dir, ids, subtrees, leaders), trees);
