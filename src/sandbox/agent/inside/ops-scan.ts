@@ -3,7 +3,14 @@ import path from 'node:path';
 import { splitRelativePath } from '../../../core/paths.js';
 import { InputError } from '../../../errors.js';
 import { type ExcludeOptions, ExcludeRules } from '../../../rules/excludes.js';
-import { listFiles, type ScanLimits, type ScannedDir, scanWorkspace, unchangedSince } from '../../../workspace-fs/scan.js';
+import {
+  listFiles,
+  type ScanLimits,
+  type ScannedDir,
+  type ScannedFile,
+  scanWorkspace,
+  unchangedSince,
+} from '../../../workspace-fs/scan.js';
 import { StatCache, StatCacheBuilder, type StatCacheHit } from '../../../workspace-fs/stat-cache.js';
 import { type CachedIds, LIST_BATCH_MAX_ITEMS, type ProbeResult, SCAN_PART_BYTES, type ScanWire } from '../wire/protocol.js';
 import type { HandlerReply, OpHandler, RequestContext } from './agent-server.js';
@@ -77,16 +84,28 @@ export function scan(state: AgentState): OpHandler {
     const since = fields.optionalToken('since');
     const fingerprint = JSON.stringify([root, fields.raw('excludes') ?? null, fields.raw('limits') ?? null, cacheKey ?? null]);
     const result = scanWorkspace(root, rules, limits);
+    const before = since === undefined ? undefined : state.recall(since);
+    const delta = before?.root === root && before.fingerprint === fingerprint ? scanDelta(result.root, before.scan.root) : undefined;
     const cache = cacheKey === undefined ? StatCache.empty() : StatCache.load(state.statCacheFile(cacheKey));
     const hits = new Map<string, StatCacheHit>();
     if (cache.base !== undefined && (base === undefined || base === cache.base)) {
-      for (const file of listFiles(result.root)) {
+      const look = (file: ScannedFile): void => {
         const hit = cache.lookup(file.path, file, result.startedAtMs);
         if (hit !== undefined) hits.set(file.path, hit);
+      };
+      if (delta === undefined) for (const file of listFiles(result.root)) look(file);
+      else {
+        for (const file of delta.sent) look(file);
+        // A file under a stub has the stat it had in `before`: the line its cache held then still vouches for it.
+        for (const dir of delta.stubbed) {
+          for (const file of listFiles(dir)) {
+            const hit = before?.hits.get(file.path);
+            if (hit === undefined) look(file);
+            else hits.set(file.path, hit);
+          }
+        }
       }
     }
-    const before = since === undefined ? undefined : state.recall(since);
-    const delta = before?.root === root && before.fingerprint === fingerprint ? scanDelta(result.root, before.scan.root) : undefined;
     const cached: Array<CachedIds & { path: string }> = [];
     for (const file of delta?.sent ?? listFiles(result.root)) {
       const hit = hits.get(file.path);

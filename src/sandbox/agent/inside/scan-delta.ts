@@ -7,6 +7,8 @@ export interface ScanDelta {
   readonly root: ScannedDir | StubDir;
   /** Files outside every stub: the only ones whose cached ids travel with the delta. */
   readonly sent: ScannedFile[];
+  /** The directories of `now` sent as stubs (each identical, subtree and all, to its namesake in `before`). */
+  readonly stubbed: ScannedDir[];
 }
 
 /**
@@ -18,8 +20,12 @@ export interface ScanDelta {
  */
 export function scanDelta(now: ScannedDir, before: ScannedDir): ScanDelta {
   const sent: ScannedFile[] = [];
+  const stubbed: ScannedDir[] = [];
   const tell = (dir: ScannedDir, old: ScannedDir | undefined): ScannedDir | StubDir => {
-    if (old !== undefined && sameTree(dir, old)) return { type: 'dir', name: dir.name, same: true };
+    if (old !== undefined && sameTree(dir, old)) {
+      stubbed.push(dir);
+      return { type: 'dir', name: dir.name, same: true };
+    }
     const olds = new Map<string, ScannedEntry>();
     for (const c of old?.children ?? []) olds.set(c.name, c);
     const children: Array<ScannedEntry | StubDir> = [];
@@ -34,7 +40,7 @@ export function scanDelta(now: ScannedDir, before: ScannedDir): ScanDelta {
     }
     return { ...dir, children: children as ScannedEntry[] };
   };
-  return { root: tell(now, before), sent };
+  return { root: tell(now, before), sent, stubbed };
 }
 
 function sameTree(a: ScannedDir, b: ScannedDir): boolean {
