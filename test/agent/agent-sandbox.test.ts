@@ -65,6 +65,55 @@ describe('staging the agent', () => {
     expect(fs.existsSync(own) ? fs.readdirSync(own) : []).toEqual([]);
   });
 
+  it('starts the agent in one exec: on a fresh home it uploads through the same stdin, then finds it by hash', async () => {
+    const home = path.join(work, 'boot-home');
+    const bundle = locateAgentBundle();
+    const argvs: string[][] = [];
+    const counting: AgentExecFn = (argv, options) => {
+      argvs.push([...argv]);
+      return hostExec(argv, options);
+    };
+    const first = await connectAgent(counting, home);
+    expect(argvs).toHaveLength(1);
+    expect(first.staged).toMatchObject({ uploaded: true, hash: bundle.hash, node: process.version });
+    expect(first.client.agent.agentHash).toBe(bundle.hash);
+    expect(fs.readFileSync(first.staged.path)).toEqual(bundle.bytes);
+    // The agent serves requests on the boot's stdin from the first byte after the bundle.
+    expect((await first.client.probe(home)).root).toMatchObject({ exists: true, isDirectory: true });
+    await first.client.close();
+    const second = await connectAgent(counting, home);
+    expect(argvs).toHaveLength(2);
+    expect(second.staged.uploaded).toBe(false);
+    await second.client.close();
+    fs.appendFileSync(first.staged.path, '// tampered');
+    const third = await connectAgent(counting, home);
+    expect(argvs).toHaveLength(3);
+    expect(third.staged.uploaded).toBe(true);
+    expect(third.client.agent.agentHash).toBe(bundle.hash);
+    expect(fs.readFileSync(first.staged.path)).toEqual(bundle.bytes);
+    await third.client.close();
+    expect(fs.readdirSync(path.join(home, '.holdfast')).filter((n) => n.endsWith('.tmp'))).toEqual([]);
+  });
+
+  it('a boot whose upload is cut short starts no agent and leaves no file under the final name', async () => {
+    const home = path.join(work, 'boot-cut-home');
+    const cutting: AgentExecFn = (argv) => {
+      const channel = spawnChannel(argv);
+      const stdin = new PassThrough();
+      let sent = 0;
+      stdin.on('data', (chunk: Buffer) => {
+        if (sent < 1000) channel.stdin.write(chunk.subarray(0, 1000 - sent));
+        sent += chunk.length;
+        if (sent >= 1000) channel.stdin.end();
+      });
+      stdin.on('end', () => channel.stdin.end());
+      return { ...channel, stdin };
+    };
+    await expect(connectAgent(cutting, home)).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE' });
+    const own = path.join(home, '.holdfast');
+    expect(fs.existsSync(own) ? fs.readdirSync(own) : []).toEqual([]);
+  });
+
   it('a sandbox handle exec is an AgentExecFn', () => {
     const fits =
       (handle: SandboxHandle): AgentExecFn =>

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { HoldfastError, NotFoundError, StoreError } from '../../../errors.js';
 import { AgentClient, type AgentClientOptions } from './agent-client.js';
-import type { AgentExecFn } from './agent-connection.js';
+import type { AgentChannel, AgentExecFn } from './agent-connection.js';
 
 const BUNDLE_NAME = 'holdfast-agent.mjs';
 /** One staging exec (check or upload) may take this long. */
@@ -23,6 +23,29 @@ const UPLOAD_JS =
   "if(h!==want){process.stderr.write('received '+b.length+' bytes hashing to '+h+'\\n');process.exit(3)}" +
   "fs.mkdirSync(p.dirname(f),{recursive:true,mode:0o700});const t=f+'.'+process.pid+'.tmp';" +
   "const fd=fs.openSync(t,'w',0o644);fs.writeSync(fd,b);fs.fsyncSync(fd);fs.closeSync(fd);fs.renameSync(t,f)})";
+
+// The one exec that starts the agent (CommonJS under `node -e`). It checks the staged file's hash
+// and prints one status line: `HFBOOT ok` -> it runs the agent in this same process; `HFBOOT need`
+// -> it reads a 4-byte big-endian length and that many bundle bytes from stdin, checks their hash,
+// renames them into place (as UPLOAD_JS does) and prints `HFBOOT ok` before running it. stdin is
+// read with 'readable' (paused mode) and the listener removed, so the agent's own 'data' listener
+// starts the flow again from the first byte after the bundle.
+const BOOT_JS =
+  "const fs=require('fs'),c=require('crypto'),p=require('path'),u=require('url');const [f,want,home]=process.argv.slice(1);" +
+  "const sum=(b)=>c.createHash('sha256').update(b).digest('hex');" +
+  "const go=()=>{process.stdout.write('HFBOOT ok\\n');process.argv=[process.argv[0],f,'--home',home];" +
+  "import(u.pathToFileURL(f).href).catch((e)=>{process.stderr.write(String(e&&e.stack||e)+'\\n');process.exit(4)})};" +
+  "let h='missing';try{h=sum(fs.readFileSync(f))}catch{}" +
+  "if(h===want){go()}else{process.stdout.write('HFBOOT need '+process.version+'\\n');let got=Buffer.alloc(0),len=-1;const i=process.stdin;" +
+  'const take=()=>{for(let d=i.read();d!==null;d=i.read()){got=Buffer.concat([got,d]);if(len<0&&got.length>=4)len=got.readUInt32BE(0);' +
+  "if(len>=0&&got.length>=4+len){i.removeListener('readable',take);i.removeListener('end',cut);const rest=got.subarray(4+len);if(rest.length>0)i.unshift(rest);" +
+  "const b=got.subarray(4,4+len);const s=sum(b);if(s!==want){process.stderr.write('received '+b.length+' bytes hashing to '+s+'\\n');process.exit(3)}" +
+  "fs.mkdirSync(p.dirname(f),{recursive:true,mode:0o700});const t=f+'.'+process.pid+'.tmp';" +
+  "const fd=fs.openSync(t,'w',0o644);fs.writeSync(fd,b);fs.fsyncSync(fd);fs.closeSync(fd);fs.renameSync(t,f);go();return}}};" +
+  "const cut=()=>{process.stderr.write('stdin ended after '+Math.max(got.length-4,0)+' bundle bytes\\n');process.exit(3)};" +
+  "i.on('readable',take);i.on('end',cut)}";
+/** The status lines {@link BOOT_JS} prints, at most this long. */
+const BOOT_LINE_MAX_BYTES = 200;
 
 /** The agent bundle on the host. */
 export interface AgentBundle {
@@ -101,10 +124,13 @@ export async function ensureAgent(exec: AgentExecFn, agentHome: string, options:
 }
 
 /**
- * Starts the agent and shakes hands, staging it first only when needed. The common case costs
- * one exec: the agent is started straight away under its content-addressed name and reports
- * the hash of its own file in the handshake; only if it is missing, fails to start or reports
- * another hash is it uploaded (see {@link ensureAgent}) and started again.
+ * Starts the agent and shakes hands, staging it first only when needed, in one exec: a small
+ * boot script checks the staged file's hash, asks for the bundle through the same stdin when it
+ * is missing or different (checked against its hash in the sandbox and renamed into place), and
+ * then runs the agent in its own process (see {@link BOOT_JS}). A fresh sandbox thus costs one
+ * Node start, not four. The agent still reports the hash of its own file in the handshake; if
+ * the boot fails in any way, or the hash is not this Holdfast's, the agent is staged the old way
+ * (see {@link ensureAgent}), which reports precisely what is wrong, and started again.
  */
 export async function connectAgent(
   exec: AgentExecFn,
@@ -115,15 +141,81 @@ export async function connectAgent(
   const target = path.posix.join(agentHome, '.holdfast', `agent-${bundle.hash}.mjs`);
   const command = agentCommand(target, agentHome);
   try {
-    const client = await AgentClient.connect(await exec(command, { stdin: 'pipe' }), options);
+    const channel = await exec(['node', '-e', BOOT_JS, target, bundle.hash, agentHome], { stdin: 'pipe' });
+    const uploaded = await boot(channel, bundle);
+    const client = await AgentClient.connect(channel, options);
     if (client.agent.agentHash === bundle.hash)
-      return { staged: { path: target, hash: bundle.hash, uploaded: false, node: client.agent.node, command }, client };
+      return { staged: { path: target, hash: bundle.hash, uploaded, node: client.agent.node, command }, client };
     await client.close().catch(() => undefined);
   } catch {
-    // Missing or unusable: stage it below, which reports precisely what is wrong.
+    // Missing node, an unusable home, a cut upload: stage it below, which reports precisely what is wrong.
   }
   const staged = await ensureAgent(exec, agentHome, options.bundlePath === undefined ? {} : { bundlePath: options.bundlePath });
   return { staged, client: await AgentClient.connect(await exec(staged.command, { stdin: 'pipe' }), options) };
+}
+
+/**
+ * Drives {@link BOOT_JS} on `channel` up to the point where the agent runs: answers `need` with
+ * the bundle; returns whether it was uploaded. Anything else (another line, the exec ending,
+ * {@link STAGE_TIMEOUT_MS} passing) kills the exec and fails.
+ */
+async function boot(channel: AgentChannel, bundle: AgentBundle): Promise<boolean> {
+  try {
+    const first = await readStatusLine(channel);
+    if (first === 'HFBOOT ok') return false;
+    if (!first.startsWith('HFBOOT need ')) throw new StoreError(`[agent] boot said ${JSON.stringify(first.slice(0, 80))}`);
+    const length = Buffer.alloc(4);
+    length.writeUInt32BE(bundle.bytes.length, 0);
+    channel.stdin?.write(length);
+    channel.stdin?.write(bundle.bytes);
+    const second = await readStatusLine(channel);
+    if (second !== 'HFBOOT ok') throw new StoreError(`[agent] boot said ${JSON.stringify(second.slice(0, 80))} after the upload`);
+    return true;
+  } catch (error) {
+    channel.stdin?.on('error', () => undefined);
+    channel.kill();
+    throw error;
+  }
+}
+
+/**
+ * One line of `channel`'s stdout, read in paused mode and nothing past it: bytes after the line
+ * are put back, and the listener removed, so the agent connection reads from the next byte on.
+ */
+function readStatusLine(channel: AgentChannel): Promise<string> {
+  const out = channel.stdout;
+  return new Promise<string>((resolve, reject) => {
+    let got = Buffer.alloc(0);
+    const settle = (error: Error | undefined, line = ''): void => {
+      out.removeListener('readable', take);
+      out.removeListener('end', ended);
+      out.removeListener('error', failed);
+      clearTimeout(timer);
+      if (error === undefined) resolve(line);
+      else reject(error);
+    };
+    const take = (): void => {
+      for (let chunk: Buffer | null = out.read(); chunk !== null; chunk = out.read()) {
+        got = Buffer.concat([got, chunk]);
+        const nl = got.indexOf(10);
+        if (nl >= 0) {
+          if (nl + 1 < got.length) out.unshift(got.subarray(nl + 1));
+          settle(undefined, got.subarray(0, nl).toString('utf8'));
+          return;
+        }
+        if (got.length > BOOT_LINE_MAX_BYTES) {
+          settle(new StoreError('[agent] the boot script printed no status line'));
+          return;
+        }
+      }
+    };
+    const ended = (): void => settle(new StoreError('[agent] the boot exec ended before the agent ran'));
+    const failed = (error: Error): void => settle(new StoreError(`[agent] the boot exec's output failed: ${error.message}`));
+    const timer = setTimeout(() => settle(new HoldfastError('TIMEOUT', '[agent] the boot exec timed out')), STAGE_TIMEOUT_MS);
+    out.on('readable', take);
+    out.on('end', ended);
+    out.on('error', failed);
+  });
 }
 
 async function run(exec: AgentExecFn, argv: string[], stdin?: Buffer): Promise<{ code: number | null; stdout: string; stderr: string }> {
