@@ -29,21 +29,28 @@ echo inside
 `;
 
 /**
- * Sets modes and mtimes, in order: `$1` base directory, `$2` nonce, `$3` stat format, then
- * triples PATH MODE TIME (children before parents; an empty TIME leaves the mtime). Prints one stat line per path, the nonce.
+ * Sets mtimes, then modes: `$1` base directory, `$2` nonce, `$3` stat format, `$4` the chmod
+ * runs (`755:40 700:2`: modes of the paths, in order; see `chmodOrder`), then triples PATH MODE
+ * TIME (an empty TIME leaves the mtime). Each mtime is set in order, then one `chmod` per run
+ * (one process per mode, not per directory). Prints one stat line per path, the nonce.
  */
 const APPLY_SCRIPT = `
-d "$1"; cd "$p" || exit 3; n=$2; f=$3; shift 3
+d "$1"; cd "$p" || exit 3; n=$2; f=$3; m=$4; shift 4
 k=$(($# / 3))
 while [ "$k" -gt 0 ]; do
-  d "$1"; chmod "$2" "./$p" || exit 8
+  d "$1"
   if [ -n "$3" ]; then touch -d "$3" "./$p" || exit 8; fi
   shift 3; set -- "$@" "./$p"; k=$((k-1))
+done
+i=1
+for run in $m; do
+  s=; j=0; k=\${run#*:}
+  while [ $j -lt "$k" ]; do s="$s \\"\\\${$i}\\""; i=$((i+1)); j=$((j+1)); done
+  eval "chmod \${run%%:*} $s" || exit 8
 done
 if [ $# -gt 0 ]; then stat -c "$f" "$@" || exit 11; fi
 printf '%s\\n' "$n"
 `;
-
 /**
  * Swaps staging in. `$1` layout, `$2` target, `$3` staging, `$4` old-copy name. Beside: the
  * target (if any) is renamed to the old name, staging to the target, then the old copy is
@@ -114,8 +121,8 @@ export interface DirToApply {
 }
 
 /**
- * Applies modes and mtimes under `base` in the order given and reads each back: a mode or mtime
- * the sandbox did not keep is `INTEGRITY` with `{path, field}`.
+ * Applies mtimes under `base` in the order given, then modes (see {@link chmodOrder}), and reads
+ * each back: a mode or mtime the sandbox did not keep is `INTEGRITY` with `{path, field}`.
  */
 export async function applyDirs(
   handle: SandboxHandle,
@@ -124,9 +131,10 @@ export async function applyDirs(
   mtimeKept: (wantMs: number, gotMs: number) => boolean,
 ): Promise<void> {
   const argsOf = (d: DirToApply) => [pathArg(d.path), d.mode.toString(8), d.time ?? ''];
-  for (const group of groupByArgBytes(dirs, argsOf, 8 * 1024, SHELL_REBUILT_ITEMS)) {
+  for (const given of groupByArgBytes(dirs, argsOf, 8 * 1024, SHELL_REBUILT_ITEMS)) {
+    const { group, runs } = chmodOrder(given);
     const nonce = randomBytes(12).toString('hex');
-    const args = [pathArg(base), nonce, STAT_FORMAT, ...group.flatMap(argsOf)];
+    const args = [pathArg(base), nonce, STAT_FORMAT, runs, ...group.flatMap(argsOf)];
     const out = expectSuccess(
       handle,
       'setting directory modes',
@@ -148,6 +156,28 @@ export async function applyDirs(
       }
     }
   }
+}
+
+/**
+ * The order in which one exec of {@link APPLY_SCRIPT} sets `dirs`' modes, with one `chmod` per
+ * run of equal modes (`755:40 700:2`): a mode change moves no mtime, and a directory keeps being
+ * reachable while its owner may search it, so directories whose mode lets the owner search them
+ * go first, grouped by mode; the others keep the order given (children before parents) and come
+ * last, so none is made unreachable before what lies under it is done. Every mtime is set
+ * before any mode, in that same order.
+ */
+function chmodOrder(dirs: readonly DirToApply[]): { group: DirToApply[]; runs: string } {
+  const searchable = dirs.filter((d) => (d.mode & 0o100) !== 0).sort((a, b) => a.mode - b.mode);
+  const group = [...searchable, ...dirs.filter((d) => (d.mode & 0o100) === 0)];
+  const runs: string[] = [];
+  for (let i = 0; i < group.length; ) {
+    const mode = (group[i] as DirToApply).mode;
+    let j = i;
+    while (j < group.length && (group[j] as DirToApply).mode === mode) j += 1;
+    runs.push(`${mode.toString(8)}:${j - i}`);
+    i = j;
+  }
+  return { group, runs: runs.join(' ') };
 }
 
 /** Swaps staging in (see SWAP_SCRIPT). */

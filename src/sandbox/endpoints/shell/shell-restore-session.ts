@@ -30,6 +30,13 @@ import {
 } from './shell-writes.js';
 import { tarCost } from './tar-stream.js';
 
+/**
+ * Write execs of small files running at once, at most: the next one is sent (a shell started,
+ * its files piped in) while the sandbox still writes and checks the one before. Files of
+ * different execs are distinct and their directories already exist, so their order is free.
+ */
+export const SHELL_WRITES_IN_FLIGHT = 2;
+
 /** Formats a recorded mtime for `touch -d`. */
 function touchTime(ms: number, precision: MtimePrecision): string {
   return precision === 'ms' ? `@${(ms / 1000).toFixed(3)}` : `@${Math.floor(ms / 1000)}`;
@@ -37,14 +44,21 @@ function touchTime(ms: number, precision: MtimePrecision): string {
 
 /**
  * One restore into a sandbox over the shell (see `ShellWorkspaceTarget`): small files are
- * batched into one exec each (a tar stream, or a write per file), large ones streamed; every
- * completed file is read back and checked; what landed becomes the host's stat cache at publish.
+ * batched into one exec each (a tar stream, or a write per file), up to
+ * {@link SHELL_WRITES_IN_FLIGHT} of them running at once, large ones streamed; every completed
+ * file is read back and checked; what landed becomes the host's stat cache at publish. Links,
+ * symlinks, streams and publish wait for every write before them; a failed write fails the next
+ * call, and `abort` waits for the writes still running before it removes staging.
  */
 export class ShellRestoreSession implements TargetSession {
   readonly complete = false;
   private pending: WriteItem[] = [];
   private pendingBytes = 0;
   private pendingArgBytes = 0;
+  /** Write execs sent and not yet checked, oldest first. */
+  private readonly inFlight: Array<Promise<void>> = [];
+  /** The first failure of a write exec, thrown by the next call. */
+  private failure: { error: unknown } | undefined;
   /** What each completed file's stat was where it landed, for the next checkpoint's cache (written at publish). */
   private readonly landed = new Map<string, StatCacheEntry>();
   /** Files whose ctime moves after their write: hard-link leaders and members (`ln`), top-level files inside a mount point (moved). */
@@ -94,10 +108,11 @@ export class ShellRestoreSession implements TargetSession {
   }
 
   async file(file: PathedFile, content: readonly Uint8Array[] | AsyncIterable<Uint8Array>): Promise<void> {
+    if (this.failure !== undefined) throw this.failure.error;
     this.want.set(file.path, file);
     const base = { path: file.path, mode: file.mode, mtimeMs: file.mtimeMs, time: this.time(file.mtimeMs), size: file.size };
     if (Symbol.asyncIterator in content) {
-      await this.flush();
+      await this.drain();
       await this.writeStream(base, content as AsyncIterable<Uint8Array>);
       return;
     }
@@ -106,7 +121,7 @@ export class ShellRestoreSession implements TargetSession {
     const cost = argCost(file, this.config.mode, tar);
     const limit = this.config.mode === 'stdin' ? STDIN_EXEC_BYTES : ARGS_EXEC_RAW_BYTES;
     if (this.config.mode === 'args' && file.size > ARGS_EXEC_RAW_BYTES) {
-      await this.flush();
+      await this.drain();
       await this.writeStream(
         base,
         (async function* () {
@@ -127,19 +142,36 @@ export class ShellRestoreSession implements TargetSession {
     this.pendingArgBytes += cost;
   }
 
-  /** Writes the pending small files in one exec, ordered by mode (one `chmod` per mode), and checks each. */
+  /**
+   * Sends the pending small files in one exec, ordered by mode (one `chmod` per mode), checked
+   * when it answers; waits while {@link SHELL_WRITES_IN_FLIGHT} are running.
+   */
   private async flush(): Promise<void> {
     if (this.pending.length === 0) return;
     const items = [...this.pending].sort((a, b) => a.mode - b.mode);
     this.pending = [];
     this.pendingBytes = 0;
     this.pendingArgBytes = 0;
-    this.check(
-      await writeInSandbox(this.config.handle, this.staging, items, this.config.mode, {
-        tar: this.config.tar === true,
-        signal: this.plan.signal,
-      }),
-    );
+    const job = writeInSandbox(this.config.handle, this.staging, items, this.config.mode, {
+      tar: this.config.tar === true,
+      signal: this.plan.signal,
+    }).then((written) => this.check(written));
+    job.catch((error: unknown) => {
+      this.failure ??= { error };
+    });
+    this.inFlight.push(job);
+    while (this.inFlight.length >= SHELL_WRITES_IN_FLIGHT) await this.settleOldest();
+  }
+
+  /** Sends what is pending and waits for every write exec; throws the first failure. */
+  private async drain(): Promise<void> {
+    await this.flush();
+    while (this.inFlight.length > 0) await this.settleOldest();
+  }
+
+  private async settleOldest(): Promise<void> {
+    await (this.inFlight.shift() as Promise<void>).catch(() => undefined);
+    if (this.failure !== undefined) throw this.failure.error;
   }
 
   /** A file too large for one exec: streamed on stdin, or appended in argument-sized execs. */
@@ -194,7 +226,7 @@ export class ShellRestoreSession implements TargetSession {
   }
 
   async links(members: readonly PathedFile[]): Promise<void> {
-    await this.flush();
+    await this.drain();
     if (members.length === 0) return;
     for (const m of members) {
       this.restat.add(m.path).add(m.hardlink as string);
@@ -208,7 +240,7 @@ export class ShellRestoreSession implements TargetSession {
   }
 
   async symlinks(links: readonly FlatSymlink[]): Promise<void> {
-    await this.flush();
+    await this.drain();
     for (const l of links) {
       if (!symlinkStaysInside(l.path, l.target)) {
         throw new IntegrityError('INTEGRITY', `symlink ${l.path} would point outside the workspace; nothing was published`, {
@@ -227,7 +259,7 @@ export class ShellRestoreSession implements TargetSession {
 
   async publish(): Promise<void> {
     if (this.published) return;
-    await this.flush();
+    await this.drain();
     const { flat, rootRecorded } = this.plan;
     const toApply = (d: FlatDir): DirToApply => ({ path: d.path, mode: d.mode, mtimeMs: d.mtimeMs, time: this.time(d.mtimeMs) });
     // Children before parents, so setting one directory's time is not undone by work inside it.
@@ -272,6 +304,8 @@ export class ShellRestoreSession implements TargetSession {
 
   async abort(): Promise<void> {
     if (this.published) return;
+    // No write may still be running in staging when it is removed.
+    await Promise.allSettled(this.inFlight.splice(0));
     await abortInSandbox(this.config.handle, this.config.root, this.stagingName, this.layout);
   }
 }
