@@ -14,7 +14,7 @@ import { openBwrapBackends } from './support/bwrap-backends.js';
 import { busyboxImage, expectDockerInstalled } from './support/docker-images.js';
 import { codeOf } from './support/error-code.js';
 import { bwrapWorkspaceOnHost, type ShellEndpointOptions, shellCheckpoint, shellRestore } from './support/shell-endpoints.js';
-import { withoutStdin } from './support/shell-handles.js';
+import { lyingHandle, withoutStdin } from './support/shell-handles.js';
 
 const MiB = 1024 * 1024;
 /** A name that is not UTF-8 (bytes FF FE), kept exactly. */
@@ -330,6 +330,65 @@ describe('shell transport through bwrap: fidelity, attacks, probe', () => {
     const receipt = await shellRestore(b.snapshots, withoutStdin(into), `many-${s.id}`, options);
     expect(receipt).toMatchObject({ files: 10_000, verified: true });
     expect(fs.readFileSync(path.join(providerRoot, into.id, 'workspace', 'd9', 'f999'), 'utf8')).toBe('9/999\n');
+  }, 180_000);
+
+  it('directories of many modes, read-only ones holding others: every mode and mtime comes back (one chmod per mode)', async () => {
+    const s = await create();
+    const ws = path.join(providerRoot, s.id, 'workspace');
+    const modes = [0o700, 0o750, 0o755, 0o711, 0o500];
+    const dirs: Array<[string, number]> = [];
+    for (const [i, mode] of modes.entries()) for (let j = 0; j < 3; j += 1) dirs.push([`m${i}/d${j}`, mode]);
+    // Read-only parents whose children get a mode sorted after theirs.
+    dirs.push(['ro/inner', 0o700], ['ro/inner/deeper', 0o755], ['ro', 0o555]);
+    for (const [rel] of dirs) fs.mkdirSync(path.join(ws, rel), { recursive: true });
+    for (const [i] of modes.entries()) dirs.push([`m${i}`, 0o755]);
+    fs.writeFileSync(path.join(ws, 'ro', 'inner', 'f.txt'), 'deep\n');
+    for (const [k, [rel, mode]] of dirs.entries()) {
+      fs.chmodSync(path.join(ws, rel), mode);
+      const ms = Date.UTC(2020, 0, 1, 0, 0, k, 100 + k);
+      fs.utimesSync(path.join(ws, rel), utimeOf(ms), utimeOf(ms));
+    }
+    const before = manifest(ws);
+    const options: ShellEndpointOptions = { mode: 'stdin' };
+    await shellCheckpoint(b.snapshots, s, `modes-${s.id}`, options);
+    const into = await create();
+    const receipt = await shellRestore(b.snapshots, into, `modes-${s.id}`, options);
+    expect(receipt).toMatchObject({ files: 1, dirs: dirs.length, verified: true });
+    expect(manifest(path.join(providerRoot, into.id, 'workspace'))).toEqual(before);
+  }, 180_000);
+
+  it('a restore whose writes fail while the next write exec is in flight leaves the target as it was and no staging behind', async () => {
+    const s = await create();
+    const ws = path.join(providerRoot, s.id, 'workspace');
+    for (let d = 0; d < 4; d += 1) {
+      fs.mkdirSync(path.join(ws, `d${d}`));
+      for (let f = 0; f < 300; f += 1) fs.writeFileSync(path.join(ws, `d${d}`, `f${f}`), `${d}/${f}\n`);
+    }
+    const options: ShellEndpointOptions = { mode: 'stdin', tar: false };
+    await shellCheckpoint(b.snapshots, s, `cut-${s.id}`, options);
+    const into = await create();
+    fs.writeFileSync(path.join(providerRoot, into.id, 'workspace', 'a.txt'), 'alpha\n');
+    const onHost = bwrapWorkspaceOnHost(providerRoot, into.id);
+    const before = manifest(onHost);
+    // The second write exec's answer is a lie (a hash changed), while the third one is already running.
+    let writes = 0;
+    const lying = lyingHandle(into, 'dd bs=', (out) => {
+      writes += 1;
+      return writes === 2
+        ? Buffer.from(
+            out.toString('latin1').replace(/^[0-9a-f]/, (c) => (c === '0' ? '1' : '0')),
+            'latin1',
+          )
+        : out;
+    });
+    await expect(shellRestore(b.snapshots, lying, `cut-${s.id}`, options, { replace: true })).rejects.toMatchObject({ code: 'INTEGRITY' });
+    expect(writes).toBeGreaterThanOrEqual(3);
+    // The workspace is a mount point: staging was made (and removed) inside it, which moved only its own mtime.
+    const { '.': _root, ...after } = manifest(onHost);
+    const { '.': _was, ...kept } = before;
+    expect(after).toEqual(kept);
+    const leftovers = (dir: string) => fs.readdirSync(dir).filter((n) => n.startsWith('.holdfast'));
+    expect([...leftovers(onHost), ...leftovers(path.dirname(onHost))]).toEqual([]);
   }, 180_000);
 
   it('the no-stdin double refuses stdin: a stdin-mode target over it fails INVALID_INPUT', async () => {
