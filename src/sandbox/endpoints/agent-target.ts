@@ -79,8 +79,9 @@ class AgentSession implements TargetSession {
 
   async directories(dirs: readonly FlatDir[]): Promise<void> {
     for (const dir of dirs) await this.writer.mkdir(dir.path);
-    // The agent reuses into existing directories: they must be there first.
-    await this.writer.flush();
+    // The agent reuses into existing directories: they must be there first. Into an empty
+    // target, files follow in later batches, which the agent applies after these.
+    if (this.previous === 'non-empty') await this.writer.flush();
   }
 
   async reuse(files: readonly PathedFile[]): Promise<TargetReuse> {
