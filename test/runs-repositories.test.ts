@@ -202,6 +202,22 @@ describe(`repository checkpoints in a run: ${backend.name} on bwrap`, () => {
     }
   }, 120_000);
 
+  it('a checkout removed in a turn has nothing to save: the turn completes, and the next turn has it back from its last checkpoint', async () => {
+    const { hf, url } = state;
+    const run = await hf.runs.create({ deploymentId: (await deployment()).id, bindings: { repos: [{ url, name: 'removed' }] } });
+    const dir = '/home/agent/repos/removed';
+    await hf.runs.turn(run.id, async (ctx) => inRepo(ctx, dir, 'echo kept > a.txt'));
+    const [saved] = await hf.repositories.status(await hf.runs.get(run.id));
+    expect(saved?.state).toBe('saved');
+    await hf.runs.turn(run.id, async ({ sandbox }) => {
+      expect((await sandbox.run(['rm', '-rf', dir])).code).toBe(0);
+    });
+    const [after] = await hf.repositories.status(await hf.runs.get(run.id));
+    expect(after?.checkpointId).toBe(saved?.checkpointId);
+    const back = await hf.runs.turn(run.id, async (ctx) => inRepo(ctx, dir, 'cat a.txt'));
+    expect(back.value).toBe('kept\n');
+  });
+
   it('two runs binding the same repository get independent checkouts', async () => {
     const { hf, url } = state;
     const id = (await deployment()).id;

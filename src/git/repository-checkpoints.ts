@@ -127,7 +127,8 @@ export class RepositoryCheckpoints implements RunExtension {
   }
 
   /**
-   * Checkpoints every bound checkout the sandbox holds (see {@link checkpointRepo}). A final
+   * Checkpoints every bound checkout the sandbox holds (see {@link checkpointRepo}; one it does
+   * not hold is skipped, found by the scan's `NOT_FOUND`). A final
    * save that meets a git lock tries again a few times a second apart. Rejects with the first
    * failure after trying every repository.
    */
@@ -194,6 +195,10 @@ export class RepositoryCheckpoints implements RunExtension {
         await this.checkpointRepo(context, repo, reason);
         return;
       } catch (error) {
+        // A checkout the sandbox no longer holds (removed in a turn, or never made: its owner died
+        // before the attach) has nothing to save; the next attach makes it again from its head.
+        if (isHoldfastError(error, 'NOT_FOUND') && (await existing(context.sandbox, [checkoutDir(context.sandbox, repo)])).size === 0)
+          return;
         if (!isHoldfastError(error, 'REPOSITORY_BUSY') || attempt >= tries) throw error;
         await new Promise((resolve) => setTimeout(resolve, LOCK_RETRY_DELAY_MS));
       }
