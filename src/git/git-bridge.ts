@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { DEFAULT_GIT_CONFIG, type GitConfig } from '../config.js';
+import { shellQuote } from '../core/shell-quote.js';
 import { ConflictError, errorToJson, HoldfastError } from '../errors.js';
 import type { MetadataStore } from '../metadata/metadata-store.js';
 import type { RepoBinding } from '../model/repo-bindings.js';
@@ -256,10 +257,6 @@ export function gitEnv(bindings: readonly RepoBinding[], count = 0): Record<stri
 /** The helper that hands git to the staged agent's `--git-remote` mode. */
 function relayHelper(agentPath: string, agentHome: string): string {
   return `#!/bin/sh\nexec node ${shellQuote(agentPath)} --home ${shellQuote(agentHome)} --git-remote "$@"\n`;
-}
-
-function shellQuote(value: string): string {
-  return `'${value.replace(/'/g, `'\\''`)}'`;
 }
 
 /** The helper of a sandbox the bridge cannot serve: it says why, with the code. */

@@ -1,4 +1,5 @@
 import type { GitConfig, GitCredential } from '../config.js';
+import { shellQuote } from '../core/shell-quote.js';
 import { DEFAULT_GIT_PORTS, hostAllowed, type RepoAddress } from '../model/repo-bindings.js';
 
 /** Username sent with a token that names none (what GitHub, Gitea and GitLab accept for a token). */
@@ -60,11 +61,10 @@ export function gitEnvironment(input: GitEnvironmentInput): NodeJS.ProcessEnv {
       config.push(['http.curloptResolve', `${address.host}:${port}:${ip.includes(':') ? `[${ip}]` : ip}`]);
     }
     if (input.caBundle !== undefined) config.push(['http.sslCAInfo', input.caBundle]);
-    // A token never travels over plain http.
-    if (address.protocol === 'https' && credential?.token !== undefined) {
-      const basic = Buffer.from(`${credential.username ?? DEFAULT_TOKEN_USERNAME}:${credential.token}`).toString('base64');
+    const authorization = basicAuthorization(credential, address.protocol);
+    if (authorization !== undefined) {
       const scope = `https://${host}${address.port === undefined ? '' : `:${address.port}`}/`;
-      config.push([`http.${scope}.extraHeader`, `Authorization: Basic ${basic}`]);
+      config.push([`http.${scope}.extraHeader`, `Authorization: ${authorization}`]);
     }
   }
   const env: NodeJS.ProcessEnv = {
@@ -94,6 +94,16 @@ export function gitEnvironment(input: GitEnvironmentInput): NodeJS.ProcessEnv {
  * The operator's credential for `host` and `tenant`: the first entry scoped to this tenant
  * whose host pattern matches, else the first unscoped one; undefined when none matches.
  */
+/**
+ * The `Authorization` value a host-side call to a remote sends with `credential`: HTTP basic with
+ * its token (and username, default `x-access-token`), over https only, so a token never travels
+ * over plain http; undefined otherwise.
+ */
+export function basicAuthorization(credential: GitCredential | undefined, protocol: RepoAddress['protocol']): string | undefined {
+  if (protocol !== 'https' || credential?.token === undefined) return undefined;
+  return `Basic ${Buffer.from(`${credential.username ?? DEFAULT_TOKEN_USERNAME}:${credential.token}`).toString('base64')}`;
+}
+
 export function credentialFor(credentials: readonly GitCredential[], host: string, tenant: string): GitCredential | undefined {
   const matching = credentials.filter((c) => hostAllowed(host, [c.host]) && (c.tenant === undefined || c.tenant === tenant));
   return matching.find((c) => c.tenant !== undefined) ?? matching[0];
@@ -110,21 +120,16 @@ function sshCommand(host: string, ip: string, knownHosts: string | undefined, ke
     '-F /dev/null',
     '-o BatchMode=yes',
     '-o StrictHostKeyChecking=yes',
-    `-o ${quote(`UserKnownHostsFile=${knownHosts ?? '/dev/null'}`)}`,
+    `-o ${shellQuote(`UserKnownHostsFile=${knownHosts ?? '/dev/null'}`)}`,
     '-o GlobalKnownHostsFile=/dev/null',
-    `-o ${quote(`HostName=${ip}`)}`,
-    `-o ${quote(`HostKeyAlias=${host}`)}`,
+    `-o ${shellQuote(`HostName=${ip}`)}`,
+    `-o ${shellQuote(`HostKeyAlias=${host}`)}`,
     '-o IdentitiesOnly=yes',
     '-o IdentityAgent=none',
     '-o ProxyCommand=none',
     '-o ProxyJump=none',
     '-o ClearAllForwardings=yes',
     `-o ConnectTimeout=${SSH_CONNECT_TIMEOUT_S}`,
-    key === undefined ? '-o IdentityFile=none' : `-i ${quote(key)}`,
+    key === undefined ? '-o IdentityFile=none' : `-i ${shellQuote(key)}`,
   ].join(' ');
-}
-
-/** `value` in single quotes for the shell git runs `GIT_SSH_COMMAND` with. */
-function quote(value: string): string {
-  return `'${value.replace(/'/g, `'\\''`)}'`;
 }

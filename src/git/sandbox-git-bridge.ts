@@ -8,7 +8,7 @@ import type { GitConfig } from '../config.js';
 import { KeyedMutex } from '../core/keyed-mutex.js';
 import { type ErrorCode, errorToJson, HoldfastError, InputError, isHoldfastError, NotFoundError, StoreError } from '../errors.js';
 import { checkReposAllowed, DEFAULT_GIT_PORTS, type RepoBinding, repoAddress } from '../model/repo-bindings.js';
-import { credentialFor } from './git-environment.js';
+import { basicAuthorization, credentialFor } from './git-environment.js';
 import { pinnedAddress } from './host-address.js';
 import { CLONE_TIMEOUT_MS } from './host-clone.js';
 
@@ -20,8 +20,6 @@ const GET_RETRY_DELAY_MS = 500;
 const REMOTE_IDLE_TIMEOUT_MS = 60_000;
 /** How long a request waits for the one before it on the same binding. */
 const BINDING_QUEUE_WAIT_MS = CLONE_TIMEOUT_MS;
-/** Username sent with a token that names none (as the host clone does). */
-const DEFAULT_TOKEN_USERNAME = 'x-access-token';
 /** The git services, and the content type of each one's POST body. */
 const SERVICES = {
   'git-upload-pack': 'application/x-git-upload-pack-request',
@@ -30,7 +28,7 @@ const SERVICES = {
 type Service = keyof typeof SERVICES;
 /** Response headers passed back to the sandbox; every other (cookies, auth challenges, locations) is dropped. */
 const RESPONSE_HEADERS = ['content-type', 'content-encoding', 'cache-control', 'expires', 'pragma'] as const;
-/** Username used in the sandbox-facing text of errors; the real credential never leaves the host. */
+/** The status a refusal answers the sandbox with; an auth failure is 403, so git there never asks for a credential. */
 const ERROR_STATUS: Partial<Record<ErrorCode, number>> = {
   NOT_FOUND: 404,
   METHOD_NOT_ALLOWED: 405,
@@ -185,11 +183,9 @@ export class SandboxGitBridge {
     const base = url.pathname.replace(/\/+$/, '');
     const port = address.port ?? DEFAULT_GIT_PORTS[address.protocol];
     const headers = forwardedHeaders(req, parsed, address.host, address.port);
-    const credential = credentialFor(git.credentials, address.host, run.tenantName);
-    // As for host clones, a token never travels over plain http.
-    if (address.protocol === 'https' && credential?.token !== undefined) {
-      headers.authorization = `Basic ${Buffer.from(`${credential.username ?? DEFAULT_TOKEN_USERNAME}:${credential.token}`).toString('base64')}`;
-    }
+    // As for host clones: the operator's credential for this host and tenant, over https only.
+    const authorization = basicAuthorization(credentialFor(git.credentials, address.host, run.tenantName), address.protocol);
+    if (authorization !== undefined) headers.authorization = authorization;
     const deadline = AbortSignal.timeout(this.deps.requestTimeoutMs ?? CLONE_TIMEOUT_MS);
     const options: https.RequestOptions = {
       protocol: `${address.protocol}:`,

@@ -1,5 +1,6 @@
 import { PassThrough } from 'node:stream';
 import type { SandboxHandle as TanStackSandboxHandle } from '@tanstack/ai-sandbox';
+import { shellQuote } from '../core/shell-quote.js';
 import { InputError, IntegrityError } from '../errors.js';
 import { runBuffered } from '../sandbox/run-buffered.js';
 import {
@@ -11,15 +12,13 @@ import {
   type SandboxHandle,
 } from '../sandbox/sandbox-provider.js';
 
+/** Quotes one argument for a POSIX shell (one implementation, in `core/shell-quote.ts`). */
+export { shellQuote };
+
 /** The workspace root TanStack sandboxes present when a handle names none. */
 export const TANSTACK_WORKSPACE_ROOT = '/workspace';
 /** Longest `$HOME` accepted from a sandbox, in characters. */
 const MAX_HOME_LENGTH = 4096;
-
-/** Quotes one argument for a POSIX shell (`'…'`, a quote written as `'\''`). */
-export function shellQuote(value: string): string {
-  return `'${value.replaceAll("'", "'\\''")}'`;
-}
 
 /**
  * The command line that runs `argv` in `cwd` with its stdout and stderr captured to files and

@@ -1,4 +1,5 @@
 import { bytesFromText, hasByteEscapes, textFromBytes } from '../../core/name-bytes.js';
+import { shellQuote } from '../../core/shell-quote.js';
 import { InputError, StoreError } from '../../errors.js';
 import { parseStatLine, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG, STAT_FORMAT, type StatFields } from '../endpoints/shell/stat-line.js';
 import { untrueListing } from './file-api-scan.js';
@@ -165,7 +166,7 @@ function arg(rel: string): string {
 
 /** `text` as one shell word: single-quoted, or (holding byte escapes) rebuilt by `printf` from octal escapes. */
 function quotedBytes(text: string): string {
-  if (!hasByteEscapes(text)) return `'${text.replace(/'/g, `'\\''`)}'`;
+  if (!hasByteEscapes(text)) return shellQuote(text);
   const octal = [...bytesFromText(text)].map((b) => `\\${b.toString(8).padStart(3, '0')}`).join('');
   return `"$(printf '${octal}')"`;
 }
