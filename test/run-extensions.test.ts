@@ -95,6 +95,22 @@ describe.each(BACKENDS)('run extensions in the lifecycle: $name', (backend) => {
   };
   const sandboxOf = async (hf: Holdfast, runId: string) => (await hf.runs.get(runId)).sandbox?.id ?? '';
 
+  /**
+   * Server A runs a turn writing `script`, then "dies" holding the lease (no heartbeat); after
+   * the lease's TTL, server B is ready to take the run over.
+   */
+  const deadOwner = async (name: string, script: string) => {
+    const first = await server(`${name}-a`, { leaseTtlMs: 500, heartbeatMs: 3_600_000 });
+    const second = await server(`${name}-b`, { leaseTtlMs: 500 });
+    const deployment = await first.hf.deployments.create({ provider: 'bwrap' });
+    const run = await first.hf.runs.create({ deploymentId: deployment.id });
+    await first.hf.runs.turn(run.id, exec(script));
+    const sandbox = await sandboxOf(first.hf, run.id);
+    expect(await first.hf.meta.runs.claim(run.id, `${name}-a`, 500)).toBeDefined(); // A "dies" holding the lease
+    await sleep(600);
+    return { first, second, run, sandbox };
+  };
+
   beforeAll(async () => {
     expectBwrapInstalled();
     opened = await backend.open();
@@ -188,14 +204,7 @@ describe.each(BACKENDS)('run extensions in the lifecycle: $name', (backend) => {
   });
 
   it('a failing takeover save leaves the dead owner’s sandbox alive and the run release_recovery_required', async () => {
-    const first = await server('takeover-a', { leaseTtlMs: 500, heartbeatMs: 3_600_000 });
-    const second = await server('takeover-b', { leaseTtlMs: 500 });
-    const deployment = await first.hf.deployments.create({ provider: 'bwrap' });
-    const run = await first.hf.runs.create({ deploymentId: deployment.id });
-    await first.hf.runs.turn(run.id, exec('echo kept > kept.txt'));
-    const sandbox = await sandboxOf(first.hf, run.id);
-    expect(await first.hf.meta.runs.claim(run.id, 'takeover-a', 500)).toBeDefined(); // A "dies" holding the lease
-    await sleep(600);
+    const { second, run, sandbox } = await deadOwner('takeover', 'echo kept > kept.txt');
     second.a.failing.add('save:takeover');
     await expect(second.hf.runs.turn(run.id, exec('true'))).rejects.toMatchObject({
       code: 'CONFLICT',
@@ -230,14 +239,7 @@ describe.each(BACKENDS)('run extensions in the lifecycle: $name', (backend) => {
   });
 
   it('a takeover save that fails because the sandbox was destroyed meanwhile lets the takeover go on: nothing is left to keep', async () => {
-    const first = await server('gone-a', { leaseTtlMs: 500, heartbeatMs: 3_600_000 });
-    const second = await server('gone-b', { leaseTtlMs: 500 });
-    const deployment = await first.hf.deployments.create({ provider: 'bwrap' });
-    const run = await first.hf.runs.create({ deploymentId: deployment.id });
-    await first.hf.runs.turn(run.id, exec('echo kept > kept.txt'));
-    const sandbox = await sandboxOf(first.hf, run.id);
-    expect(await first.hf.meta.runs.claim(run.id, 'gone-a', 500)).toBeDefined(); // A "dies" holding the lease
-    await sleep(600);
+    const { second, run, sandbox } = await deadOwner('gone', 'echo kept > kept.txt');
     // The sandbox is destroyed behind the run's back while the takeover saves it, and that save fails.
     second.a.failing.add('save:takeover');
     second.a.beforeFailure = () => provider.destroy(sandbox);
@@ -254,13 +256,7 @@ describe.each(BACKENDS)('run extensions in the lifecycle: $name', (backend) => {
   });
 
   it('resolving with discardUnsaved destroys a sandbox whose work could not be saved, without trying again', async () => {
-    const first = await server('discard-a', { leaseTtlMs: 500, heartbeatMs: 3_600_000 });
-    const second = await server('discard-b', { leaseTtlMs: 500 });
-    const run = await first.hf.runs.create({ deploymentId: (await first.hf.deployments.create({ provider: 'bwrap' })).id });
-    await first.hf.runs.turn(run.id, exec('true'));
-    const sandbox = await sandboxOf(first.hf, run.id);
-    expect(await first.hf.meta.runs.claim(run.id, 'discard-a', 500)).toBeDefined();
-    await sleep(600);
+    const { second, run, sandbox } = await deadOwner('discard', 'true');
     second.a.failing.add('save:takeover');
     await expect(second.hf.runs.turn(run.id, exec('true'))).rejects.toMatchObject({ code: 'CONFLICT' });
     second.take();
