@@ -6,7 +6,7 @@ import { GitRelayHost } from '../src/sandbox/agent/host/git-relay-host.js';
 import type { SandboxProvider } from '../src/sandbox/sandbox-provider.js';
 import { BACKENDS, type BackendCase, type OpenedBackends } from './support/backends.js';
 import { gitImage } from './support/docker-images.js';
-import { GIT_IDENTITY, hostGit, seedRemote } from './support/git-fixture.js';
+import { GIT_IDENTITY, gitShell, hostGit, seedRemote } from './support/git-fixture.js';
 import { type GitServer, type SeenRequest, selfSignedCertificate, startGitDaemon, startGitHttp } from './support/git-servers.js';
 import { BWRAP_RUNS, dockerRuns, type RunProviderCase } from './support/run-providers.js';
 import { ALNUM, generator } from './support/secret-samples.js';
@@ -117,10 +117,7 @@ function request(method: string, target: string, headers: Readonly<Record<string
     .join('')}\r\n`;
 }
 
-async function sh({ sandbox }: Pick<TurnContext, 'sandbox'>, dir: string, script: string) {
-  const r = await sandbox.run(['sh', '-c', script], { cwd: dir, env: { ...GIT_IDENTITY }, timeoutMs: 120_000 });
-  return { code: r.code, stdout: r.stdout.toString('utf8'), stderr: r.stderr.toString('utf8') };
-}
+const sh = gitShell;
 
 function openAttackRuns(sandboxes: RunProviderCase) {
   const state = {} as {

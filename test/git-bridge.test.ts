@@ -1,12 +1,12 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Holdfast, openHoldfast, type TurnContext } from '../src/index.js';
+import { type Holdfast, openHoldfast } from '../src/index.js';
 import type { RunLogEvent } from '../src/runs/run-log-event.js';
 import type { SandboxProvider } from '../src/sandbox/sandbox-provider.js';
 import { BACKENDS, type BackendCase, type OpenedBackends } from './support/backends.js';
 import { busyboxImage, gitImage } from './support/docker-images.js';
-import { GIT_IDENTITY, hostGit, seedRemote } from './support/git-fixture.js';
+import { gitShell, hostGit, seedRemote } from './support/git-fixture.js';
 import { type GitServer, type SeenRequest, selfSignedCertificate, startGitHttp } from './support/git-servers.js';
 import { BWRAP_RUNS, dockerRuns, type RunProviderCase } from './support/run-providers.js';
 import { ALNUM, generator } from './support/secret-samples.js';
@@ -26,11 +26,7 @@ const USER = 'tester';
 const BASIC = `Basic ${Buffer.from(`${USER}:${PASSWORD}`).toString('base64')}`;
 const REPO = '/home/agent/repos/remote';
 
-/** Runs `script` in `dir` of the turn's sandbox with a git identity. */
-async function sh({ sandbox, signal }: Pick<TurnContext, 'sandbox' | 'signal'>, dir: string, script: string) {
-  const r = await sandbox.run(['sh', '-c', script], { cwd: dir, env: { ...GIT_IDENTITY }, signal });
-  return { code: r.code, stdout: r.stdout.toString('utf8'), stderr: r.stderr.toString('utf8') };
-}
+const sh = gitShell;
 
 function openBridgeRuns(sandboxes: RunProviderCase) {
   const state = {} as {

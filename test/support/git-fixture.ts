@@ -5,6 +5,7 @@ import zlib from 'node:zlib';
 import type { Sha256Hex } from '../../src/core/hash.js';
 import type { TreeEntry } from '../../src/core/tree.js';
 import type { ObjectReader } from '../../src/objects/object-reader.js';
+import type { SandboxHandle } from '../../src/sandbox/sandbox-provider.js';
 
 /** Identity for every git commit a test makes (sandbox launches carry none). */
 export const GIT_IDENTITY: Readonly<Record<string, string>> = Object.freeze({
@@ -80,4 +81,19 @@ export async function storedBytes(reader: ObjectReader, rootTree: Sha256Hex): Pr
   };
   await walk(rootTree, '');
   return out;
+}
+
+/** Runs `script` with `sh -c` in `dir` of a sandbox, with {@link GIT_IDENTITY}: its exit code and output as text. */
+export async function gitShell(
+  { sandbox, signal }: { readonly sandbox: SandboxHandle; readonly signal?: AbortSignal },
+  dir: string,
+  script: string,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const r = await sandbox.run(['sh', '-c', script], {
+    cwd: dir,
+    env: { ...GIT_IDENTITY },
+    timeoutMs: 120_000,
+    ...(signal === undefined ? {} : { signal }),
+  });
+  return { code: r.code, stdout: r.stdout.toString('utf8'), stderr: r.stderr.toString('utf8') };
 }
