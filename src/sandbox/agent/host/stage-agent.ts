@@ -16,13 +16,17 @@ const CHECK_JS =
   "const fs=require('fs'),c=require('crypto');let h='missing';" +
   "try{h=c.createHash('sha256').update(fs.readFileSync(process.argv[1])).digest('hex')}catch{}" +
   "process.stdout.write(h+' '+process.version)";
+/** Writes the checked bundle `b` to `f` (a private temp file, fsynced, renamed into place); shared by both uploads. */
+const PLACE_JS =
+  "fs.mkdirSync(p.dirname(f),{recursive:true,mode:0o700});const t=f+'.'+process.pid+'.tmp';" +
+  "const fd=fs.openSync(t,'w',0o644);fs.writeSync(fd,b);fs.fsyncSync(fd);fs.closeSync(fd);fs.renameSync(t,f);";
 const UPLOAD_JS =
   "const fs=require('fs'),c=require('crypto'),p=require('path');const [f,want]=process.argv.slice(1);const parts=[];" +
   "process.stdin.on('data',d=>parts.push(d));process.stdin.on('end',()=>{const b=Buffer.concat(parts);" +
   "const h=c.createHash('sha256').update(b).digest('hex');" +
   "if(h!==want){process.stderr.write('received '+b.length+' bytes hashing to '+h+'\\n');process.exit(3)}" +
-  "fs.mkdirSync(p.dirname(f),{recursive:true,mode:0o700});const t=f+'.'+process.pid+'.tmp';" +
-  "const fd=fs.openSync(t,'w',0o644);fs.writeSync(fd,b);fs.fsyncSync(fd);fs.closeSync(fd);fs.renameSync(t,f)})";
+  PLACE_JS +
+  '})';
 
 // The one exec that starts the agent (CommonJS under `node -e`). It checks the staged file's hash
 // and prints one status line: `HFBOOT ok` -> it runs the agent in this same process; `HFBOOT need`
@@ -40,8 +44,8 @@ const BOOT_JS =
   'const take=()=>{for(let d=i.read();d!==null;d=i.read()){got=Buffer.concat([got,d]);if(len<0&&got.length>=4)len=got.readUInt32BE(0);' +
   "if(len>=0&&got.length>=4+len){i.removeListener('readable',take);i.removeListener('end',cut);const rest=got.subarray(4+len);if(rest.length>0)i.unshift(rest);" +
   "const b=got.subarray(4,4+len);const s=sum(b);if(s!==want){process.stderr.write('received '+b.length+' bytes hashing to '+s+'\\n');process.exit(3)}" +
-  "fs.mkdirSync(p.dirname(f),{recursive:true,mode:0o700});const t=f+'.'+process.pid+'.tmp';" +
-  "const fd=fs.openSync(t,'w',0o644);fs.writeSync(fd,b);fs.fsyncSync(fd);fs.closeSync(fd);fs.renameSync(t,f);go();return}}};" +
+  PLACE_JS +
+  'go();return}}};' +
   "const cut=()=>{process.stderr.write('stdin ended after '+Math.max(got.length-4,0)+' bundle bytes\\n');process.exit(3)};" +
   "i.on('readable',take);i.on('end',cut)}";
 /** The status lines {@link BOOT_JS} prints, at most this long. */
