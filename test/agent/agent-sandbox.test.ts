@@ -29,6 +29,27 @@ afterAll(() => {
   fs.rmSync(work, { recursive: true, force: true });
 });
 
+/**
+ * An exec whose stdin loses everything after the first {@link CUT_AT} bytes, as a dropped
+ * connection would; with `endAtCut` the agent's stdin also ends there (so a boot reading the
+ * bundle sees end of input), otherwise only when the writer ends.
+ */
+const CUT_AT = 1000;
+function cuttingExec(endAtCut: boolean): AgentExecFn {
+  return (argv) => {
+    const channel = spawnChannel(argv);
+    const stdin = new PassThrough();
+    let sent = 0;
+    stdin.on('data', (chunk: Buffer) => {
+      if (sent < CUT_AT) channel.stdin.write(chunk.subarray(0, CUT_AT - sent));
+      sent += chunk.length;
+      if (endAtCut && sent >= CUT_AT) channel.stdin.end();
+    });
+    stdin.on('end', () => channel.stdin.end());
+    return { ...channel, stdin };
+  };
+}
+
 describe('staging the agent', () => {
   it('uploads once, then finds it by hash; a damaged copy is replaced', async () => {
     const home = path.join(work, 'stage-home');
@@ -48,19 +69,7 @@ describe('staging the agent', () => {
 
   it('an upload cut short fails and leaves no file under the final name', async () => {
     const home = path.join(work, 'cut-home');
-    // An exec whose stdin loses everything after the first 1000 bytes, as a dropped connection would.
-    const cutting: AgentExecFn = (argv) => {
-      const channel = spawnChannel(argv);
-      const stdin = new PassThrough();
-      let sent = 0;
-      stdin.on('data', (chunk: Buffer) => {
-        if (sent < 1000) channel.stdin.write(chunk.subarray(0, 1000 - sent));
-        sent += chunk.length;
-      });
-      stdin.on('end', () => channel.stdin.end());
-      return { ...channel, stdin };
-    };
-    await expect(ensureAgent(cutting, home)).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE' });
+    await expect(ensureAgent(cuttingExec(false), home)).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE' });
     const own = path.join(home, '.holdfast');
     expect(fs.existsSync(own) ? fs.readdirSync(own) : []).toEqual([]);
   });
@@ -97,19 +106,7 @@ describe('staging the agent', () => {
 
   it('a boot whose upload is cut short starts no agent and leaves no file under the final name', async () => {
     const home = path.join(work, 'boot-cut-home');
-    const cutting: AgentExecFn = (argv) => {
-      const channel = spawnChannel(argv);
-      const stdin = new PassThrough();
-      let sent = 0;
-      stdin.on('data', (chunk: Buffer) => {
-        if (sent < 1000) channel.stdin.write(chunk.subarray(0, 1000 - sent));
-        sent += chunk.length;
-        if (sent >= 1000) channel.stdin.end();
-      });
-      stdin.on('end', () => channel.stdin.end());
-      return { ...channel, stdin };
-    };
-    await expect(connectAgent(cutting, home)).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE' });
+    await expect(connectAgent(cuttingExec(true), home)).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE' });
     const own = path.join(home, '.holdfast');
     expect(fs.existsSync(own) ? fs.readdirSync(own) : []).toEqual([]);
   });
