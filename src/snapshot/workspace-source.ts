@@ -32,6 +32,13 @@ export interface EndpointContext {
   readonly cacheDir: string;
 }
 
+/** See {@link SourceScan.settled}. */
+export interface SettledSubtrees {
+  readonly dirs: ReadonlySet<ScannedDir>;
+  readonly ids: ReadonlyMap<string, FileIds>;
+  readonly trees: Pick<ReadonlyMap<ScannedDir, Sha256Hex>, 'get'>;
+}
+
 /** What one scan of a workspace gives a checkpoint. */
 export interface SourceScan {
   readonly scan: ScanResult;
@@ -43,7 +50,18 @@ export interface SourceScan {
    * Tree ids by directory object, for a source whose scan takes directories over whole from
    * an earlier one (`known`: that build's ids; `built`: filled with this build's, for the next).
    */
-  readonly dirTrees?: { readonly known: ReadonlyMap<ScannedDir, Sha256Hex>; readonly built: Map<ScannedDir, Sha256Hex> };
+  readonly dirTrees?: {
+    readonly known: Pick<ReadonlyMap<ScannedDir, Sha256Hex>, 'get'>;
+    readonly built: Pick<Map<ScannedDir, Sha256Hex>, 'set'>;
+  };
+  /**
+   * Directories whose whole subtree the source knows the content ids of without a look: for an
+   * agent's delta, subtrees of the host's own last committed scan, taken over whole, with no
+   * file racy against that scan and none with other hard links; `ids` has every file under
+   * them (the host's record of that checkpoint), `trees` every directory's tree id. The engine
+   * reads none of their files and encodes none of their trees, so a turn costs what changed.
+   */
+  readonly settled?: SettledSubtrees;
   /** Secret paths let through by `allowSecretPaths`, reported with the checkpoint. */
   readonly allowances: readonly Exclusion[];
   /**

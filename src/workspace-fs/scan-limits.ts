@@ -51,6 +51,30 @@ export interface ScanLimits {
   readonly maxTotalBytes?: number;
 }
 
+/**
+ * What one directory's subtree added to a walk's {@link ScanTally}: the directory itself and
+ * everything under it, counted, with its exclusions in walk order. A later walk that takes the
+ * subtree over unchanged adds exactly this ({@link ScanTally.adopt}).
+ */
+export interface SubtreeTally {
+  readonly files: number;
+  readonly dirs: number;
+  readonly symlinks: number;
+  readonly bytes: number;
+  readonly excluded: readonly Exclusion[];
+}
+
+/** Where a walk's tally stood, to tell later what a subtree added ({@link ScanTally.since}). */
+export interface TallyMark {
+  readonly files: number;
+  readonly dirs: number;
+  readonly symlinks: number;
+  readonly bytes: number;
+  readonly excludedAt: number;
+}
+
+const NO_EXCLUSIONS: readonly Exclusion[] = Object.freeze([]);
+
 /** Longest link target quoted in a report. */
 const MAX_SHOWN_TARGET_CHARS = 200;
 
@@ -181,6 +205,37 @@ export class ScanTally {
     const cut = relPath.lastIndexOf('/');
     const from = cut < 0 ? root : path.posix.join(root, relPath.slice(0, cut));
     return path.posix.relative(from, resolved) || '.';
+  }
+
+  /** Where the tally stands now. */
+  mark(): TallyMark {
+    return { files: this.files, dirs: this.dirs, symlinks: this.symlinks, bytes: this.bytes, excludedAt: this.excluded.length };
+  }
+
+  /** What was added since `mark`. */
+  since(mark: TallyMark): SubtreeTally {
+    return {
+      files: this.files - mark.files,
+      dirs: this.dirs - mark.dirs,
+      symlinks: this.symlinks - mark.symlinks,
+      bytes: this.bytes - mark.bytes,
+      excluded: this.excluded.length === mark.excludedAt ? NO_EXCLUSIONS : this.excluded.slice(mark.excludedAt),
+    };
+  }
+
+  /**
+   * Adds a subtree an earlier walk counted (taken over unchanged), under the same limits and
+   * with the same `LIMIT_EXCEEDED` a walk of it would throw.
+   */
+  adopt(subtree: SubtreeTally): void {
+    this.dirs += subtree.dirs;
+    if (this.dirs > this.maxDirs) throw this.tooMany('directories', this.maxDirs);
+    this.files += subtree.files;
+    this.symlinks += subtree.symlinks;
+    this.bytes += subtree.bytes;
+    if (this.bytes > this.maxTotalBytes) throw this.tooMany('bytes of files', this.maxTotalBytes);
+    this.checkEntries();
+    for (const e of subtree.excluded) this.excluded.push(e);
   }
 
   /** The counts, as a `ScanResult` carries them. */

@@ -13,7 +13,7 @@ import type { DirectoryRules, ExcludeRules, Exclusion } from '../rules/excludes.
 import { INFO_EXCLUDE_PATH, ignoreFileTooLarge, ignoreText, MAX_IGNORE_FILE_BYTES } from '../rules/ignore-files.js';
 import { readLinkTarget, readNames } from './fs-exact.js';
 import { LongPaths, SYSCALL_PATH_BYTES } from './long-paths.js';
-import { type ScanLimits, ScanTally } from './scan-limits.js';
+import { type ScanLimits, ScanTally, type SubtreeTally } from './scan-limits.js';
 
 export {
   DEFAULT_MAX_DIRS,
@@ -21,6 +21,7 @@ export {
   DEFAULT_MAX_FILE_BYTES,
   DEFAULT_MAX_TOTAL_BYTES,
   type ScanLimits,
+  type SubtreeTally,
 } from './scan-limits.js';
 
 /** A regular file as seen by `lstat`. */
@@ -78,6 +79,28 @@ export interface ScanResult {
 }
 
 /**
+ * What a watcher (the agent's `WorkspaceWatch`) adds to a walk. Every member is optional; a
+ * walk without hooks reads every directory.
+ */
+export interface ScanHooks {
+  /** Called with each directory (the root too) before it is read: a watcher watches it first, so nothing changed after the read goes unseen. */
+  readonly entering?: (absPath: string, relPath: string, st: fs.Stats) => void;
+  /** The scan before this one: `reuse` is offered its directory at the same path. */
+  readonly earlier?: ScannedDir;
+  /**
+   * For a directory that is still a directory at the same path (`st`, its `lstat` now) and
+   * still included: the earlier directory there, to be taken over whole with its subtree, and
+   * what that subtree counted; undefined to read it.
+   */
+  readonly reuse?: (earlier: ScannedDir, st: fs.Stats) => SubtreeTally | undefined;
+  /**
+   * Called for each directory read (the root too), once its subtree is done, with what the
+   * subtree counted and the earlier scan's directory at the same path, if any.
+   */
+  readonly walked?: (dir: ScannedDir, counted: SubtreeTally, earlier: ScannedDir | undefined) => void;
+}
+
+/**
  * Walks `root` synchronously (`readdirSync` + `lstatSync` is several times faster than the
  * promise API for many small entries), never following symlinks, applying exclusion rules.
  * Directories a walk cannot read fail the scan rather than silently dropping content; an
@@ -93,15 +116,16 @@ export interface ScanResult {
  * left out; the report is the one place a checkpoint says what it changed). A file with
  * other hard links carries its `dev` (with `ino`, its inode) so links can be recorded.
  */
-export function scanWorkspace(root: string, rules: ExcludeRules, limits: ScanLimits): ScanResult {
+export function scanWorkspace(root: string, rules: ExcludeRules, limits: ScanLimits, hooks: ScanHooks = {}): ScanResult {
   const startedAtMs = Date.now();
   const tally = new ScanTally(limits, root, path.resolve(root));
   const rootStat = fs.statSync(root);
   if (!rootStat.isDirectory()) throw new InputError('INVALID_INPUT', `${root} is not a directory`, { data: { path: root } });
   const long = new LongPaths();
 
-  const walk = (abs: string, rel: string, dirRules: DirectoryRules, children: ScannedEntry[]): void => {
+  const walk = (abs: string, rel: string, dirRules: DirectoryRules, children: ScannedEntry[], earlier: ScannedDir | undefined): void => {
     const read = sortedNames(abs, long);
+    let earlierDirs: Map<string, ScannedDir> | undefined;
     // Most directories hold no escaped name and are far from PATH_MAX: their entries' paths go
     // to `fs` as they are, with no per-entry check. The others go through LongPaths.
     const direct = !read.escaped && byteLength(abs) + 1 + MAX_NAME_BYTES <= SYSCALL_PATH_BYTES;
@@ -131,10 +155,22 @@ export function scanWorkspace(root: string, rules: ExcludeRules, limits: ScanLim
         continue;
       }
       if (isDir) {
+        if (earlier !== undefined)
+          earlierDirs ??= new Map(earlier.children.flatMap((c) => (c.type === 'dir' ? [[c.name, c] as const] : [])));
+        const was = earlierDirs?.get(name);
+        const counted = was === undefined ? undefined : hooks.reuse?.(was, st);
+        if (counted !== undefined) {
+          tally.adopt(counted);
+          children.push(was as ScannedDir);
+          continue;
+        }
+        const mark = tally.mark();
         tally.addDir();
         const dir: ScannedDir = dirEntry(name, relPath, st, tally.mode(relPath, st.mode));
-        walk(absPath, relPath, rules.enter(relPath, readGitignore(rules, absPath, relPath, long)), dir.children);
+        hooks.entering?.(absPath, relPath, st);
+        walk(absPath, relPath, rules.enter(relPath, readGitignore(rules, absPath, relPath, long)), dir.children, was);
         children.push(dir);
+        hooks.walked?.(dir, tally.since(mark), was);
       } else if (st.isFile()) {
         if (!tally.addFile(relPath, st.size)) continue;
         const file = {
@@ -158,8 +194,11 @@ export function scanWorkspace(root: string, rules: ExcludeRules, limits: ScanLim
   };
 
   try {
+    const mark = tally.mark();
     const top = dirEntry('', '', rootStat, permissionBits(rootStat.mode));
-    walk(root, '', rules.enter('', readGitignore(rules, root, '', long)), top.children);
+    hooks.entering?.(root, '', rootStat);
+    walk(root, '', rules.enter('', readGitignore(rules, root, '', long)), top.children, hooks.earlier);
+    hooks.walked?.(top, tally.since(mark), hooks.earlier);
     return { root: top, ...tally.counts, excluded: tally.excluded, startedAtMs };
   } finally {
     long.close();
@@ -287,6 +326,16 @@ export function unchangedSince(root: string, scan: ScanResult, wasRead: (path: s
   } finally {
     long.close();
   }
+}
+
+/** Every file of a scanned tree outside the directories in `skip` (their subtrees too), depth first. */
+export function listFilesOutside(dir: ScannedDir, skip: ReadonlySet<ScannedDir>, out: ScannedFile[] = []): ScannedFile[] {
+  if (skip.has(dir)) return out;
+  for (const child of dir.children) {
+    if (child.type === 'file') out.push(child);
+    else if (child.type === 'dir') listFilesOutside(child, skip, out);
+  }
+  return out;
 }
 
 /** Every file of a scanned tree, depth first. */

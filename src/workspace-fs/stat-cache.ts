@@ -8,6 +8,7 @@ import { hasByteEscapes } from '../core/name-bytes.js';
 /** A file modified this close to the scan's start is hashed again ("racy git"). */
 export const RACY_WINDOW_MS = 1000;
 const HEADER = 'holdfast-stat-cache 2';
+const HEADER_PREFIX = `${HEADER}\t`;
 /** Directory lines start with this byte, which no path can (control characters are refused). */
 const DIR_MARK = '\u0001';
 
@@ -104,10 +105,15 @@ function dirKey(relPath: string, d: DirIdentity): string {
  */
 export class StatCache {
   private constructor(
-    readonly base: string | undefined,
+    private baseId: string | undefined,
     private readonly entries: Map<string, number>,
-    private readonly lines: readonly string[],
+    private readonly lines: string[],
   ) {}
+
+  /** The checkpoint the cache describes (the last header's, in a file {@link StatCacheBuilder.appendTo} grew). */
+  get base(): string | undefined {
+    return this.baseId;
+  }
 
   /** An empty cache. */
   static empty(): StatCache {
@@ -126,19 +132,36 @@ export class StatCache {
     const [magic, base] = text.slice(0, firstLine < 0 ? text.length : firstLine).split('\t');
     if (magic !== HEADER || base === undefined || firstLine < 0) return StatCache.empty();
     // Keys are slices of the file's text: V8 keeps them as views, so a big cache costs little.
-    const entries = new Map<string, number>();
-    const lines: string[] = [];
-    for (let start = firstLine + 1; start < text.length; ) {
+    const cache = new StatCache(base, new Map(), []);
+    cache.absorb(base, text.slice(firstLine + 1));
+    return cache;
+  }
+
+  /**
+   * Takes in `text` (lines as a cache file holds them; a later line for the same key wins, a
+   * header line among them sets the base) and makes `base` the cache's base: what a file grown
+   * by {@link StatCacheBuilder.appendTo} reads as, without reading it again.
+   */
+  absorb(base: string, text: string): void {
+    this.baseId = base;
+    for (let start = 0; start < text.length; ) {
       let end = text.indexOf('\n', start);
       if (end < 0) end = text.length;
-      const split = text.lastIndexOf('\u0002', end);
-      if (split > start) {
-        entries.set(text.slice(start, split), lines.length);
-        lines.push(text.slice(start, end));
+      if (text.startsWith(HEADER_PREFIX, start)) this.baseId = text.slice(start + HEADER_PREFIX.length, end);
+      else {
+        const split = text.lastIndexOf('\u0002', end);
+        if (split > start) {
+          this.entries.set(text.slice(start, split), this.lines.length);
+          this.lines.push(text.slice(start, end));
+        }
       }
       start = end + 1;
     }
-    return new StatCache(base, entries, lines);
+  }
+
+  /** Lines held (a key written again counts again): how much a grown file carries. */
+  get lineCount(): number {
+    return this.lines.length;
   }
 
   /** The cached content of `relPath` if its stat identity still matches and it is not racy. */
@@ -245,6 +268,28 @@ export class StatCacheBuilder {
       fs.renameSync(temp, file);
     } catch {
       // A cache that cannot be written only costs re-hashing next time.
+    }
+  }
+
+  /**
+   * Appends the lines gathered to `file` after a header line naming `base` (created with
+   * its first header when missing), in one write: later lines win when the file is loaded, so
+   * a cache grows by what one checkpoint read instead of being written whole. Returns the text
+   * appended (for {@link StatCache.absorb}), or undefined when it could not be written.
+   */
+  appendTo(file: string, base: string): string | undefined {
+    const text = `${HEADER}\t${base}\n${Buffer.concat(this.blocks).toString('utf8')}${this.pending}`;
+    try {
+      fs.mkdirSync(path.dirname(file), { recursive: true });
+      const fd = fs.openSync(file, 'a');
+      try {
+        writeWhole(fd, Buffer.from(text));
+      } finally {
+        fs.closeSync(fd);
+      }
+      return text;
+    } catch {
+      return undefined;
     }
   }
 

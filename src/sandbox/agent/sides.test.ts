@@ -32,6 +32,7 @@ const INSIDE_MAY_USE = [
   'errors.js',
   'workspace-fs/atomic-file.js',
   'rules/excludes.js',
+  'rules/ignore-files.js',
   'workspace-fs/fs-exact.js',
   'core/hash.js',
   'workspace-fs/long-paths.js',

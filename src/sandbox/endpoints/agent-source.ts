@@ -3,22 +3,14 @@ import type { DigestOutcome } from '../../objects/content-workers.js';
 import type { ExcludeOptions } from '../../rules/excludes.js';
 import type { FileChunk, FileContent } from '../../snapshot/checkpoint/file-reader.js';
 import type { FileIds } from '../../snapshot/checkpoint/tree-builder.js';
-import { UntrustedSource } from '../../snapshot/checkpoint/untrusted-source.js';
+import type { RecordedFile } from '../../snapshot/checkpoint/untrusted-source.js';
+import { advanceRecord, UntrustedSource } from '../../snapshot/checkpoint/untrusted-source.js';
 import type { EndpointContext, SourceScan, WorkspaceSource } from '../../snapshot/workspace-source.js';
-import { listFiles, type ScanLimits, type ScannedDir, type ScannedFile } from '../../workspace-fs/scan.js';
+import { listFilesOutside, type ScanLimits, type ScannedDir, type ScannedFile } from '../../workspace-fs/scan.js';
 import { RACY_WINDOW_MS, StatCache, type StatCacheBuilder } from '../../workspace-fs/stat-cache.js';
+import { subtreeFacts } from '../../workspace-fs/subtree-facts.js';
 import { type AgentClient, type AgentScan, agentCacheKey } from '../agent/host/agent-client.js';
 import type { HeldScan } from '../agent/host/held-scans.js';
-
-/** The files of `dir` outside the directories in `skip`. */
-function filesOutside(dir: ScannedDir, skip: ReadonlySet<ScannedDir>, out: ScannedFile[] = []): ScannedFile[] {
-  if (skip.has(dir)) return out;
-  for (const child of dir.children) {
-    if (child.type === 'file') out.push(child);
-    else if (child.type === 'dir') filesOutside(child, skip, out);
-  }
-  return out;
-}
 
 /** A source scan that remembers the agent's scan for the second look and the cache update. */
 interface ExecScan extends SourceScan {
@@ -31,6 +23,10 @@ interface ExecScan extends SourceScan {
   /** Content ids taken without reading (offers the host vouched for, and files of adopted directories), by path. */
   readonly taken: ReadonlyMap<string, FileIds>;
   readonly dirTrees: { readonly known: ReadonlyMap<ScannedDir, Sha256Hex>; readonly built: Map<ScannedDir, Sha256Hex> };
+  /** The held scan a delta answer was resolved against (its record moves forward on commit). */
+  readonly held: HeldScan | undefined;
+  /** Settled subtrees (see `SourceScan.settled`): adopted directories whose files are all the held record's. */
+  readonly settledDirs: ReadonlySet<ScannedDir>;
 }
 
 /**
@@ -88,21 +84,34 @@ export class AgentWorkspaceSource implements WorkspaceSource {
     );
     const taken = new Map<string, FileIds>();
     const adopted = new Set<ScannedDir>(agentScan.delta ? agentScan.adopted : []);
-    if (held !== undefined && adopted.size > 0) {
+    const settledDirs = new Set<ScannedDir>();
+    const resolvedAgainst = held !== undefined && agentScan.delta ? held : undefined;
+    if (resolvedAgainst !== undefined && adopted.size > 0) {
       // A file of an adopted directory has the stat the held scan saw: its committed ids, unless racy then.
-      const racyFrom = held.scan.startedAtMs - RACY_WINDOW_MS;
-      for (const dir of adopted) {
-        for (const f of listFiles(dir)) {
-          const ids = held.ids.get(f.path);
-          if (ids !== undefined && f.mtimeMs < racyFrom) taken.set(f.path, ids);
+      // A subtree with no racy file and no hard link is settled whole (its facts are remembered per directory object).
+      const { record, trees } = resolvedAgainst;
+      const racyFrom = resolvedAgainst.scan.startedAtMs - RACY_WINDOW_MS;
+      const settle = (dir: ScannedDir): void => {
+        const facts = subtreeFacts(dir);
+        if (facts.newestFileMtimeMs < racyFrom && !facts.linked && trees.get(dir) !== undefined) {
+          settledDirs.add(dir);
+          return;
         }
-      }
+        for (const c of dir.children) {
+          if (c.type === 'dir') settle(c);
+          else if (c.type === 'file') {
+            const ids = record.get(c.path);
+            if (ids !== undefined && c.mtimeMs < racyFrom) taken.set(c.path, { sha256: ids.sha256, chunks: ids.chunks });
+          }
+        }
+      };
+      for (const dir of adopted) settle(dir);
     }
     let vouched = 0;
     if (base !== null && agentScan.base === base && agentScan.cached.size > 0) {
       // Offers count only for files the answer showed (outside adopted directories).
       const offers: Array<{ path: string; size: number; ids: FileIds }> = [];
-      for (const f of filesOutside(agentScan.scan.root, adopted)) {
+      for (const f of listFilesOutside(agentScan.scan.root, adopted)) {
         const ids = agentScan.cached.get(f.path);
         if (ids !== undefined) offers.push({ path: f.path, size: f.size, ids });
       }
@@ -110,13 +119,18 @@ export class AgentWorkspaceSource implements WorkspaceSource {
       vouched = usable.size;
       for (const [p, ids] of usable) taken.set(p, ids);
     }
-    const known = held !== undefined && agentScan.delta ? held.trees : new Map<ScannedDir, Sha256Hex>();
+    const known = resolvedAgainst?.trees ?? new Map<ScannedDir, Sha256Hex>();
     const scan: ExecScan = {
       scan: agentScan.scan,
       lookup: (file) => taken.get(file.path),
       trees: StatCache.empty(),
       statCache: false,
       dirTrees: { known, built: new Map() },
+      held: resolvedAgainst,
+      settledDirs,
+      ...(resolvedAgainst === undefined || settledDirs.size === 0
+        ? {}
+        : { settled: { dirs: settledDirs, ids: resolvedAgainst.record, trees: known } }),
       allowances: agentScan.allowances,
       agentScan,
       allOffersTaken: vouched === agentScan.cached.size,
@@ -151,15 +165,25 @@ export class AgentWorkspaceSource implements WorkspaceSource {
   async unchanged(scan: SourceScan, wasRead: (path: string) => boolean): Promise<boolean> {
     // Only the files read are re-stated (every other one's ids are what its scanned stat vouches for);
     // when they are too many for one request, every file not taken from an offer is.
-    const { agentScan, allOffersTaken } = scan as ExecScan;
-    const read = listFiles(agentScan.scan.root).flatMap((f) => (wasRead(f.path) ? [f.path] : []));
+    const { agentScan, allOffersTaken, settledDirs } = scan as ExecScan;
+    const read = listFilesOutside(agentScan.scan.root, settledDirs).flatMap((f) => (wasRead(f.path) ? [f.path] : []));
     return this.client.recheck(agentScan, { cachedWereUsed: allOffersTaken, read });
   }
 
   async saveCache(scan: SourceScan, _next: StatCacheBuilder, ids: ReadonlyMap<string, FileIds>, base: string): Promise<void> {
     const exec = scan as ExecScan;
-    const { agentScan } = exec;
-    const kept = this.untrusted.remember(base, scan.scan.root, ids);
+    const { agentScan, held } = exec;
+    let kept: Array<{ file: ScannedFile; ids: FileIds }>;
+    let record: Map<string, RecordedFile>;
+    if (held !== undefined) {
+      // Told against the held scan: its record moves forward by what changed, and only the files looked at are sent.
+      record = advanceRecord(held.record, held.scan.root, scan.scan.root, exec.settledDirs, ids);
+      this.untrusted.rememberMoved(held.base, base, record);
+      kept = listFilesOutside(scan.scan.root, exec.settledDirs).flatMap((file) => {
+        const got = ids.get(file.path);
+        return got === undefined ? [] : [{ file, ids: got }];
+      });
+    } else ({ files: kept, record } = this.untrusted.remember(base, scan.scan.root, ids));
     // The next scan may be a delta against this one only if the host's check added nothing of its own to it.
     if (agentScan.hostExclusions === 0) {
       this.client.held.set(this.cacheKey, {
@@ -167,7 +191,7 @@ export class AgentWorkspaceSource implements WorkspaceSource {
         requestKey: exec.requestKey,
         scan: agentScan.scan,
         base,
-        ids,
+        record,
         trees: exec.dirTrees.built,
       });
     } else this.client.held.drop(this.cacheKey);

@@ -58,6 +58,14 @@ export class BaseFiles {
     return files;
   }
 
+  /** Drops what is kept of a checkpoint (its files are read from its trees if asked for again). */
+  forget(checkpointId: string): void {
+    const old = this.kept.get(checkpointId);
+    if (old === undefined) return;
+    this.kept.delete(checkpointId);
+    this.paths -= old.size;
+  }
+
   /** Records the files of a checkpoint this process just committed (what it hashed or verified itself). */
   remember(checkpointId: string, files: ReadonlyMap<string, RecordedFile>): void {
     if (files.size > BASE_FILES_MAX_PATHS) return;

@@ -3,11 +3,11 @@ import { ConflictError, errorToJson, HoldfastError, isHoldfastError, StoreError 
 import type { Checkpoint, CheckpointReason, MetadataStore, MetadataTransaction, Workspace } from '../../metadata/metadata-store.js';
 import { ObjectWriter, type WriteStats } from '../../objects/object-writer.js';
 import type { ExcludeOptions, Exclusion } from '../../rules/excludes.js';
-import { DEFAULT_MAX_ENTRIES, DEFAULT_MAX_FILE_BYTES, listFiles, type ScanLimits, type ScanResult } from '../../workspace-fs/scan.js';
+import { DEFAULT_MAX_ENTRIES, DEFAULT_MAX_FILE_BYTES, type ScanLimits, type ScanResult } from '../../workspace-fs/scan.js';
 import type { StatCacheBuilder } from '../../workspace-fs/stat-cache.js';
 import type { CheckpointNote } from '../checkpoint-note.js';
 import { MAX_CHECKPOINT_MS, type SnapshotDeps } from '../snapshot-deps.js';
-import type { SourceScan, WorkspaceSource } from '../workspace-source.js';
+import type { SettledSubtrees, SourceScan, WorkspaceSource } from '../workspace-source.js';
 import { ContentSink } from './content-sink.js';
 import { insertRefusingLost, LostObjects } from './lost-objects.js';
 import { readFiles, type UnreadableFile } from './read-files.js';
@@ -296,6 +296,8 @@ interface Captured {
   readonly ids: ReadonlyMap<string, FileIds>;
   /** Every tree the checkpoint references: encoded by it or reused from the tree cache. */
   readonly treeIds: readonly Sha256Hex[];
+  /** The settled subtrees it references whole (their files are not in `ids`). */
+  readonly settled?: SettledSubtrees;
 }
 
 /**
@@ -339,12 +341,14 @@ async function capture(deps: SnapshotDeps, options: CheckpointOptions, checkpoin
       torn = read.changedPaths.at(-1);
       continue;
     }
-    const { rootId, trees, reused, hardlinks } = buildTrees(scan.root, read.ids, {
+    const settled = reuse ? sourceScan.settled : undefined;
+    const { rootId, trees, reused, hardlinks } = buildTrees(scan.root, read.all, {
       cache: sourceScan.trees,
       hits: read.hits,
       next: read.cache,
       encodeAll: !reuse,
       ...(sourceScan.dirTrees === undefined ? {} : { known: sourceScan.dirTrees.known, built: sourceScan.dirTrees.built }),
+      ...(settled === undefined ? {} : { settled: settled.dirs }),
     });
     await sink.addTrees(trees);
     // Ids only from here on: the encoded trees (about 20 MB at 100k files) are the writer's now, and go once packed.
@@ -353,17 +357,16 @@ async function capture(deps: SnapshotDeps, options: CheckpointOptions, checkpoin
     onProgress?.({ phase: 'upload', files: scan.files, filesTotal: scan.files, bytes: scan.bytes, bytesTotal: scan.bytes });
     if (!(await source.unchanged(sourceScan, (p) => !read.hits.has(p)))) continue;
     const written = await writer.finish();
-    const included = listFiles(scan.root).filter((f) => read.ids.has(f.path));
     const excluded: Exclusion[] = [
       ...scan.excluded,
       ...read.excluded,
       ...read.unreadable.map((u): Exclusion => ({ path: u.path, reason: 'unreadable', rule: u.errno })),
     ];
     const stats = {
-      files: included.length,
+      files: scan.files - read.missing.files,
       dirs: scan.dirs,
       symlinks: scan.symlinks,
-      bytes: included.reduce((n, f) => n + f.size, 0),
+      bytes: scan.bytes - read.missing.bytes,
       ...totals,
       attempts: attempt,
       excludedCount: excluded.length,
@@ -382,6 +385,7 @@ async function capture(deps: SnapshotDeps, options: CheckpointOptions, checkpoin
       scan: sourceScan,
       ids: read.ids,
       treeIds,
+      ...(settled === undefined ? {} : { settled }),
     };
   }
   // Packs already uploaded stay unreferenced until GC removes them.

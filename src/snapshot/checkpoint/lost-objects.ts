@@ -1,6 +1,8 @@
 import type { Sha256Hex } from '../../core/hash.js';
 import type { MetadataTransaction } from '../../metadata/metadata-store.js';
 import type { WrittenObjects } from '../../objects/object-writer.js';
+import type { ScannedDir } from '../../workspace-fs/scan.js';
+import type { SettledSubtrees } from '../workspace-source.js';
 import type { FileIds } from './tree-builder.js';
 
 /**
@@ -20,12 +22,27 @@ export interface CommitContent {
   readonly ids: ReadonlyMap<string, FileIds>;
   /** Every tree it references: encoded by it or reused from the tree cache. */
   readonly treeIds: readonly Sha256Hex[];
+  /** Subtrees referenced whole, whose files and trees below the top are in neither list. */
+  readonly settled?: SettledSubtrees;
 }
 
 /** Every object id `content` references: each included file's chunks and every tree. */
 function* referencedIds(content: CommitContent): Generator<string> {
   for (const file of content.ids.values()) yield* file.chunks;
   yield* content.treeIds;
+  const { settled } = content;
+  if (settled === undefined) return;
+  const below = function* (dir: ScannedDir): Generator<string> {
+    for (const child of dir.children) {
+      if (child.type === 'file') yield* settled.ids.get(child.path)?.chunks ?? [];
+      else if (child.type === 'dir') {
+        const tree = settled.trees.get(child);
+        if (tree !== undefined) yield tree;
+        yield* below(child);
+      }
+    }
+  };
+  for (const dir of settled.dirs) yield* below(dir);
 }
 
 /** Object id -> pack of every row still pointing into a pack known missing (one indexed query when none is, the normal case). */

@@ -1,14 +1,14 @@
 import type { Sha256Hex } from '../../core/hash.js';
 import type { DigestOutcome } from '../../objects/content-workers.js';
 import type { Exclusion } from '../../rules/excludes.js';
-import { listFiles, type ScannedFile } from '../../workspace-fs/scan.js';
+import { listFilesOutside, type ScannedFile } from '../../workspace-fs/scan.js';
 import { StatCacheBuilder, type StatCacheHit, type StatIdentity } from '../../workspace-fs/stat-cache.js';
 import type { SnapshotDeps } from '../snapshot-deps.js';
 import type { SourceScan, WorkspaceSource } from '../workspace-source.js';
 import type { CheckpointProgress } from './checkpoint.js';
 import type { ContentSink } from './content-sink.js';
 import { WHOLE_READ_BYTES } from './file-reader.js';
-import type { FileIds } from './tree-builder.js';
+import type { FileIds, FileIdsView } from './tree-builder.js';
 
 /** Errnos that say a file exists but cannot be read by the source's user: never a moving tree, so never a rescan. */
 export const UNREADABLE_ERRNOS: ReadonlySet<string> = new Set(['EACCES', 'EPERM']);
@@ -44,7 +44,12 @@ export interface ReadFilesInput {
 
 /** Content ids of every included file, what was left out, and the next stat cache. */
 export interface ReadFilesResult {
+  /** Ids of the files looked at (every file outside the scan's settled subtrees). */
   readonly ids: Map<string, FileIds>;
+  /** Ids of every included file: `ids`, and those of the settled subtrees' files. */
+  readonly all: FileIdsView;
+  /** Files looked at that have no ids (left out, unreadable, changed), and their bytes. */
+  readonly missing: { readonly files: number; readonly bytes: number };
   /** Paths whose ids came from the stat cache (not read). */
   readonly hits: Set<string>;
   readonly excluded: Exclusion[];
@@ -131,7 +136,10 @@ export async function readFiles(input: ReadFilesInput): Promise<ReadFilesResult>
 
   let filesDone = 0;
   let bytesDone = 0;
-  for (const file of listFiles(scan.root)) {
+  // A settled subtree's files keep the ids the source knows (unless every file must be read again).
+  const settled = input.reuse === false ? undefined : sourceScan.settled;
+  const looked = listFilesOutside(scan.root, settled?.dirs ?? new Set());
+  for (const file of looked) {
     signal?.throwIfAborted();
     const hit = input.reuse === false ? undefined : sourceScan.lookup(file);
     if (hit !== undefined) {
@@ -165,7 +173,26 @@ export async function readFiles(input: ReadFilesInput): Promise<ReadFilesResult>
   }
   await dispatch();
   while (inFlight.length > 0) await consume(await (inFlight.shift() as Promise<Done>));
-  return { ids, hits, excluded, cache: next, changedWhileReading: changedPaths.length > 0, changedPaths, unreadable };
+  const missing = { files: 0, bytes: 0 };
+  for (const file of looked) {
+    if (ids.has(file.path)) continue;
+    missing.files += 1;
+    missing.bytes += file.size;
+  }
+  const all: FileIdsView = settled === undefined ? ids : settledView(ids, new Set(looked.map((f) => f.path)), settled.ids);
+  return { ids, all, missing, hits, excluded, cache: next, changedWhileReading: changedPaths.length > 0, changedPaths, unreadable };
+}
+
+/** `own` for the files looked at, `settledIds` for every other (the settled subtrees'). */
+function settledView(
+  own: ReadonlyMap<string, FileIds>,
+  looked: ReadonlySet<string>,
+  settledIds: ReadonlyMap<string, FileIds>,
+): FileIdsView {
+  return {
+    get: (p) => (looked.has(p) ? own.get(p) : settledIds.get(p)),
+    has: (p) => (looked.has(p) ? own.has(p) : settledIds.has(p)),
+  };
 }
 
 function identityOf(file: ScannedFile): StatIdentity {

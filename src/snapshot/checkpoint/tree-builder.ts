@@ -13,6 +13,9 @@ export interface FileIds {
   readonly chunks: readonly Sha256Hex[];
 }
 
+/** Content ids by path, as the tree build reads them (a map, or a view over several). */
+export type FileIdsView = Pick<ReadonlyMap<string, FileIds>, 'get' | 'has'>;
+
 /** One encoded tree object. */
 export interface EncodedTree {
   readonly id: Sha256Hex;
@@ -34,9 +37,15 @@ export interface TreeReuse {
    * over whole from the one it was built from (an agent's delta) passes the very object, which
    * keeps its id when its files all came from the cache and its subdirectories kept theirs.
    */
-  readonly known?: ReadonlyMap<ScannedDir, Sha256Hex>;
+  readonly known?: Pick<ReadonlyMap<ScannedDir, Sha256Hex>, 'get'>;
   /** Where every directory's tree id of this build is recorded, by directory object. */
-  readonly built?: Map<ScannedDir, Sha256Hex>;
+  readonly built?: Pick<Map<ScannedDir, Sha256Hex>, 'set'>;
+  /**
+   * Directories whose whole subtree is settled (`SourceScan.settled`): one with a `known` id
+   * keeps it without its files being looked at (they are not in `ids`), and the known ids of
+   * the directories under it go to `built` as they are; ignored with `encodeAll`.
+   */
+  readonly settled?: ReadonlySet<ScannedDir>;
 }
 
 /** The identity of a scanned directory as the stat cache records it. */
@@ -65,13 +74,31 @@ function identityOf(dir: ScannedDir): DirIdentity {
  */
 export function buildTrees(
   root: ScannedDir,
-  ids: ReadonlyMap<string, FileIds>,
+  ids: FileIdsView,
   reuse?: TreeReuse,
 ): { rootId: Sha256Hex; trees: EncodedTree[]; reused: Sha256Hex[]; hardlinks: number } {
   const trees: EncodedTree[] = [];
   const reused: Sha256Hex[] = [];
-  const leaders = linkGroups(root, ids);
+  const settled = reuse?.encodeAll === true ? undefined : reuse?.settled;
+  const leaders = linkGroups(root, ids, settled);
   const encodeDir = (dir: ScannedDir): { id: Sha256Hex; reused: boolean } => {
+    // A settled subtree (no file racy, none linked, every id the host's own) keeps its tree whole.
+    const whole = settled?.has(dir) === true ? reuse?.known?.get(dir) : undefined;
+    if (whole !== undefined) {
+      reused.push(whole);
+      reuse?.built?.set(dir, whole);
+      // The ids under it carry over too: the next build may take over any of its directories.
+      const carry = (d: ScannedDir): void => {
+        for (const c of d.children) {
+          if (c.type !== 'dir') continue;
+          const id = reuse?.known?.get(c);
+          if (id !== undefined) reuse?.built?.set(c, id);
+          carry(c);
+        }
+      };
+      carry(dir);
+      return { id: whole, reused: true };
+    }
     // Children first (their ids go into this tree); then decide whether this tree can be reused
     // before building any entry objects for it.
     const subtrees = new Map<ScannedDir, Sha256Hex>();
@@ -109,9 +136,11 @@ export function buildTrees(
  * plain files) when they disagree on content, size, mode or mtime, which only a change while
  * the checkpoint read them can cause (one inode has one of each).
  */
-export function linkGroups(root: ScannedDir, ids: ReadonlyMap<string, FileIds>): Map<string, string> {
+export function linkGroups(root: ScannedDir, ids: FileIdsView, settled?: ReadonlySet<ScannedDir>): Map<string, string> {
   const groups = new Map<string, ScannedFile[]>();
   const visit = (dir: ScannedDir): void => {
+    // A settled subtree holds no file with other links.
+    if (settled?.has(dir) === true) return;
     for (const child of dir.children) {
       if (child.type === 'dir') visit(child);
       else if (child.type === 'file' && child.dev !== undefined && ids.has(child.path)) {
@@ -142,7 +171,7 @@ export function linkGroups(root: ScannedDir, ids: ReadonlyMap<string, FileIds>):
 
 function entriesOf(
   dir: ScannedDir,
-  ids: ReadonlyMap<string, FileIds>,
+  ids: FileIdsView,
   subtrees: ReadonlyMap<ScannedDir, Sha256Hex>,
   leaders: ReadonlyMap<string, string>,
 ): TreeEntry[] {

@@ -10,6 +10,9 @@ import type { BaseFiles, RecordedFile } from './base-files.js';
 import { type FileChunk, type FileContent, readLargeFile } from './file-reader.js';
 import type { FileIds } from './tree-builder.js';
 
+/** The host's record of one file of a checkpoint (re-exported for the sources that keep one). */
+export type { RecordedFile };
+
 /**
  * What every workspace source outside this host's filesystem shares (a sandbox reached
  * through its agent or with a shell): the host decides what it can vouch for, and every byte
@@ -119,7 +122,11 @@ export class UntrustedSource {
    * After the commit: remembers the ids of the checkpoint's files (hashed here, or taken from
    * the host's record of the base) so they can vouch next time; returns the files with theirs.
    */
-  remember(base: string, root: ScannedDir, ids: ReadonlyMap<string, FileIds>): Array<{ file: ScannedFile; ids: FileIds }> {
+  remember(
+    base: string,
+    root: ScannedDir,
+    ids: ReadonlyMap<string, FileIds>,
+  ): { files: Array<{ file: ScannedFile; ids: FileIds }>; record: Map<string, RecordedFile> } {
     const recorded = new Map<string, RecordedFile>();
     const out: Array<{ file: ScannedFile; ids: FileIds }> = [];
     for (const file of listFiles(root)) {
@@ -129,8 +136,51 @@ export class UntrustedSource {
       out.push({ file, ids: got });
     }
     this.baseFiles.remember(base, recorded);
-    return out;
+    return { files: out, record: recorded };
   }
+
+  /** After a commit told against `from`: `record` (moved forward by {@link advanceRecord}) is `to`'s files now. */
+  rememberMoved(from: string, to: string, record: ReadonlyMap<string, RecordedFile>): void {
+    this.baseFiles.forget(from);
+    this.baseFiles.remember(to, record);
+  }
+}
+
+/**
+ * Moves `record` (the host's record of checkpoint `from`'s files, held by the caller) forward
+ * to checkpoint `to`, in place and touching only what changed: every file of `before` outside
+ * the `settled` subtrees of `after` is dropped, then every file of `after` outside them that
+ * has ids in `own` is set. The settled subtrees are the very directories of `before`, whose
+ * files `record` has. Returns `record`.
+ */
+export function advanceRecord(
+  record: Map<string, RecordedFile>,
+  before: ScannedDir,
+  after: ScannedDir,
+  settled: ReadonlySet<ScannedDir>,
+  own: ReadonlyMap<string, FileIds>,
+): Map<string, RecordedFile> {
+  const walk = (old: ScannedDir | undefined, now: ScannedDir | undefined): void => {
+    if (now !== undefined && settled.has(now)) return;
+    const nowDirs = new Map<string, ScannedDir>();
+    for (const c of now?.children ?? []) if (c.type === 'dir') nowDirs.set(c.name, c);
+    const oldDirs = new Set<string>();
+    for (const c of old?.children ?? []) {
+      if (c.type === 'file') record.delete(c.path);
+      else if (c.type === 'dir') {
+        oldDirs.add(c.name);
+        walk(c, nowDirs.get(c.name));
+      }
+    }
+    for (const c of now?.children ?? []) {
+      if (c.type === 'file') {
+        const got = own.get(c.path);
+        if (got !== undefined) record.set(c.path, { size: c.size, sha256: got.sha256, chunks: got.chunks });
+      } else if (c.type === 'dir' && !oldDirs.has(c.name)) walk(undefined, c);
+    }
+  };
+  walk(before, after);
+  return record;
 }
 
 function sameIds(a: FileIds, b: FileIds): boolean {

@@ -6,6 +6,7 @@ import { DEFAULT_MAX_DIRS, type ScanLimits, type ScannedDir, type ScanResult } f
 import {
   type CachedIds,
   type CacheUpdateEntry,
+  type FullScanReason,
   type HelloResult,
   PROTOCOL_VERSION,
   type ProbeResult,
@@ -14,6 +15,7 @@ import {
   type ScanRequest,
   type ScanWire,
   type StageBeginResult,
+  type WatchReport,
   type WriteOp,
   type WriteResult,
 } from '../wire/protocol.js';
@@ -48,6 +50,36 @@ export interface AgentScan {
   readonly adopted: readonly ScannedDir[];
   /** Exclusions the host's own check added to the agent's. */
   readonly hostExclusions: number;
+  /** How the agent says its watches made the scan (a report only: it decides nothing here), or undefined. */
+  readonly watch: WatchReport | undefined;
+}
+
+const WATCH_REASONS: ReadonlySet<string> = new Set<FullScanReason>([
+  'first',
+  'off',
+  'overflow',
+  'watch-limit',
+  'watch-error',
+  'moved',
+  'ignore-rules',
+  'hard-link',
+  'request-changed',
+  'verify',
+]);
+
+/** The agent's watch report if it is well-formed (it is only reported on), else undefined. */
+function watchReport(raw: unknown): WatchReport | undefined {
+  if (typeof raw !== 'object' || raw === null) return undefined;
+  const r = raw as Record<string, unknown>;
+  if ((r.mode !== 'delta' && r.mode !== 'full') || !Number.isSafeInteger(r.dirsRead)) return undefined;
+  const reason = typeof r.reason === 'string' && WATCH_REASONS.has(r.reason) ? (r.reason as FullScanReason) : undefined;
+  const missed = Number.isSafeInteger(r.missed) && (r.missed as number) >= 0 ? (r.missed as number) : undefined;
+  return {
+    mode: r.mode,
+    dirsRead: r.dirsRead as number,
+    ...(reason === undefined ? {} : { reason }),
+    ...(missed === undefined ? {} : { missed }),
+  };
 }
 
 /** One write batch: at most 256 ops and 4 MiB of payload (the agent refuses more). */
@@ -180,6 +212,7 @@ export class AgentClient {
       delta,
       adopted: checked.adopted,
       hostExclusions: checked.hostExclusions,
+      watch: watchReport(wire.watch),
     };
   }
 

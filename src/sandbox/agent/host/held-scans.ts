@@ -1,5 +1,5 @@
 import type { Sha256Hex } from '../../../core/hash.js';
-import type { FileIds } from '../../../snapshot/checkpoint/tree-builder.js';
+import type { RecordedFile } from '../../../snapshot/checkpoint/untrusted-source.js';
 import type { ScannedDir, ScanResult } from '../../../workspace-fs/scan.js';
 
 /** Workspace checkouts one agent connection keeps a held scan for. */
@@ -19,8 +19,12 @@ export interface HeldScan {
   readonly scan: ScanResult;
   /** The checkpoint committed from this scan: a delta is asked only while it is the head. */
   readonly base: string;
-  /** Content ids committed for the scan's files, by path (exactly what the host recorded for `base`). */
-  readonly ids: ReadonlyMap<string, FileIds>;
+  /**
+   * Size and content ids committed for the scan's files, by path: exactly what the host
+   * recorded for `base` (registered as that checkpoint's files in `BaseFiles`). The next
+   * commit through this connection moves it forward in place, changing only what changed.
+   */
+  readonly record: Map<string, RecordedFile>;
   /** Tree id of every directory of the scan, by directory object. */
   readonly trees: ReadonlyMap<ScannedDir, Sha256Hex>;
 }

@@ -6,6 +6,7 @@ import { EXCLUSION_REASONS } from '../../../rules/exclusion.js';
 import { withholdSecrets } from '../../../rules/withhold-secrets.js';
 import type { ScannedDir, ScannedEntry, ScanResult } from '../../../workspace-fs/scan.js';
 import { type ScanLimits, ScanTally } from '../../../workspace-fs/scan-limits.js';
+import { subtreeFacts } from '../../../workspace-fs/subtree-facts.js';
 
 /** Exclusions an agent may report on its own; more are counted, not kept. */
 export const MAX_AGENT_EXCLUSIONS = 10_000;
@@ -157,18 +158,14 @@ class ScanChecker {
     this.adopted.push(dir);
   }
 
-  /** Counts what an earlier checked directory holds against this scan's limits; it passed the same rules then. */
+  /**
+   * Counts what an earlier checked directory holds against this scan's limits (it passed the
+   * same rules and limits then, the request being the same): its {@link subtreeFacts},
+   * remembered per directory object, so an unchanged subtree costs nothing to count again.
+   */
   adoptChildren(dir: ScannedDir): void {
-    for (const child of dir.children) {
-      if (child.type === 'dir') {
-        this.tally.addDir();
-        this.adoptChildren(child);
-      } else if (child.type === 'file') {
-        if (!this.tally.addFile(child.path, child.size)) throw malformed(`${child.path}: an earlier file no longer within the limits`);
-      } else if (this.tally.addSymlink(child.path, child.target) !== child.target) {
-        throw malformed(`${child.path}: an earlier symlink no longer within the rules`);
-      }
-    }
+    const facts = subtreeFacts(dir);
+    this.tally.adopt({ files: facts.files, dirs: facts.dirs, symlinks: facts.symlinks, bytes: facts.bytes, excluded: [] });
   }
 
   dirOf(raw: Record<string, unknown>, name: string, relPath: string): ScannedDir {

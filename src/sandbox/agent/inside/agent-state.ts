@@ -1,8 +1,10 @@
 import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
 import path from 'node:path';
 import type { ScanResult } from '../../../workspace-fs/scan.js';
-import type { StatCacheBuilder, StatCacheHit } from '../../../workspace-fs/stat-cache.js';
+import { StatCache, type StatCacheBuilder } from '../../../workspace-fs/stat-cache.js';
 import type { BatchJournal } from './batch-journal.js';
+import { Watches } from './workspace-watch.js';
 
 /**
  * Scans kept for `recheck` and as the base of the next scan's delta: the scan of the last
@@ -20,8 +22,6 @@ export interface RememberedScan {
   readonly cached: ReadonlySet<string>;
   /** The request's root, excludes and limits: a delta is told only against a scan made with the same. */
   readonly fingerprint: string;
-  /** Every file the stat cache vouched for, sent or not: a delta `cache-update` keeps these lines. */
-  readonly hits: ReadonlyMap<string, StatCacheHit>;
 }
 
 /** An in-progress `cache-update`, assembled over several requests. */
@@ -29,7 +29,12 @@ export interface OpenCacheUpdate {
   readonly cacheKey: string;
   readonly builder: StatCacheBuilder;
   entries: number;
+  /** The checkpoint's scan, when the update is told against it (only the files read come). */
+  readonly since?: ScanResult;
 }
+
+/** Stat caches held in memory at once. */
+const HELD_STAT_CACHES = 8;
 
 /**
  * What the agent keeps: in memory, recent scans and open cache updates (lost with the process,
@@ -40,14 +45,20 @@ export interface OpenCacheUpdate {
 export class AgentState {
   private readonly scans = new Map<string, RememberedScan>();
   private readonly updates = new Map<string, OpenCacheUpdate>();
+  /** Stat caches read, by cache key, with the identity of the file as read. */
+  private readonly caches = new Map<string, { readonly id: string; readonly cache: StatCache }>();
   /** Open batch journals by staging directory; dropped when the staging is published or removed. */
   readonly journals = new Map<string, BatchJournal>();
+  /** The watches that let a scan read only what changed (`workspace-watch.ts`). */
+  readonly watches: Watches;
 
   constructor(
     readonly stateDir: string,
     /** SHA-256 of the running agent file. */
     readonly agentHash: string,
-  ) {}
+  ) {
+    this.watches = new Watches(stateDir);
+  }
 
   /** Keeps a scan for `recheck` and returns its id. */
   rememberScan(remembered: RememberedScan): string {
@@ -83,6 +94,31 @@ export class AgentState {
     this.updates.delete(updateId);
   }
 
+  /**
+   * The stat cache of `cacheKey` as this process holds it: read from its file once, and again
+   * only when the file is not as this process last saw it (written by a restore, or another
+   * process).
+   */
+  statCache(cacheKey: string): StatCache {
+    const file = this.statCacheFile(cacheKey);
+    const id = fileIdentity(file);
+    const held = this.caches.get(cacheKey);
+    if (held !== undefined && held.id === id) return held.cache;
+    const cache = StatCache.load(file);
+    this.caches.delete(cacheKey);
+    this.caches.set(cacheKey, { id, cache });
+    while (this.caches.size > HELD_STAT_CACHES) this.caches.delete(this.caches.keys().next().value as string);
+    return cache;
+  }
+
+  /** This process appended `text` to the cache file of `cacheKey`: the held cache takes it in without reading the file. */
+  statCacheAppended(cacheKey: string, base: string, text: string): void {
+    const held = this.caches.get(cacheKey);
+    if (held === undefined) return;
+    held.cache.absorb(base, text);
+    this.caches.set(cacheKey, { id: fileIdentity(this.statCacheFile(cacheKey)), cache: held.cache });
+  }
+
   /** The stat cache file of one workspace checkout. */
   statCacheFile(cacheKey: string): string {
     return path.join(this.stateDir, `stat-cache-${cacheKey}.tsv`);
@@ -102,6 +138,12 @@ export class AgentState {
   registryFile(stagingId: string): string {
     return path.join(this.registryDir, `${stagingId}.json`);
   }
+}
+
+/** What tells a file apart from the same path written since: inode, size and mtime; `none` when missing. */
+function fileIdentity(file: string): string {
+  const st = fs.statSync(file, { throwIfNoEntry: false });
+  return st === undefined ? 'none' : `${st.ino}:${st.size}:${st.mtimeMs}:${st.ctimeMs}`;
 }
 
 const killAt = Number(process.env.HOLDFAST_AGENT_KILL_AT ?? '0');

@@ -3,14 +3,7 @@ import path from 'node:path';
 import { splitRelativePath } from '../../../core/paths.js';
 import { InputError } from '../../../errors.js';
 import { type ExcludeOptions, ExcludeRules } from '../../../rules/excludes.js';
-import {
-  listFiles,
-  type ScanLimits,
-  type ScannedDir,
-  type ScannedFile,
-  scanWorkspace,
-  unchangedSince,
-} from '../../../workspace-fs/scan.js';
+import { listFiles, type ScanLimits, type ScannedDir, type ScanResult, scanWorkspace, unchangedSince } from '../../../workspace-fs/scan.js';
 import { StatCache, StatCacheBuilder, type StatCacheHit } from '../../../workspace-fs/stat-cache.js';
 import { type CachedIds, LIST_BATCH_MAX_ITEMS, type ProbeResult, SCAN_PART_BYTES, type ScanWire } from '../wire/protocol.js';
 import type { HandlerReply, OpHandler, RequestContext } from './agent-server.js';
@@ -83,27 +76,20 @@ export function scan(state: AgentState): OpHandler {
     refuseUnlinkedDir(root);
     const since = fields.optionalToken('since');
     const fingerprint = JSON.stringify([root, fields.raw('excludes') ?? null, fields.raw('limits') ?? null, cacheKey ?? null]);
-    const result = scanWorkspace(root, rules, limits);
+    const watch = await state.watches.root(root);
+    const watched = await watch?.scan(rules, limits, fingerprint);
+    const result = watched?.result ?? scanWorkspace(root, rules, limits);
     const before = since === undefined ? undefined : state.recall(since);
     const delta = before?.root === root && before.fingerprint === fingerprint ? scanDelta(result.root, before.scan.root) : undefined;
-    const cache = cacheKey === undefined ? StatCache.empty() : StatCache.load(state.statCacheFile(cacheKey));
+    const cache = cacheKey === undefined ? StatCache.empty() : state.statCache(cacheKey);
     const hits = new Map<string, StatCacheHit>();
+    // Files under a stub need no offer (the host keeps their committed ids), so only the files sent are looked up.
     if (cache.base !== undefined && (base === undefined || base === cache.base)) {
-      const look = (file: ScannedFile): void => {
+      for (const file of delta?.sent ?? listFiles(result.root)) {
+        // A file with an event since the last scan is read again, whatever its stat says (an edit keeping size and mtime).
+        if (watched?.touched(file.path) === true) continue;
         const hit = cache.lookup(file.path, file, result.startedAtMs);
         if (hit !== undefined) hits.set(file.path, hit);
-      };
-      if (delta === undefined) for (const file of listFiles(result.root)) look(file);
-      else {
-        for (const file of delta.sent) look(file);
-        // A file under a stub has the stat it had in `before`: the line its cache held then still vouches for it.
-        for (const dir of delta.stubbed) {
-          for (const file of listFiles(dir)) {
-            const hit = before?.hits.get(file.path);
-            if (hit === undefined) look(file);
-            else hits.set(file.path, hit);
-          }
-        }
       }
     }
     const cached: Array<CachedIds & { path: string }> = [];
@@ -115,10 +101,11 @@ export function scan(state: AgentState): OpHandler {
       ...result,
       // A stub root (nothing changed) travels as it is; the host resolves it against the scan it holds.
       root: (delta?.root ?? result.root) as ScannedDir,
-      scanId: state.rememberScan({ root, scan: result, cached: new Set(cached.map((c) => c.path)), fingerprint, hits }),
+      scanId: state.rememberScan({ root, scan: result, cached: new Set(cached.map((c) => c.path)), fingerprint }),
       base: cache.base ?? null,
       cached,
       ...(delta === undefined ? {} : { delta: true }),
+      ...(watched === undefined ? {} : { watch: watched.report }),
       allowances: rules.allowances,
     };
     const json = Buffer.from(JSON.stringify(wire), 'utf8');
@@ -148,7 +135,7 @@ function excludeOptions(raw: unknown): ExcludeOptions {
  * sent) every file but those is. Otherwise every file is.
  */
 export function recheck(state: AgentState): OpHandler {
-  return ({ fields }) => {
+  return async ({ fields }) => {
     const root = fields.absolutePath('root');
     const remembered = state.recall(fields.token('scanId'));
     // A scan from another agent process is unknown: answering "changed" makes the engine rescan.
@@ -156,6 +143,8 @@ export function recheck(state: AgentState): OpHandler {
     if (remembered.root !== root) {
       throw new InputError('INVALID_INPUT', `scan ${fields.token('scanId')} was of ${remembered.root}, not ${root}`, { data: { root } });
     }
+    // No event since the scan and no doubt: unchanged without a look at the disk. Anything else is looked at, as without watches.
+    if ((await state.watches.existing(root)?.quietSince(remembered.scan)) === true) return { result: { unchanged: true, known: true } };
     if (fields.raw('read') !== undefined) {
       const read = new Set(fields.strings('read', LIST_BATCH_MAX_ITEMS));
       return { result: { unchanged: unchangedSince(root, remembered.scan, (p) => read.has(p)), known: true } };
@@ -165,12 +154,18 @@ export function recheck(state: AgentState): OpHandler {
   };
 }
 
+/** Lines a grown stat cache may hold beyond two per file of the scan before it is written afresh. */
+const CACHE_SLACK_LINES = 1000;
+
 /**
  * `cache-update {cacheKey, updateId, base, racyAfterMs, entries[], final, since?}`: the ids the
- * engine computed, after a successful commit, sent in parts; the final part replaces the cache
- * file atomically. With `since` (the checkpoint's scan, made by this process) the new cache
- * starts from every line the old one vouched for in that scan, and the entries (the files the
- * engine read) come after them, so the engine sends only what it read; an unknown `since`
+ * engine computed, after a successful commit, sent in parts. Without `since` the final part
+ * replaces the cache file atomically with the entries. With `since` (the checkpoint's scan,
+ * made by this process against this cache) the engine sends only the files it read: they are
+ * appended to the cache under the new base (`StatCacheBuilder.appendTo`), every line before
+ * them staying (a line whose file changed no longer matches any stat); once the file holds
+ * more than two lines per file of the scan (plus {@link CACHE_SLACK_LINES}) it is written
+ * afresh: the lines the cache vouches for in that scan, then the entries. An unknown `since`
  * answers `known: false` and saves nothing. Racy entries are dropped (`StatCacheBuilder`), so
  * the cache never vouches for a file that may still change within the same timestamp.
  */
@@ -186,21 +181,50 @@ export function cacheUpdate(state: AgentState): OpHandler {
     if (since !== undefined && kept === undefined && !state.hasCacheUpdate(updateId)) {
       return { result: { entries: 0, saved: false, known: false } };
     }
-    const open = state.cacheUpdate(updateId, () => {
-      const builder = new StatCacheBuilder(racyAfterMs);
-      for (const [p, hit] of kept?.hits ?? []) builder.add(p, hit);
-      return { cacheKey, builder, entries: 0 };
-    });
+    const open = state.cacheUpdate(updateId, () => ({
+      cacheKey,
+      builder: new StatCacheBuilder(racyAfterMs),
+      entries: 0,
+      ...(kept === undefined ? {} : { since: kept.scan }),
+    }));
     if (open.cacheKey !== cacheKey) throw new InputError('INVALID_INPUT', `cache update ${updateId} is for another cache key`);
     for (const e of entries) open.builder.add(e.path, e);
     open.entries += entries.length;
     const final = fields.boolean('final', false);
     if (final) {
-      open.builder.save(state.statCacheFile(cacheKey), base);
+      saveCache(state, cacheKey, base, racyAfterMs, open.builder, open.since);
       state.closeCacheUpdate(updateId);
     }
     return { result: { entries: open.entries, saved: final, known: true } };
   };
+}
+
+function saveCache(
+  state: AgentState,
+  cacheKey: string,
+  base: string,
+  racyAfterMs: number,
+  read: StatCacheBuilder,
+  since?: ScanResult,
+): void {
+  const file = state.statCacheFile(cacheKey);
+  if (since === undefined) {
+    read.save(file, base);
+    return;
+  }
+  const live = state.statCache(cacheKey);
+  if (live.lineCount <= 2 * since.files + CACHE_SLACK_LINES) {
+    const text = read.appendTo(file, base);
+    if (text !== undefined) state.statCacheAppended(cacheKey, base, text);
+    return;
+  }
+  const fresh = new StatCacheBuilder(racyAfterMs);
+  for (const f of listFiles(since.root)) {
+    const hit = live.lookup(f.path, f, since.startedAtMs);
+    if (hit !== undefined) fresh.add(f.path, hit);
+  }
+  fresh.save(file, base);
+  read.appendTo(file, base);
 }
 
 function cacheEntry(raw: unknown, i: number) {

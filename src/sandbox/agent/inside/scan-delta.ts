@@ -22,7 +22,7 @@ export function scanDelta(now: ScannedDir, before: ScannedDir): ScanDelta {
   const sent: ScannedFile[] = [];
   const stubbed: ScannedDir[] = [];
   const tell = (dir: ScannedDir, old: ScannedDir | undefined): ScannedDir | StubDir => {
-    if (old !== undefined && sameTree(dir, old)) {
+    if (old !== undefined && (dir === old || sameTree(dir, old))) {
       stubbed.push(dir);
       return { type: 'dir', name: dir.name, same: true };
     }
@@ -51,7 +51,7 @@ function sameTree(a: ScannedDir, b: ScannedDir): boolean {
     const y = b.children[i] as ScannedEntry;
     if (x.name !== y.name || x.type !== y.type) return false;
     if (x.type === 'dir') {
-      if (!sameTree(x, y as ScannedDir)) return false;
+      if (x !== y && !sameTree(x, y as ScannedDir)) return false;
     } else if (x.type === 'file') {
       const f = y as ScannedFile;
       if (

@@ -163,6 +163,32 @@ export interface ScanWire extends ScanResult {
   readonly delta?: boolean;
   /** Secret paths let through by `allowSecretPaths` (never silent). */
   readonly allowances: readonly Exclusion[];
+  /** How the agent's watches made the scan (absent from an agent that does not watch). A report only: it decides nothing on the host. */
+  readonly watch?: WatchReport;
+}
+
+/** Why a watched scan read every directory (see the agent's `workspace-watch.ts`). */
+export type FullScanReason =
+  | 'first'
+  | 'off'
+  | 'overflow'
+  | 'watch-limit'
+  | 'watch-error'
+  | 'moved'
+  | 'ignore-rules'
+  | 'hard-link'
+  | 'request-changed'
+  | 'verify';
+
+/** How a scan was made, as the scan answer reports it (`ScanWire.watch`). */
+export interface WatchReport {
+  /** `delta`: only the directories with events (and their ancestors) were read; `full`: all. */
+  readonly mode: 'delta' | 'full';
+  readonly reason?: FullScanReason;
+  /** Directories read (-1: watching was off, so not counted). */
+  readonly dirsRead: number;
+  /** On a verifying scan: directories that had changed without the watcher telling (0: it missed nothing). */
+  readonly missed?: number;
 }
 
 /** Per-file answer of `read`: `length` bytes of the payload, in request order. */
