@@ -343,7 +343,9 @@ export class RootWatch {
       mode: 'full',
       reason: full,
       dirsRead: walked.read,
-      ...(full === 'verify' && held !== undefined ? { missed: missedChanges(held.scan.root, walked.result.root, dirty) } : {}),
+      ...(full === 'verify' && held !== undefined
+        ? { missed: missedChanges(held.scan.root, walked.result.root, readPath(dirty, held.linkedDirs)) }
+        : {}),
     };
     return { result: walked.result, report, touched: touchedBy };
   }
@@ -401,16 +403,7 @@ export class RootWatch {
     const linkedDirs = new Set<string>();
     const linkedInodes = new Set<string>();
     const entered = new Map<string, fs.Stats>();
-    /** Every directory with an event, every one holding hard links, and all their ancestors: read again. */
-    const onPath = new Set<string>();
-    if (held !== undefined) {
-      for (const d of [...dirty, ...held.linkedDirs]) {
-        for (let p = d; !onPath.has(p); p = p.lastIndexOf('/') < 0 ? '' : p.slice(0, p.lastIndexOf('/'))) {
-          onPath.add(p);
-          if (p === '') break;
-        }
-      }
-    }
+    const onPath = held === undefined ? new Set<string>() : readPath(dirty, held.linkedDirs);
     let read = 0;
     const result = scanWorkspace(this.root, rules, limits, {
       ...(held === undefined ? {} : { earlier: held.scan.root }),
@@ -514,14 +507,27 @@ function infoExcludeStat(root: string): string {
   return st === undefined ? 'none' : `${st.ino}:${st.size}:${st.mtimeMs}:${st.ctimeMs}`;
 }
 
+/** Every directory with an event, every one holding hard links, and all their ancestors: what a delta scan reads again. */
+function readPath(dirty: ReadonlySet<string>, linkedDirs: ReadonlySet<string>): Set<string> {
+  const onPath = new Set<string>();
+  for (const d of [...dirty, ...linkedDirs]) {
+    for (let p = d; !onPath.has(p); p = p.lastIndexOf('/') < 0 ? '' : p.slice(0, p.lastIndexOf('/'))) {
+      onPath.add(p);
+      if (p === '') break;
+    }
+  }
+  return onPath;
+}
+
 /**
  * Directories of `now` (a full scan) whose own entries differ from `before` (the scan the
- * watcher last made) though no event named them (not in `dirty`): what the watcher missed.
+ * watcher last made) though a delta scan would not have read them (`onPath`, see
+ * {@link readPath}): what the watcher missed.
  */
-function missedChanges(before: ScannedDir, now: ScannedDir, dirty: ReadonlySet<string>): number {
+function missedChanges(before: ScannedDir, now: ScannedDir, onPath: ReadonlySet<string>): number {
   let missed = 0;
   const compare = (a: ScannedDir, b: ScannedDir): void => {
-    if (!dirty.has(b.path) && !sameEntries(a, b)) missed += 1;
+    if (!onPath.has(b.path) && !sameEntries(a, b)) missed += 1;
     const olds = new Map(a.children.map((c) => [c.name, c]));
     for (const c of b.children) {
       const was = olds.get(c.name);
@@ -539,7 +545,10 @@ function sameEntries(a: ScannedDir, b: ScannedDir): boolean {
     const y = b.children[i] as ScannedEntry;
     if (x.name !== y.name || x.type !== y.type) return false;
     if (x.type === 'file' && y.type === 'file') {
-      if (x.size !== y.size || x.mtimeMs !== y.mtimeMs || x.ctimeMs !== y.ctimeMs || x.ino !== y.ino || x.mode !== y.mode) return false;
+      // A link made or removed elsewhere changes a linked file's ctime and nothing else (a delta scan finds the link where it was made).
+      const ctimeTells = x.dev === undefined && y.dev === undefined;
+      if (x.size !== y.size || x.mtimeMs !== y.mtimeMs || (ctimeTells && x.ctimeMs !== y.ctimeMs) || x.ino !== y.ino || x.mode !== y.mode)
+        return false;
     } else if (x.type === 'symlink' && y.type === 'symlink') {
       if (x.target !== y.target) return false;
     } else if (x.type === 'dir' && y.type === 'dir') {
