@@ -204,16 +204,23 @@ function snapshotObserver(events: RunEvents): SnapshotObserver {
   return {
     checkpointFinished(event) {
       const ready = event.outcome === 'ready';
+      const scan = ready ? event.scan : undefined;
+      const missed = scan?.missed ?? 0;
       events.log({
         event: 'checkpoint_finished',
-        level: ready ? 'info' : 'warn',
-        msg: `checkpoint ${event.outcome}`,
+        level: ready && missed === 0 ? 'info' : 'warn',
+        msg:
+          missed > 0
+            ? `checkpoint ${event.outcome}; its verifying scan found ${missed} directories the sandbox's watches missed`
+            : `checkpoint ${event.outcome}`,
         reason: event.reason,
         outcome: event.outcome,
         durationMs: event.durationMs,
         files: ready ? event.files : 0,
         bytesNew: ready ? event.bytesNew : 0,
         code: ready ? null : event.code,
+        scanMode: scan?.mode ?? null,
+        watchMissed: missed,
       });
     },
     restoreFinished(event) {

@@ -142,6 +142,19 @@ describe('engine metrics in /metrics', () => {
     text = await scrape();
     expect(sample(text, 'holdfast_work_folder_unsaved_age_seconds', { scope: 'task' })).toBe(0);
 
+    // How each ready checkpoint was scanned: a later turn of the same sandbox reads only what changed (its agent's watches).
+    const delta = await hf.runs.turn(run.id, (ctx) => inTurn(ctx, 'echo three >> small.txt'));
+    expect((delta.checkpoint.stats as { scan?: { mode: string } }).scan?.mode).toBe('delta');
+    text = await scrape();
+    const scans = ['delta', 'full', 'unknown'].map((mode) => sample(text, 'holdfast_checkpoint_scans_total', { mode }) ?? -1);
+    const ready = [...series(text, 'holdfast_checkpoints_total')]
+      .filter(([labels]) => labels.includes('outcome="ready"'))
+      .reduce((n, [, v]) => n + v, 0);
+    expect(scans[0]).toBeGreaterThanOrEqual(1);
+    expect(scans[1]).toBeGreaterThanOrEqual(1);
+    expect(scans.reduce((a, b) => a + b, 0)).toBe(ready);
+    expect(sample(text, 'holdfast_agent_watch_missed_total')).toBe(0);
+
     // A GC sweep.
     const sweep = await hf.sweepGarbage();
     expect(sweep.kind).toBe('swept');

@@ -87,6 +87,10 @@ export type RunLogEvent =
       readonly bytesNew: number;
       /** The failure's closed error code; `null` when ready. */
       readonly code: string | null;
+      /** `delta` when the source read only what changed (an agent's watches), `full` when it read everything; `null` when it does not say or the checkpoint failed. */
+      readonly scanMode: 'delta' | 'full' | null;
+      /** Directories a verifying scan found changed though the agent's watches had not told (0 normally: anything else is worth a look). */
+      readonly watchMissed: number;
     }
   | {
       /** A restore this process ran (every restore: a run's recovery or upgrade, the API's, the CLI's). */

@@ -263,6 +263,17 @@ export function engineMetrics(metrics: Metrics, source: EngineMetricsSource, ver
     'reason',
     'code',
   ]);
+  const checkpointScans = metrics.counter(
+    'holdfast_checkpoint_scans_total',
+    'Ready checkpoints by how their source scanned: delta (only what changed was read), full, or unknown (the source does not say).',
+    ['mode'],
+  );
+  const watchMissed = metrics.counter(
+    'holdfast_agent_watch_missed_total',
+    "Directories verifying scans found changed though a sandbox agent's watches had not told (0 unless a change raised no event).",
+  );
+  for (const mode of ['delta', 'full', 'unknown']) checkpointScans.inc({ mode }, 0);
+  watchMissed.inc({}, 0);
   for (const reason of CHECKPOINT_REASONS) {
     for (const outcome of ['ready', 'failed']) checkpoints.inc({ reason, outcome }, 0);
     checkpointBytesNew.inc({ reason }, 0);
@@ -328,6 +339,8 @@ export function engineMetrics(metrics: Metrics, source: EngineMetricsSource, ver
         if (event.code === null) {
           checkpointBytesNew.inc({ reason }, event.bytesNew);
           checkpointFiles.inc({ reason }, event.files);
+          checkpointScans.inc({ mode: event.scanMode ?? 'unknown' });
+          if (event.watchMissed > 0) watchMissed.inc({}, event.watchMissed);
         } else checkpointFailures.inc({ reason, code: event.code });
         break;
       }

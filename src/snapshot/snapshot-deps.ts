@@ -1,6 +1,7 @@
 import type { BlobStore } from '../blob-store/blob-store.js';
 import type { CheckpointReason, MetadataStore } from '../metadata/metadata-store.js';
 import type { ContentWorkers } from '../objects/content-workers.js';
+import type { ScanReport } from './workspace-source.js';
 
 /** The services the engine's checkpoint, restore, inspect and GC algorithms use. */
 export interface SnapshotDeps {
@@ -26,6 +27,8 @@ export type CheckpointFinished =
       readonly durationMs: number;
       readonly files: number;
       readonly bytesNew: number;
+      /** How its source made the scan, when it says (an agent's watches). */
+      readonly scan?: ScanReport;
     }
   | { readonly outcome: 'failed'; readonly reason: CheckpointReason; readonly durationMs: number; readonly code: string };
 

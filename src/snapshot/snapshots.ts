@@ -125,7 +125,7 @@ export class Snapshots {
     const observer = this.deps.observer;
     try {
       const result = await createCheckpoint(this.deps, { ...rest, note, source: from, workspace });
-      const { files, rawBytesWritten } = result.stats;
+      const { files, rawBytesWritten, scan } = result.stats;
       tell(() =>
         observer?.checkpointFinished({
           outcome: 'ready',
@@ -133,6 +133,7 @@ export class Snapshots {
           durationMs: performance.now() - started,
           files,
           bytesNew: rawBytesWritten,
+          ...(scan === undefined ? {} : { scan }),
         }),
       );
       return result;

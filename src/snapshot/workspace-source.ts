@@ -32,6 +32,17 @@ export interface EndpointContext {
   readonly cacheDir: string;
 }
 
+/**
+ * How a source made a scan, as it says (an agent's watches: `delta` when only what changed was
+ * read, else `full` with the reason; `missed` from a verifying scan). A report for the
+ * checkpoint's figures and the service's metrics; nothing is decided by it.
+ */
+export interface ScanReport {
+  readonly mode: 'delta' | 'full';
+  readonly reason?: string;
+  readonly missed?: number;
+}
+
 /** See {@link SourceScan.settled}. */
 export interface SettledSubtrees {
   readonly dirs: ReadonlySet<ScannedDir>;
@@ -64,6 +75,8 @@ export interface SourceScan {
   readonly settled?: SettledSubtrees;
   /** Secret paths let through by `allowSecretPaths`, reported with the checkpoint. */
   readonly allowances: readonly Exclusion[];
+  /** How the source made the scan, when it says (see {@link ScanReport}). */
+  readonly report?: ScanReport;
   /**
    * False when the source keeps no host-side stat cache (its `trees` are empty and `saveCache`
    * ignores the builder it is given): the engine then builds no stat-cache lines or directory

@@ -128,6 +128,7 @@ export class AgentWorkspaceSource implements WorkspaceSource {
       dirTrees: { known, built: new Map() },
       held: resolvedAgainst,
       settledDirs,
+      ...(agentScan.watch === undefined ? {} : { report: agentScan.watch }),
       ...(resolvedAgainst === undefined || settledDirs.size === 0
         ? {}
         : { settled: { dirs: settledDirs, ids: resolvedAgainst.record, trees: known } }),

@@ -7,7 +7,7 @@ import { DEFAULT_MAX_ENTRIES, DEFAULT_MAX_FILE_BYTES, type ScanLimits, type Scan
 import type { StatCacheBuilder } from '../../workspace-fs/stat-cache.js';
 import type { CheckpointNote } from '../checkpoint-note.js';
 import { MAX_CHECKPOINT_MS, type SnapshotDeps } from '../snapshot-deps.js';
-import type { SettledSubtrees, SourceScan, WorkspaceSource } from '../workspace-source.js';
+import type { ScanReport, SettledSubtrees, SourceScan, WorkspaceSource } from '../workspace-source.js';
 import { ContentSink } from './content-sink.js';
 import { insertRefusingLost, LostObjects } from './lost-objects.js';
 import { readFiles, type UnreadableFile } from './read-files.js';
@@ -94,6 +94,8 @@ export interface CheckpointStats extends WriteStats {
   hardlinks: number;
   /** The root directory's permission bits and mtime (whole ms), which a restore applies to its target. */
   root: { mode: number; mtimeMs: number };
+  /** How the source made the scan it committed, when it says (an agent's watches; see `ScanReport`). */
+  scan?: ScanReport;
 }
 
 /** The ready checkpoint, its figures, every exclusion with its reason, and every allowance. */
@@ -373,6 +375,7 @@ async function capture(deps: SnapshotDeps, options: CheckpointOptions, checkpoin
       excludedByReason: countByReason(excluded),
       hardlinks,
       root: { mode: scan.root.mode, mtimeMs: scan.root.mtimeMs },
+      ...(sourceScan.report === undefined ? {} : { scan: sourceScan.report }),
       ...written.stats,
     };
     return {

@@ -14,8 +14,12 @@ export interface AgentSource {
 /** A connection per operation, closed after it (the CLI's way: nothing stays behind). */
 export const ONE_SHOT_AGENTS: AgentSource = { use: withAgent };
 
-/** How long a pooled agent may sit unused before its connection is closed. */
-export const AGENT_IDLE_MS = 60_000;
+/**
+ * How long a pooled agent may sit unused before its connection is closed: longer than the
+ * periodic checkpoint interval (180 s), so a run whose agent thinks between turns keeps its
+ * agent, and with it the watches that let a turn read only what changed.
+ */
+export const AGENT_IDLE_MS = 5 * 60_000;
 
 interface Idle {
   readonly client: AgentClient;

@@ -59,6 +59,8 @@ export const VERIFY_EVERY_SCANS = 50;
 export const VERIFY_EVERY_MS = 10 * 60_000;
 /** Roots watched at once; one more resets every watch. */
 const MAX_ROOTS = 4;
+/** Events kept between two scans; past it the next scan is full (and nothing more is kept). */
+const MAX_PENDING_EVENTS = 100_000;
 /** Most barriers a reset waits through for one to arrive. */
 const SETTLE_BARRIERS = 5;
 
@@ -278,6 +280,8 @@ export class RootWatch {
   private readonly suspect = new Set<string>();
   /** A reason the next scan must be full, found by an event handler. */
   private broken: FullScanReason | undefined;
+  /** Events since the last scan took the dirty set. */
+  private pending = 0;
   private off = false;
   private held: Held | undefined;
   /** Each directory object's inode, full mode and what its subtree counted (a reused object keeps its facts). */
@@ -303,6 +307,7 @@ export class RootWatch {
     this.dirty = new Set();
     this.touched = new Map();
     this.broken = undefined;
+    this.pending = 0;
     const touchedBy = (p: string): boolean => {
       const cut = p.lastIndexOf('/');
       const names = touched.get(cut < 0 ? '' : p.slice(0, cut));
@@ -483,6 +488,15 @@ export class RootWatch {
 
   private event(rel: string, name: string | null): void {
     this.watches.count();
+    if (this.broken === 'overflow') return;
+    this.pending += 1;
+    if (this.pending >= MAX_PENDING_EVENTS) {
+      // A storm of changes (an install, a build): the next scan reads everything, so nothing more is worth keeping.
+      this.broken = 'overflow';
+      this.dirty.clear();
+      this.touched.clear();
+      return;
+    }
     this.dirty.add(rel);
     if (name === null || name.includes('\uFFFD')) {
       this.touched.set(rel, 'all');
