@@ -6,6 +6,7 @@ import { DEFAULT_MAX_DIRS, type ScanLimits, type ScannedDir, type ScanResult } f
 import {
   type CachedIds,
   type CacheUpdateEntry,
+  FULL_SCAN_REASONS,
   type FullScanReason,
   type HelloResult,
   PROTOCOL_VERSION,
@@ -54,18 +55,7 @@ export interface AgentScan {
   readonly watch: WatchReport | undefined;
 }
 
-const WATCH_REASONS: ReadonlySet<string> = new Set<FullScanReason>([
-  'first',
-  'off',
-  'overflow',
-  'watch-limit',
-  'watch-error',
-  'moved',
-  'ignore-rules',
-  'hard-link',
-  'request-changed',
-  'verify',
-]);
+const WATCH_REASONS: ReadonlySet<string> = new Set<string>(FULL_SCAN_REASONS);
 
 /** The agent's watch report if it is well-formed (it is only reported on), else undefined. */
 function watchReport(raw: unknown): WatchReport | undefined {

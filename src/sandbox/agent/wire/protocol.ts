@@ -168,17 +168,19 @@ export interface ScanWire extends ScanResult {
 }
 
 /** Why a watched scan read every directory (see the agent's `workspace-watch.ts`). */
-export type FullScanReason =
-  | 'first'
-  | 'off'
-  | 'overflow'
-  | 'watch-limit'
-  | 'watch-error'
-  | 'moved'
-  | 'ignore-rules'
-  | 'hard-link'
-  | 'request-changed'
-  | 'verify';
+export const FULL_SCAN_REASONS = [
+  'first',
+  'off',
+  'overflow',
+  'watch-limit',
+  'watch-error',
+  'moved',
+  'ignore-rules',
+  'hard-link',
+  'request-changed',
+  'verify',
+] as const;
+export type FullScanReason = (typeof FULL_SCAN_REASONS)[number];
 
 /** How a scan was made, as the scan answer reports it (`ScanWire.watch`). */
 export interface WatchReport {
