@@ -9,7 +9,16 @@
  * same run: a new sandbox plus `zstd -dc | tar -x` of the same workspace into it (no
  * verification, no agent): onto its host disk for bwrap, through an exec's stdin for docker,
  * whose disk the host cannot reach. `--scale small|full` picks the workspace (workload A of the
- * snapshot bench).
+ * snapshot bench). `--root DIR` puts the bwrap sandboxes on another filesystem (a tmpfs such as
+ * /dev/shm measures the software alone; the default, under the OS temp directory, measures it
+ * with this machine's disk).
+ *
+ * Both sides start from the same disk state: the reference, like the recovery, runs just after
+ * a sandbox holding the workspace was destroyed (and the same settle). On ext4 this matters
+ * more than anything measured here: for minutes after many files are deleted, each new inode
+ * is allocated past the recently deleted ones (`recently_deleted` in the kernel's inode
+ * allocator), which made `tar -x` itself 1.3 s on a quiet disk and 8-17 s right after a delete
+ * on this machine's disk.
  *
  * Then, per provider, restores alone (local disk + SQLite store, interleaved within each run,
  * the same reference measured again beside them): into a fresh host directory, into a fresh
@@ -42,6 +51,7 @@ import { generateWorkloadA, type WorkspaceManifest } from './workspace-gen.js';
 const runs = Number(process.argv[process.argv.indexOf('--runs') + 1]) || 5;
 const json = process.argv.includes('--json');
 const scale = process.argv.includes('--scale') && process.argv[process.argv.indexOf('--scale') + 1] === 'full' ? 'full' : 'small';
+const rootArg = process.argv.includes('--root') ? process.argv[process.argv.indexOf('--root') + 1] : undefined;
 const PROVIDER_CHOICES = ['bwrap', 'docker', 'both'] as const;
 const providerArg = process.argv.includes('--provider') ? process.argv[process.argv.indexOf('--provider') + 1] : 'both';
 if (!(PROVIDER_CHOICES as readonly (string | undefined)[]).includes(providerArg)) {
@@ -87,7 +97,11 @@ async function untarThroughExec(sandbox: SandboxHandle, tarball: string): Promis
 const SANDBOXES: SandboxCase[] = [
   {
     name: 'bwrap',
-    open: (dir) => new BwrapSandboxProvider({ root: path.join(dir, 'sandboxes') }),
+    open: (dir) =>
+      new BwrapSandboxProvider({
+        root:
+          rootArg === undefined ? path.join(dir, 'sandboxes') : path.join(rootArg, path.basename(path.dirname(dir)), path.basename(dir)),
+      }),
     deployment: () => ({ provider: 'bwrap' }),
     async fill(provider, sandbox, source) {
       const disk = ((await provider.get(sandbox.id)) as BwrapSandboxHandle).hostDiskPath;
@@ -197,6 +211,11 @@ async function measure(backend: Backend, sandboxes: SandboxCase, tmp: string, so
       for (const e of recovery) add(e.step, e.durationMs ?? 0);
       add(OTHER, bodyAt - recovery.reduce((sum, e) => sum + (e.durationMs ?? 0), 0));
 
+      // The reference starts where the recovery did: a sandbox holding the workspace just destroyed.
+      const held = await outside.create();
+      await sandboxes.fill(outside, held, source, tarball);
+      await outside.destroy(held.id);
+      await settle();
       let fresh: SandboxHandle | undefined;
       reference.push(
         await timeMs(async () => {
@@ -246,7 +265,8 @@ async function measureRestores(sandboxes: SandboxCase, tmp: string, source: stri
   try {
     await snapshots.checkpoint({ dir: source, workspace: 'w' });
     for (let i = 0; i < runs; i += 1) {
-      const into = path.join(dir, `local-${i}`);
+      // On the sandboxes' filesystem, so both restores write to the same kind of disk.
+      const into = path.join(rootArg === undefined ? dir : path.join(rootArg, path.basename(tmp)), `local-${i}`);
       await settle();
       figures.local.push(await timeMs(() => snapshots.restore({ dir: into, workspace: 'w' })));
       fs.rmSync(into, { recursive: true, force: true });
@@ -340,6 +360,7 @@ async function main(): Promise<void> {
     }
   } finally {
     fs.rmSync(tmp, { recursive: true, force: true });
+    if (rootArg !== undefined) fs.rmSync(path.join(rootArg, path.basename(tmp)), { recursive: true, force: true });
   }
 }
 
