@@ -32,22 +32,22 @@ const UPLOAD_JS =
 // and prints one status line: `HFBOOT ok` -> it runs the agent in this same process; `HFBOOT need`
 // -> it reads a 4-byte big-endian length and that many bundle bytes from stdin, checks their hash,
 // renames them into place (as UPLOAD_JS does) and prints `HFBOOT ok` before running it. stdin is
-// read with 'readable' (paused mode) and the listener removed, so the agent's own 'data' listener
-// starts the flow again from the first byte after the bundle.
+// read with plain reads of fd 0 (a non-blocking one polled), exactly the bundle's bytes and never
+// through `process.stdin`, so the agent's own reader thread sees every byte after them.
 const BOOT_JS =
   "const fs=require('fs'),c=require('crypto'),p=require('path'),u=require('url');const [f,want,home]=process.argv.slice(1);" +
   "const sum=(b)=>c.createHash('sha256').update(b).digest('hex');" +
   "const go=()=>{process.stdout.write('HFBOOT ok\\n');process.argv=[process.argv[0],f,'--home',home];" +
   "import(u.pathToFileURL(f).href).catch((e)=>{process.stderr.write(String(e&&e.stack||e)+'\\n');process.exit(4)})};" +
   "let h='missing';try{h=sum(fs.readFileSync(f))}catch{}" +
-  "if(h===want){go()}else{process.stdout.write('HFBOOT need '+process.version+'\\n');let got=Buffer.alloc(0),len=-1;const i=process.stdin;" +
-  'const take=()=>{for(let d=i.read();d!==null;d=i.read()){got=Buffer.concat([got,d]);if(len<0&&got.length>=4)len=got.readUInt32BE(0);' +
-  "if(len>=0&&got.length>=4+len){i.removeListener('readable',take);i.removeListener('end',cut);const rest=got.subarray(4+len);if(rest.length>0)i.unshift(rest);" +
-  "const b=got.subarray(4,4+len);const s=sum(b);if(s!==want){process.stderr.write('received '+b.length+' bytes hashing to '+s+'\\n');process.exit(3)}" +
+  "if(h===want){go()}else{process.stdout.write('HFBOOT need '+process.version+'\\n');const z=new Int32Array(new SharedArrayBuffer(4));" +
+  'const rd=(n)=>{const b=Buffer.allocUnsafe(n);let o=0;while(o<n){let k=0;try{k=fs.readSync(0,b,o,n-o,null)}' +
+  "catch(e){if(e.code==='EAGAIN'){Atomics.wait(z,0,0,2);continue}if(e.code!=='EOF')throw e}if(k===0)break;o+=k}return b.subarray(0,o)};" +
+  "const cut=(n)=>{process.stderr.write('stdin ended after '+n+' bundle bytes\\n');process.exit(3)};" +
+  'const hd=rd(4);if(hd.length<4)cut(0);const len=hd.readUInt32BE(0);const b=rd(len);if(b.length<len)cut(b.length);' +
+  "const s=sum(b);if(s!==want){process.stderr.write('received '+b.length+' bytes hashing to '+s+'\\n');process.exit(3)}" +
   PLACE_JS +
-  'go();return}}};' +
-  "const cut=()=>{process.stderr.write('stdin ended after '+Math.max(got.length-4,0)+' bundle bytes\\n');process.exit(3)};" +
-  "i.on('readable',take);i.on('end',cut)}";
+  'go()}';
 /** The status lines {@link BOOT_JS} prints, at most this long. */
 const BOOT_LINE_MAX_BYTES = 200;
 

@@ -19,6 +19,7 @@ import { stageReuse } from './ops-reuse.js';
 import { cacheUpdate, probe, recheck, scan } from './ops-scan.js';
 import { stageBegin } from './ops-stage.js';
 import { write } from './ops-write.js';
+import { stdinThread } from './stdin-thread.js';
 
 function homeDir(argv: readonly string[]): string {
   const flag = argv.indexOf('--home');
@@ -58,7 +59,9 @@ const handlers: Partial<Record<AgentOp, OpHandler>> = {
   'stage-abort': stageAbort(state),
 };
 
-const server = new AgentServer(process.stdin, process.stdout, handlers, () => ({
+// Never `process.stdin`: the boot reads the bundle with plain reads, and a stream of its own would
+// take bytes the thread must see.
+const server = new AgentServer(stdinThread(), process.stdout, handlers, () => ({
   version: PROTOCOL_VERSION,
   agentHash: state.agentHash,
   node: process.version,
