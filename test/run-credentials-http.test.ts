@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BACKENDS } from './support/backends.js';
 import { TOKEN_PREFIX, tokenChecksum } from '../src/rules/token-format.js';
+import { BACKENDS } from './support/backends.js';
 import { legacyHoldfastToken } from './support/secret-samples.js';
 import { openTestService, type TestService } from './support/service.js';
 
@@ -60,6 +60,12 @@ describe("Holdfast's own tokens in deployments and setup output (local-disk + sq
       [{ env: { OLD_TOKEN: legacy } }, 'env', 'holdfast-legacy-token'],
       [{ setup: [['curl', '-H', `X-Holdfast-Token: ${svc.adminToken}`, 'http://holdfast/v1/runs']] }, 'setup[0]', 'holdfast-token'],
       [{ setup: [['curl', '-H', `Authorization: Bearer ${fixed}`, 'http://holdfast/v1/runs']] }, 'setup[0]', 'http-authorization'],
+      // The service's own admin token there is refused whichever of the two rules names it.
+      [
+        { setup: [['curl', '-H', `Authorization: Bearer ${svc.adminToken}`, 'http://holdfast/v1/runs']] },
+        'setup[0]',
+        expect.stringMatching(/^(http-authorization|holdfast-token)$/),
+      ],
       [{ setup: [['sh', '-c', `export T=${legacy}`]] }, 'setup[0]', 'holdfast-legacy-token'],
       [{ validate: ['sh', '-c', `test "$T" = ${svc.adminToken}`] }, 'validate', 'holdfast-token'],
     ] as const;

@@ -9,7 +9,6 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { AgentClient } from '../../src/sandbox/agent/host/agent-client.js';
 import { encodeFrame, FrameDecoder } from '../../src/sandbox/agent/wire/frame-codec.js';
 import { PROTOCOL_VERSION } from '../../src/sandbox/agent/wire/protocol.js';
 import { buildAgentBundle, connectAgent, tempDir } from './agent-harness.js';
@@ -52,7 +51,7 @@ describe('the agent reading stdin in a thread', () => {
     ]);
   });
 
-  it('64 MiB of write batches pipelined 16 deep, with the host reading answers slowly: every file lands whole and in order', async () => {
+  it("64 MiB of write batches pipelined 16 deep (past the reader's and the queue's pause marks): every file lands whole", async () => {
     const home = dir('stdin-pipe');
     const target = path.join(dir('stdin-target'), 'ws');
     const { client, channel } = await connectAgent(home);
@@ -81,8 +80,6 @@ describe('the agent reading stdin in a thread', () => {
         };
         sent.push(client.write({ stagingId, batchId: `b${b}`, ops: [op], payload: bytes }));
       }
-      // Answers are taken late: the agent's stdout fills while its stdin keeps crossing.
-      await new Promise((resolve) => setTimeout(resolve, 500));
       const results = await Promise.all(sent);
       expect(results).toEqual(files.map(() => ({ applied: true, ops: 1 })));
       await client.publish({ stagingId, target });
@@ -101,8 +98,7 @@ describe('the agent reading stdin in a thread', () => {
 
   it('the agent exits at once after a framing error while the host still holds stdin open (the reader thread does not keep it alive)', async () => {
     const home = dir('stdin-open');
-    const { client, channel } = await connectAgent(home);
-    expect(client).toBeInstanceOf(AgentClient);
+    const { channel } = await connectAgent(home);
     const huge = Buffer.alloc(8);
     huge.writeUInt32BE(0xffffffff, 0);
     huge.writeUInt32BE(8, 4);
