@@ -80,9 +80,11 @@ export interface SourceScan {
   /**
    * False when the source keeps no host-side stat cache (its `trees` are empty and `saveCache`
    * ignores the builder it is given): the engine then builds no stat-cache lines or directory
-   * identities for it.
+   * identities for it. `'grows'` when `saveCache` appends the builder's lines to the cache file
+   * `trees` was loaded from: the builder then records only what that file does not hold (files
+   * read, directories not taken from it), so an unchanged file costs no line.
    */
-  readonly statCache?: false;
+  readonly statCache?: false | 'grows';
 }
 
 /**
@@ -139,9 +141,18 @@ export class LocalWorkspaceSource implements WorkspaceSource {
     const rules = ExcludeRules.create(excludes);
     const loaded = StatCacheClass.load(statCacheFile(this.cacheDir, this.workspaceId, this.dir));
     // Cached ids are trusted only when they came from the current head, whose objects GC keeps.
-    const cache = loaded.base !== undefined && loaded.base === base ? loaded : StatCacheClass.empty();
+    const trusted = loaded.base !== undefined && loaded.base === base;
+    const cache = trusted ? loaded : StatCacheClass.empty();
     const scan = scanWorkspace(this.dir, rules, limits);
-    return { scan, lookup: (file) => cache.lookup(file.path, file, scan.startedAtMs), trees: cache, allowances: rules.allowances };
+    return {
+      scan,
+      lookup: (file) => cache.lookup(file.path, file, scan.startedAtMs),
+      trees: cache,
+      allowances: rules.allowances,
+      // The file the cache came from grows by what this checkpoint reads; past its bound (or
+      // from nothing) it is written whole.
+      ...(trusted && cache.mayGrow(scan.files) ? { statCache: 'grows' as const } : {}),
+    };
   }
 
   /**
@@ -190,7 +201,9 @@ export class LocalWorkspaceSource implements WorkspaceSource {
     return unchangedSince(this.dir, scan.scan, wasRead);
   }
 
-  async saveCache(_scan: SourceScan, next: StatCacheBuilder, _ids: ReadonlyMap<string, FileIds>, base: string): Promise<void> {
-    next.save(statCacheFile(this.cacheDir, this.workspaceId, this.dir), base);
+  async saveCache(scan: SourceScan, next: StatCacheBuilder, _ids: ReadonlyMap<string, FileIds>, base: string): Promise<void> {
+    const file = statCacheFile(this.cacheDir, this.workspaceId, this.dir);
+    if (scan.statCache === 'grows') next.appendTo(file, base);
+    else next.save(file, base);
   }
 }

@@ -50,32 +50,29 @@ export function statCacheDir(cacheDir: string): string {
   return path.join(cacheDir, 'stat');
 }
 
-/** Longest header line {@link readStatCacheBase} reads. */
-const MAX_HEADER_BYTES = 512;
+/** Lines a grown cache may hold beyond two per file of a scan before it is written afresh. */
+const CACHE_SLACK_LINES = 1000;
 
 /**
- * The checkpoint id in a cache file's header (the checkpoint the cache describes, which ties
- * the file to the store that holds that checkpoint), or `undefined` when the file is missing,
- * damaged or of an older format. Reads only the header line.
+ * The checkpoint id in a cache file's last header (the checkpoint the cache describes, which
+ * ties the file to the store that holds that checkpoint; a file grown by
+ * {@link StatCacheBuilder.appendTo} has a header per growth), or `undefined` when the file is
+ * missing, damaged (its first line is not a header) or of an older format.
  */
 export function readStatCacheBase(file: string): string | undefined {
-  let head: Buffer;
+  let text: string;
   try {
-    const fd = fs.openSync(file, 'r');
-    try {
-      head = Buffer.alloc(MAX_HEADER_BYTES);
-      head = head.subarray(0, fs.readSync(fd, head, 0, MAX_HEADER_BYTES, 0));
-    } finally {
-      fs.closeSync(fd);
-    }
+    text = fs.readFileSync(file, 'latin1');
   } catch {
     return undefined;
   }
-  const text = head.toString('utf8');
-  const end = text.indexOf('\n');
+  if (!text.startsWith(HEADER_PREFIX)) return undefined;
+  const at = text.lastIndexOf(`\n${HEADER_PREFIX}`);
+  const start = at < 0 ? HEADER_PREFIX.length : at + 1 + HEADER_PREFIX.length;
+  const end = text.indexOf('\n', start);
   if (end < 0) return undefined;
-  const [magic, base, ...rest] = text.slice(0, end).split('\t');
-  return magic === HEADER && base !== undefined && base !== '' && rest.length === 0 ? base : undefined;
+  const base = text.slice(start, end);
+  return base !== '' && !base.includes('\t') ? base : undefined;
 }
 
 /** The cache file for one workspace checked out at one directory. */
@@ -87,13 +84,14 @@ export function statCacheFile(cacheDir: string, workspaceId: string, dir: string
   return path.join(statCacheDir(cacheDir), `${key}.tsv`);
 }
 
-// The key is the whole identity, so a lookup is one Map probe and nothing is parsed until a hit.
-function fileKey(relPath: string, st: StatIdentity): string {
-  return `${relPath}\t${st.size}\t${st.mtimeMs}\t${st.ctimeMs}\t${st.ino}\t${st.mode}`;
+// A line is `<key><identity>\u0002<ids>`: the key is the path (a directory's behind DIR_MARK),
+// the identity the stat that vouches for the ids. No path holds a tab, so the key ends at the first.
+function fileIdentity(st: StatIdentity): string {
+  return `\t${st.size}\t${st.mtimeMs}\t${st.ctimeMs}\t${st.ino}\t${st.mode}\u0002`;
 }
 
-function dirKey(relPath: string, d: DirIdentity): string {
-  return `${DIR_MARK}${relPath}\t${d.exactMtimeMs}\t${d.ctimeMs}\t${d.mode}\t${d.namesHash}`;
+function dirIdentity(d: DirIdentity): string {
+  return `\t${d.exactMtimeMs}\t${d.ctimeMs}\t${d.mode}\t${d.namesHash}\u0002`;
 }
 
 /**
@@ -101,7 +99,10 @@ function dirKey(relPath: string, d: DirIdentity): string {
  * directories to their tree ids. It is only a hint: a file entry is used when size, mtime,
  * ctime, inode and mode all match and the file is not racy; the objects it names exist because
  * `base` is the workspace head (never collected). Stored as tab-separated lines outside the
- * workspace; a missing or damaged file is an empty cache.
+ * workspace; a missing or damaged file is an empty cache. A path's last line is the one held: a
+ * file grown by {@link StatCacheBuilder.appendTo} keeps earlier lines, and an earlier line of a
+ * path is one whose stat the path has left (a ctime never comes back), so it could never match.
+ * Lookups are by path (a string the scan has already hashed), then the identity is compared.
  */
 export class StatCache {
   private constructor(
@@ -149,9 +150,9 @@ export class StatCache {
       if (end < 0) end = text.length;
       if (text.startsWith(HEADER_PREFIX, start)) this.baseId = text.slice(start + HEADER_PREFIX.length, end);
       else {
-        const split = text.lastIndexOf('\u0002', end);
-        if (split > start) {
-          this.entries.set(text.slice(start, split), this.lines.length);
+        const tab = text.indexOf('\t', start);
+        if (tab > start && tab < end) {
+          this.entries.set(text.slice(start, tab), this.lines.length);
           this.lines.push(text.slice(start, end));
         }
       }
@@ -164,13 +165,24 @@ export class StatCache {
     return this.lines.length;
   }
 
+  /**
+   * Whether the file this cache was read from may grow by appending ({@link StatCacheBuilder.appendTo})
+   * for a scan of `files` files: true until it holds more than two lines per file (plus a
+   * slack), after which it is written afresh.
+   */
+  mayGrow(files: number): boolean {
+    return this.lines.length <= 2 * files + CACHE_SLACK_LINES;
+  }
+
   /** The cached content of `relPath` if its stat identity still matches and it is not racy. */
   lookup(relPath: string, st: StatIdentity, scanStartedAtMs: number): StatCacheHit | undefined {
     if (st.mtimeMs >= scanStartedAtMs - RACY_WINDOW_MS) return undefined;
-    const index = this.entries.get(fileKey(relPath, st));
+    const index = this.entries.get(relPath);
     if (index === undefined) return undefined;
     const line = this.lines[index] as string;
-    const value = line.slice(line.lastIndexOf('\u0002') + 1);
+    const identity = fileIdentity(st);
+    if (!line.startsWith(identity, relPath.length)) return undefined;
+    const value = line.slice(relPath.length + identity.length);
     const tab = value.indexOf('\t');
     const sha256 = tab < 0 ? value : value.slice(0, tab);
     if (!isSha256Hex(sha256)) return undefined;
@@ -181,10 +193,13 @@ export class StatCache {
 
   /** The tree id a directory had, if its identity (stat and included names) is unchanged. */
   treeOf(relPath: string, d: DirIdentity): Sha256Hex | undefined {
-    const index = this.entries.get(dirKey(relPath, d));
+    const key = `${DIR_MARK}${relPath}`;
+    const index = this.entries.get(key);
     const line = index === undefined ? undefined : this.lines[index];
-    const id = line?.slice(line.lastIndexOf('\u0002') + 1);
-    return id !== undefined && isSha256Hex(id) ? id : undefined;
+    const identity = dirIdentity(d);
+    if (line === undefined || !line.startsWith(identity, key.length)) return undefined;
+    const id = line.slice(key.length + identity.length);
+    return isSha256Hex(id) ? id : undefined;
   }
 
   /** Number of entries. */
@@ -211,7 +226,15 @@ export class StatCacheBuilder {
   private readonly blocks: Buffer[] = [];
   private pending = '';
 
-  constructor(private readonly racyAfterMs: number) {}
+  /**
+   * `carry` false: a builder for a cache that grows ({@link appendTo}) from the one the scan
+   * was checked against: a hit's line and a directory's id taken from that cache are already in
+   * its file, so only what is new is recorded.
+   */
+  constructor(
+    private readonly racyAfterMs: number,
+    private readonly carry = true,
+  ) {}
 
   /**
    * A builder that records nothing (every entry counts as racy), for a checkpoint whose source
@@ -234,7 +257,7 @@ export class StatCacheBuilder {
   add(relPath: string, e: StatCacheEntry | StatCacheHit): void {
     if (e.mtimeMs >= this.racyAfterMs - RACY_WINDOW_MS) return;
     if ('line' in e) {
-      this.push(e.line);
+      if (this.carry) this.push(e.line);
       return;
     }
     this.addFile(relPath, e, e.sha256, e.chunks);
@@ -244,13 +267,16 @@ export class StatCacheBuilder {
   addFile(relPath: string, st: StatIdentity, sha256: Sha256Hex, chunks: readonly Sha256Hex[]): void {
     if (st.mtimeMs >= this.racyAfterMs - RACY_WINDOW_MS || hasByteEscapes(relPath)) return;
     const list = chunks.length === 1 && chunks[0] === sha256 ? '=' : chunks.join(',');
-    this.push(`${fileKey(relPath, st)}\u0002${sha256}\t${list}`);
+    this.push(`${relPath}${fileIdentity(st)}${sha256}\t${list}`);
   }
 
-  /** Records a directory's tree id (skipped when the directory itself is racy). */
-  addDir(relPath: string, d: DirIdentity, tree: Sha256Hex): void {
-    if (d.exactMtimeMs >= this.racyAfterMs - RACY_WINDOW_MS || hasByteEscapes(relPath)) return;
-    this.push(`${dirKey(relPath, d)}\u0002${tree}`);
+  /**
+   * Records a directory's tree id (skipped when the directory itself is racy, or when the id
+   * came from the cache this one grows: `fromCache`).
+   */
+  addDir(relPath: string, d: DirIdentity, tree: Sha256Hex, fromCache = false): void {
+    if ((fromCache && !this.carry) || d.exactMtimeMs >= this.racyAfterMs - RACY_WINDOW_MS || hasByteEscapes(relPath)) return;
+    this.push(`${DIR_MARK}${relPath}${dirIdentity(d)}${tree}`);
   }
 
   /** Writes the cache atomically (temp file + rename); failures are ignored: it is only a hint. */

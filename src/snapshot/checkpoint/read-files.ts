@@ -82,7 +82,8 @@ export async function readFiles(input: ReadFilesInput): Promise<ReadFilesResult>
   const ids = new Map<string, FileIds>();
   const hits = new Set<string>();
   const excluded: Exclusion[] = [];
-  const next = sourceScan.statCache === false ? StatCacheBuilder.disabled() : new StatCacheBuilder(scan.startedAtMs);
+  const next =
+    sourceScan.statCache === false ? StatCacheBuilder.disabled() : new StatCacheBuilder(scan.startedAtMs, sourceScan.statCache !== 'grows');
   const maxInFlight = 2 * deps.workers.threads;
   const inFlight: Array<Promise<Done>> = [];
   const changedPaths: string[] = [];

@@ -123,7 +123,7 @@ export function buildTrees(
     const cached = known ?? (unchanged && !symlinks && identity !== undefined ? reuse?.cache.treeOf(dir.path, identity) : undefined);
     if (cached !== undefined) reused.push(cached);
     const id = cached ?? encodeAndKeep(entriesOf(dir, ids, subtrees, leaders), trees);
-    if (identity !== undefined) reuse?.next.addDir(dir.path, identity, id);
+    if (identity !== undefined) reuse?.next.addDir(dir.path, identity, id, known === undefined && cached !== undefined);
     reuse?.built?.set(dir, id);
     return { id, reused: cached !== undefined };
   };

@@ -7,7 +7,7 @@ import { readStatCacheBase, statCacheDir } from '../../workspace-fs/stat-cache.j
  * A stat cache whose checkpoint this store does not hold is removed once it has not been
  * written for this long. Such a cache belongs to a store that was deleted, to a checkpoint
  * retention forgot, or to another store sharing the cache directory; a store in use rewrites
- * its caches at every checkpoint and restore, so a week-old foreign cache is rarely worth keeping.
+ * its caches (or grows them) at every checkpoint and restore, so a week-old foreign cache is rarely worth keeping.
  */
 export const STAT_CACHE_FOREIGN_KEEP_MS = 7 * 24 * 60 * 60 * 1000;
 /** A temp file a killed cache write left behind is removed after this long (a live write takes milliseconds). */

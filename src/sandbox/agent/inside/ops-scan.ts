@@ -154,9 +154,6 @@ export function recheck(state: AgentState): OpHandler {
   };
 }
 
-/** Lines a grown stat cache may hold beyond two per file of the scan before it is written afresh. */
-const CACHE_SLACK_LINES = 1000;
-
 /**
  * `cache-update {cacheKey, updateId, base, racyAfterMs, entries[], final, since?}`: the ids the
  * engine computed, after a successful commit, sent in parts. Without `since` the final part
@@ -164,7 +161,7 @@ const CACHE_SLACK_LINES = 1000;
  * made by this process against this cache) the engine sends only the files it read: they are
  * appended to the cache under the new base (`StatCacheBuilder.appendTo`), every line before
  * them staying (a line whose file changed no longer matches any stat); once the file holds
- * more than two lines per file of the scan (plus {@link CACHE_SLACK_LINES}) it is written
+ * more than two lines per file of the scan (plus a slack: `StatCache.mayGrow`) it is written
  * afresh: the lines the cache vouches for in that scan, then the entries. An unknown `since`
  * answers `known: false` and saves nothing. Racy entries are dropped (`StatCacheBuilder`), so
  * the cache never vouches for a file that may still change within the same timestamp.
@@ -213,7 +210,7 @@ function saveCache(
     return;
   }
   const live = state.statCache(cacheKey);
-  if (live.lineCount <= 2 * since.files + CACHE_SLACK_LINES) {
+  if (live.mayGrow(since.files)) {
     const text = read.appendTo(file, base);
     if (text !== undefined) state.statCacheAppended(cacheKey, base, text);
     return;

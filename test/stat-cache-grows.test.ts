@@ -1,0 +1,112 @@
+/**
+ * A local workspace's stat cache grows by what a checkpoint read instead of being written whole
+ * (`LocalWorkspaceSource.saveCache`, `StatCacheBuilder.appendTo`): a no-change checkpoint adds
+ * one header line, a changed file adds its own line, and past two lines per file (plus a slack)
+ * the file is written afresh. What it must keep: a path's last line is the one that vouches,
+ * an earlier line never does (even for bytes and mtime put back as they were), and the header
+ * the garbage collector reads is the last one.
+ */
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Snapshots } from '../src/snapshot/snapshots.js';
+import { readStatCacheBase, statCacheDir } from '../src/workspace-fs/stat-cache.js';
+import { BACKENDS, type OpenedBackends } from './support/backends.js';
+import { settleDirMtimes, writeFile } from './support/trees.js';
+
+const OLD = Date.UTC(2024, 0, 1);
+const HEADER = 'holdfast-stat-cache 2';
+const sha = (bytes: Buffer | string): string => createHash('sha256').update(bytes).digest('hex');
+
+/** Every directory's mtime, the root's too, far from the racy window, so each has its cache line. */
+function settle(root: string): void {
+  settleDirMtimes(root, OLD);
+  fs.utimesSync(root, OLD / 1000, OLD / 1000);
+}
+
+describe('a local stat cache that grows', () => {
+  let b: OpenedBackends;
+  let snapshots: Snapshots;
+  let source: string;
+  let cacheFile: string;
+
+  beforeAll(async () => {
+    b = await (BACKENDS[0] as (typeof BACKENDS)[number]).open();
+    ({ snapshots } = b);
+    source = path.join(b.dir, 'source');
+    writeFile(source, 'a.txt', 'alpha\n', 0o644, OLD);
+    writeFile(source, 'sub/b.txt', 'beta\n', 0o644, OLD);
+    writeFile(source, 'sub/deeper/c.txt', 'gamma\n', 0o644, OLD);
+    settle(source);
+    const first = await snapshots.checkpoint({ dir: source, workspace: 'grow' });
+    expect(first.stats.filesHashed).toBe(3);
+    const files = fs.readdirSync(statCacheDir(path.join(b.dir, 'cache')));
+    expect(files).toHaveLength(1);
+    cacheFile = path.join(statCacheDir(path.join(b.dir, 'cache')), files[0] as string);
+  }, 120_000);
+  afterAll(async () => {
+    await b?.cleanup();
+  });
+
+  /** Each file line's path and sha256, in file order (directory lines and headers left out). */
+  const fileLines = (): Array<[string, string]> =>
+    fs
+      .readFileSync(cacheFile, 'utf8')
+      .split('\n')
+      .filter((l) => l !== '' && !l.startsWith(HEADER) && !l.startsWith('\u0001'))
+      .map((l) => [l.slice(0, l.indexOf('\t')), l.slice(l.indexOf('\u0002') + 1, l.indexOf('\u0002') + 65)]);
+
+  it('a no-change checkpoint appends only its header, and the next one still reads nothing', async () => {
+    const before = fs.readFileSync(cacheFile);
+    const second = await snapshots.checkpoint({ dir: source, workspace: 'grow' });
+    expect(second.stats.filesHashed).toBe(0);
+    const after = fs.readFileSync(cacheFile);
+    expect(after.subarray(0, before.length).equals(before)).toBe(true);
+    expect(after.subarray(before.length).toString('utf8')).toBe(`${HEADER}\t${second.checkpoint.id}\n`);
+    expect(readStatCacheBase(cacheFile)).toBe(second.checkpoint.id);
+    const third = await snapshots.checkpoint({ dir: source, workspace: 'grow' });
+    expect(third.stats.filesHashed).toBe(0);
+    expect(readStatCacheBase(cacheFile)).toBe(third.checkpoint.id);
+  }, 120_000);
+
+  it('a changed file appends its own line; its earlier line never vouches again, even for the old bytes and mtime put back', async () => {
+    writeFile(source, 'sub/b.txt', 'BETA\n', 0o644, OLD + 1000);
+    settle(source);
+    const changed = await snapshots.checkpoint({ dir: source, workspace: 'grow' });
+    expect(changed.stats.filesHashed).toBe(1);
+    expect(fileLines().filter(([p]) => p === 'sub/b.txt')).toEqual([
+      ['sub/b.txt', sha('beta\n')],
+      ['sub/b.txt', sha('BETA\n')],
+    ]);
+    // The last line vouches: nothing is read again.
+    expect((await snapshots.checkpoint({ dir: source, workspace: 'grow' })).stats.filesHashed).toBe(0);
+
+    // Same size and mtime as the first line records, other bytes: only the ctime (and the
+    // cache's order) tells them apart, and the file must be read.
+    writeFile(source, 'sub/b.txt', 'bEtA\n', 0o644, OLD);
+    settle(source);
+    const back = await snapshots.checkpoint({ dir: source, workspace: 'grow' });
+    expect(back.stats.filesHashed).toBe(1);
+    const target = path.join(b.dir, 'restored');
+    await snapshots.restore({ dir: target, workspace: 'grow' });
+    expect(sha(fs.readFileSync(path.join(target, 'sub/b.txt')))).toBe(sha('bEtA\n'));
+  }, 120_000);
+
+  it('past two lines per file plus the slack, the cache is written afresh with one line per file, still vouching', async () => {
+    // Lines for paths long gone (a cache that grew over many checkpoints).
+    const gone = Array.from({ length: 1100 }, (_, i) => `gone/${i}\t1\t2\t3\t4\t420\u0002${sha(String(i))}\t=\n`).join('');
+    fs.appendFileSync(cacheFile, gone);
+    const fresh = await snapshots.checkpoint({ dir: source, workspace: 'grow' });
+    expect(fresh.stats.filesHashed).toBe(0);
+    const text = fs.readFileSync(cacheFile, 'utf8');
+    expect(text.startsWith(`${HEADER}\t${fresh.checkpoint.id}\n`)).toBe(true);
+    expect(text.split('\n').filter((l) => l.startsWith(HEADER))).toHaveLength(1);
+    expect(fileLines().sort()).toEqual([
+      ['a.txt', sha('alpha\n')],
+      ['sub/b.txt', sha('bEtA\n')],
+      ['sub/deeper/c.txt', sha('gamma\n')],
+    ]);
+    expect((await snapshots.checkpoint({ dir: source, workspace: 'grow' })).stats.filesHashed).toBe(0);
+  }, 120_000);
+});
