@@ -110,14 +110,6 @@ describe('staging the agent', () => {
     const own = path.join(home, '.holdfast');
     expect(fs.existsSync(own) ? fs.readdirSync(own) : []).toEqual([]);
   });
-
-  it('a sandbox handle exec is an AgentExecFn', () => {
-    const fits =
-      (handle: SandboxHandle): AgentExecFn =>
-      (argv, options) =>
-        handle.exec(argv, options);
-    expect(typeof fits).toBe('function');
-  });
 });
 
 describe.each([
