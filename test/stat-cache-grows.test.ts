@@ -93,6 +93,57 @@ describe('a local stat cache that grows', () => {
     expect(sha(fs.readFileSync(path.join(target, 'sub/b.txt')))).toBe(sha('bEtA\n'));
   }, 120_000);
 
+  it('an append cut short by a crash vouches for nothing: every file is read, and the checkpoint holds the bytes on disk', async () => {
+    // Only the content changes: no directory's stat does, so the cached tree ids above the file
+    // still match their directories, and only the file's own new line says the tree changed.
+    writeFile(source, 'sub/deeper/c.txt', 'GAMMA\n', 0o644, OLD + 2000);
+    settle(source);
+    const whole = fs.readFileSync(cacheFile);
+    const changed = await snapshots.checkpoint({ dir: source, workspace: 'grow' });
+    expect(changed.stats.filesHashed).toBe(1);
+    const added = fs.readFileSync(cacheFile).subarray(whole.length).toString('utf8');
+    expect(added.endsWith(`${HEADER}\t${changed.checkpoint.id}\n`)).toBe(true);
+    // A crash once the file's new line had reached the disk, and what the write held after it
+    // (its directories' lines) had not: had that prefix vouched for anything, the directories'
+    // old tree ids would have matched again and the old bytes been saved.
+    const line = added.indexOf('sub/deeper/c.txt\t');
+    expect(line).toBeGreaterThanOrEqual(0);
+    fs.writeFileSync(cacheFile, Buffer.concat([whole, Buffer.from(added.slice(0, added.indexOf('\n', line) + 1))]));
+    expect(readStatCacheBase(cacheFile)).not.toBe(changed.checkpoint.id);
+
+    const after = await snapshots.checkpoint({ dir: source, workspace: 'grow' });
+    expect(after.stats.filesHashed).toBe(3);
+    expect(after.checkpoint.rootTree).toBe(changed.checkpoint.rootTree);
+    const target = path.join(b.dir, 'restored-after-cut');
+    await snapshots.restore({ dir: target, workspace: 'grow' });
+    expect(sha(fs.readFileSync(path.join(target, 'sub/deeper/c.txt')))).toBe(sha('GAMMA\n'));
+    // Written whole again: one header, naming the new checkpoint.
+    expect(
+      fs
+        .readFileSync(cacheFile, 'utf8')
+        .split('\n')
+        .filter((l) => l.startsWith(HEADER)),
+    ).toEqual([`${HEADER}\t${after.checkpoint.id}`]);
+  }, 120_000);
+
+  it('a subtree the cache vouches for whole is taken over (nothing read, the same tree), and one change under it is still seen', async () => {
+    const first = await snapshots.checkpoint({ dir: source, workspace: 'grow' });
+    expect(first.stats.filesHashed).toBe(0);
+    const again = await snapshots.checkpoint({ dir: source, workspace: 'grow' });
+    expect(again.stats.filesHashed).toBe(0);
+    expect(again.checkpoint.rootTree).toBe(first.checkpoint.rootTree);
+    // A same-size rewrite deep down, the directories' stats put back: only the file's own stat moved.
+    writeFile(source, 'sub/deeper/c.txt', 'GAMMA?\n', 0o644, OLD + 3000);
+    settle(source);
+    const changed = await snapshots.checkpoint({ dir: source, workspace: 'grow' });
+    expect(changed.stats.filesHashed).toBe(1);
+    expect(changed.checkpoint.rootTree).not.toBe(first.checkpoint.rootTree);
+    const target = path.join(b.dir, 'restored-settled');
+    await snapshots.restore({ dir: target, workspace: 'grow' });
+    expect(sha(fs.readFileSync(path.join(target, 'sub/deeper/c.txt')))).toBe(sha('GAMMA?\n'));
+    expect(sha(fs.readFileSync(path.join(target, 'a.txt')))).toBe(sha('alpha\n'));
+  }, 120_000);
+
   it('past two lines per file plus the slack, the cache is written afresh with one line per file, still vouching', async () => {
     // Lines for paths long gone (a cache that grew over many checkpoints).
     const gone = Array.from({ length: 1100 }, (_, i) => `gone/${i}\t1\t2\t3\t4\t420\u0002${sha(String(i))}\t=\n`).join('');
@@ -105,7 +156,7 @@ describe('a local stat cache that grows', () => {
     expect(fileLines().sort()).toEqual([
       ['a.txt', sha('alpha\n')],
       ['sub/b.txt', sha('bEtA\n')],
-      ['sub/deeper/c.txt', sha('gamma\n')],
+      ['sub/deeper/c.txt', sha('GAMMA?\n')],
     ]);
     expect((await snapshots.checkpoint({ dir: source, workspace: 'grow' })).stats.filesHashed).toBe(0);
   }, 120_000);

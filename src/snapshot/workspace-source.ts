@@ -17,7 +17,7 @@ import {
 import { type StatCache, type StatCacheBuilder, StatCache as StatCacheClass, statCacheFile } from '../workspace-fs/stat-cache.js';
 import type { BaseFiles } from './checkpoint/base-files.js';
 import { type FileChunk, type FileContent, readLargeFile } from './checkpoint/file-reader.js';
-import type { FileIds } from './checkpoint/tree-builder.js';
+import { dirIdentityOf, type FileIds, type FileIdsView } from './checkpoint/tree-builder.js';
 
 /**
  * What a workspace source or target built outside this module gets: the workspace it serves,
@@ -46,7 +46,9 @@ export interface ScanReport {
 /** See {@link SourceScan.settled}. */
 export interface SettledSubtrees {
   readonly dirs: ReadonlySet<ScannedDir>;
-  readonly ids: ReadonlyMap<string, FileIds>;
+  /** The ids of every file under `dirs`. */
+  readonly ids: FileIdsView;
+  /** The tree id of every directory under `dirs`, themselves included. */
   readonly trees: Pick<ReadonlyMap<ScannedDir, Sha256Hex>, 'get'>;
 }
 
@@ -69,8 +71,10 @@ export interface SourceScan {
    * Directories whose whole subtree the source knows the content ids of without a look: for an
    * agent's delta, subtrees of the host's own last committed scan, taken over whole, with no
    * file racy against that scan and none with other hard links; `ids` has every file under
-   * them (the host's record of that checkpoint), `trees` every directory's tree id. The engine
-   * reads none of their files and encodes none of their trees, so a turn costs what changed.
+   * them (the host's record of that checkpoint), `trees` every directory's tree id. For a
+   * local directory whose cache grows, subtrees whose every file and directory the stat cache
+   * vouches for as it is (no symlink, no hard link, nothing racy). The engine reads none of
+   * their files and encodes none of their trees, so a turn costs what changed.
    */
   readonly settled?: SettledSubtrees;
   /** Secret paths let through by `allowSecretPaths`, reported with the checkpoint. */
@@ -105,6 +109,46 @@ export interface WorkspaceSource {
   unchanged(scan: SourceScan, wasRead: (path: string) => boolean): Promise<boolean>;
   /** After the commit: remembers the ids of this checkpoint for the next one. */
   saveCache(scan: SourceScan, next: StatCacheBuilder, ids: ReadonlyMap<string, FileIds>, base: string): Promise<void>;
+}
+
+/**
+ * The largest subtrees of `root` the stat cache vouches for whole (see {@link SourceScan.settled}):
+ * a directory is settled when its cached tree id matches its identity (stat and included
+ * names), it holds no symlink (a target the cache does not record), every file is a cache hit
+ * with no other hard link, and every subdirectory is settled. Only the topmost settled
+ * directories are listed; `trees` has the id of each settled directory, nested ones included.
+ * Undefined when none is.
+ */
+function settledSubtrees(
+  root: ScannedDir,
+  cache: StatCache,
+  lookup: (file: ScannedFile) => FileIds | undefined,
+): SettledSubtrees | undefined {
+  const dirs = new Set<ScannedDir>();
+  const trees = new Map<ScannedDir, Sha256Hex>();
+  const visit = (dir: ScannedDir): boolean => {
+    const subdirs: ScannedDir[] = [];
+    let whole = true;
+    for (const child of dir.children) {
+      if (child.type === 'dir') {
+        if (visit(child)) subdirs.push(child);
+        else whole = false;
+      } else if (child.type === 'symlink') whole = false;
+      else if (whole && (child.dev !== undefined || lookup(child) === undefined)) whole = false;
+    }
+    const id = whole ? cache.treeOf(dir.path, dirIdentityOf(dir)) : undefined;
+    if (id !== undefined) {
+      trees.set(dir, id);
+      return true;
+    }
+    for (const sub of subdirs) dirs.add(sub);
+    return false;
+  };
+  if (visit(root)) dirs.add(root);
+  if (dirs.size === 0) return undefined;
+  // Every file under them was just vouched for by this very cache, which no longer changes.
+  const ids: FileIdsView = { get: (p) => cache.idsAt(p), has: (p) => cache.idsAt(p) !== undefined };
+  return { dirs, ids, trees };
 }
 
 /** Each file's bytes, or the error a worker would have reported for it. */
@@ -144,14 +188,18 @@ export class LocalWorkspaceSource implements WorkspaceSource {
     const trusted = loaded.base !== undefined && loaded.base === base;
     const cache = trusted ? loaded : StatCacheClass.empty();
     const scan = scanWorkspace(this.dir, rules, limits);
+    const lookup = (file: ScannedFile) => cache.lookup(file.path, file, scan.startedAtMs);
+    // The file the cache came from grows by what this checkpoint reads; past its bound (or from
+    // nothing) it is written whole, with a line for every file, so nothing is left unlooked at.
+    const grows = trusted && cache.mayGrow(scan.files);
+    const settled = grows ? settledSubtrees(scan.root, cache, lookup) : undefined;
     return {
       scan,
-      lookup: (file) => cache.lookup(file.path, file, scan.startedAtMs),
+      lookup,
       trees: cache,
       allowances: rules.allowances,
-      // The file the cache came from grows by what this checkpoint reads; past its bound (or
-      // from nothing) it is written whole.
-      ...(trusted && cache.mayGrow(scan.files) ? { statCache: 'grows' as const } : {}),
+      ...(grows ? { statCache: 'grows' as const } : {}),
+      ...(settled === undefined ? {} : { settled }),
     };
   }
 
@@ -198,7 +246,7 @@ export class LocalWorkspaceSource implements WorkspaceSource {
   }
 
   async unchanged(scan: SourceScan, wasRead: (path: string) => boolean): Promise<boolean> {
-    return unchangedSince(this.dir, scan.scan, wasRead);
+    return unchangedSince(this.dir, scan.scan, wasRead, scan.settled?.dirs);
   }
 
   async saveCache(scan: SourceScan, next: StatCacheBuilder, _ids: ReadonlyMap<string, FileIds>, base: string): Promise<void> {

@@ -278,9 +278,15 @@ function dirEntry(name: string, relPath: string, st: fs.Stats, mode: number): Sc
  * size, mtime, ctime, inode and mode: their bytes were read after the scan, so a change in
  * between could pair old stat with new content. Files taken from the stat cache were not
  * read: their recorded content is exactly what their scanned stat vouches for, and a later
- * change is the next checkpoint's. Symlinks cannot change in place.
+ * change is the next checkpoint's; so are the files under `settled` (subtrees the cache
+ * vouched for whole), whose directories are still looked at. Symlinks cannot change in place.
  */
-export function unchangedSince(root: string, scan: ScanResult, wasRead: (path: string) => boolean = () => true): boolean {
+export function unchangedSince(
+  root: string,
+  scan: ScanResult,
+  wasRead: (path: string) => boolean = () => true,
+  settled: ReadonlySet<ScannedDir> = new Set(),
+): boolean {
   const long = new LongPaths();
   const look = (abs: string, direct: boolean): fs.Stats | undefined => {
     if (direct) return fs.lstatSync(abs, { throwIfNoEntry: false });
@@ -290,7 +296,7 @@ export function unchangedSince(root: string, scan: ScanResult, wasRead: (path: s
       return undefined; // unreachable now (e.g. a directory on its long path replaced by a symlink): it moved
     }
   };
-  const check = (dir: ScannedDir): boolean => {
+  const check = (dir: ScannedDir, vouched: boolean): boolean => {
     const abs = dir.path === '' ? root : path.join(root, dir.path);
     // As in the scan: a directory far from PATH_MAX, without escapes, is reached by plain paths.
     const direct = !hasByteEscapes(abs) && byteLength(abs) + 1 + MAX_NAME_BYTES <= SYSCALL_PATH_BYTES;
@@ -303,10 +309,11 @@ export function unchangedSince(root: string, scan: ScanResult, wasRead: (path: s
       permissionBits(st.mode) !== dir.mode
     )
       return false;
+    const filesVouched = vouched || settled.has(dir);
     for (const e of dir.children) {
       if (e.type === 'dir') {
-        if (!check(e)) return false;
-      } else if (e.type === 'file' && wasRead(e.path)) {
+        if (!check(e, filesVouched)) return false;
+      } else if (e.type === 'file' && !filesVouched && wasRead(e.path)) {
         const f = look(path.join(abs, e.name), direct && !hasByteEscapes(e.name));
         if (
           f === undefined ||
@@ -322,7 +329,7 @@ export function unchangedSince(root: string, scan: ScanResult, wasRead: (path: s
     return true;
   };
   try {
-    return check(scan.root);
+    return check(scan.root, false);
   } finally {
     long.close();
   }

@@ -182,13 +182,34 @@ export class StatCache {
     const line = this.lines[index] as string;
     const identity = fileIdentity(st);
     if (!line.startsWith(identity, relPath.length)) return undefined;
-    const value = line.slice(relPath.length + identity.length);
-    const tab = value.indexOf('\t');
-    const sha256 = tab < 0 ? value : value.slice(0, tab);
-    if (!isSha256Hex(sha256)) return undefined;
-    const list = tab < 0 ? '=' : value.slice(tab + 1);
-    const chunks = list === '=' ? [sha256] : list === '' ? [] : list.split(',');
-    return { size: st.size, mtimeMs: st.mtimeMs, ctimeMs: st.ctimeMs, ino: st.ino, mode: st.mode, sha256, chunks, line };
+    const ids = idsIn(line, relPath.length + identity.length);
+    return ids === undefined
+      ? undefined
+      : { size: st.size, mtimeMs: st.mtimeMs, ctimeMs: st.ctimeMs, ino: st.ino, mode: st.mode, ...ids, line };
+  }
+
+  /**
+   * Whether {@link lookup} would find `relPath` (its last line's stat is `st`, and it is not
+   * racy), without reading its ids: the cheap test when only "unchanged" is asked. A line whose
+   * ids do not parse still counts; {@link idsAt} reads them, and a caller must not rely on
+   * more than this answer until it has them.
+   */
+  vouches(relPath: string, st: StatIdentity, scanStartedAtMs: number): boolean {
+    if (st.mtimeMs >= scanStartedAtMs - RACY_WINDOW_MS) return false;
+    const index = this.entries.get(relPath);
+    return index !== undefined && (this.lines[index] as string).startsWith(fileIdentity(st), relPath.length);
+  }
+
+  /**
+   * The content ids of `relPath`'s last line, its stat not compared: for a file a
+   * {@link lookup} or {@link vouches} of this same cache already vouched for (the cache is not
+   * changed after it is loaded, only its file grows).
+   */
+  idsAt(relPath: string): Pick<StatCacheEntry, 'sha256' | 'chunks'> | undefined {
+    const index = this.entries.get(relPath);
+    const line = index === undefined ? undefined : this.lines[index];
+    const split = line?.indexOf('\u0002') ?? -1;
+    return line === undefined || split < 0 ? undefined : idsIn(line, split + 1);
   }
 
   /** The tree id a directory had, if its identity (stat and included names) is unchanged. */
@@ -206,6 +227,16 @@ export class StatCache {
   get size(): number {
     return this.entries.size;
   }
+}
+
+/** The ids of a file line whose value (`<sha256>\t<chunk list>`) starts at `at`. */
+function idsIn(line: string, at: number): Pick<StatCacheEntry, 'sha256' | 'chunks'> | undefined {
+  const value = line.slice(at);
+  const tab = value.indexOf('\t');
+  const sha256 = tab < 0 ? value : value.slice(0, tab);
+  if (!isSha256Hex(sha256)) return undefined;
+  const list = tab < 0 ? '=' : value.slice(tab + 1);
+  return { sha256, chunks: list === '=' ? [sha256] : list === '' ? [] : list.split(',') };
 }
 
 /** Writes all of `bytes` at the file position of `fd`. */
@@ -281,6 +312,37 @@ export class StatCacheBuilder {
 
   /** Writes the cache atomically (temp file + rename); failures are ignored: it is only a hint. */
   save(file: string, base: string): void {
+    this.replace(file, base);
+  }
+
+  /**
+   * Appends the lines gathered to `file`, then a header line naming `base`, in one write:
+   * later lines win when the file is loaded, so a cache grows by what one checkpoint read
+   * instead of being written whole. The header goes last so that a write cut short (a crash)
+   * leaves no header naming `base`: the file still names the checkpoint before, which is no
+   * longer the head, and nothing in it is trusted (a header first would vouch for a cut list).
+   * A file missing or empty is written whole instead ({@link save}). Returns the text added
+   * (for {@link StatCache.absorb}), or undefined when it could not be written.
+   */
+  appendTo(file: string, base: string): string | undefined {
+    const text = `${Buffer.concat(this.blocks).toString('utf8')}${this.pending}${HEADER}\t${base}\n`;
+    try {
+      fs.mkdirSync(path.dirname(file), { recursive: true });
+      const fd = fs.openSync(file, 'a');
+      let empty: boolean;
+      try {
+        empty = fs.fstatSync(fd).size === 0;
+        if (!empty) writeWhole(fd, Buffer.from(text));
+      } finally {
+        fs.closeSync(fd);
+      }
+      return !empty || this.replace(file, base) ? text : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  private replace(file: string, base: string): boolean {
     try {
       fs.mkdirSync(path.dirname(file), { recursive: true });
       const temp = `${file}.${randomBytes(6).toString('hex')}.tmp`;
@@ -292,30 +354,10 @@ export class StatCacheBuilder {
         fs.closeSync(fd);
       }
       fs.renameSync(temp, file);
+      return true;
     } catch {
       // A cache that cannot be written only costs re-hashing next time.
-    }
-  }
-
-  /**
-   * Appends the lines gathered to `file` after a header line naming `base` (created with
-   * its first header when missing), in one write: later lines win when the file is loaded, so
-   * a cache grows by what one checkpoint read instead of being written whole. Returns the text
-   * appended (for {@link StatCache.absorb}), or undefined when it could not be written.
-   */
-  appendTo(file: string, base: string): string | undefined {
-    const text = `${HEADER}\t${base}\n${Buffer.concat(this.blocks).toString('utf8')}${this.pending}`;
-    try {
-      fs.mkdirSync(path.dirname(file), { recursive: true });
-      const fd = fs.openSync(file, 'a');
-      try {
-        writeWhole(fd, Buffer.from(text));
-      } finally {
-        fs.closeSync(fd);
-      }
-      return text;
-    } catch {
-      return undefined;
+      return false;
     }
   }
 

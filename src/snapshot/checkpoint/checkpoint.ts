@@ -350,7 +350,7 @@ async function capture(deps: SnapshotDeps, options: CheckpointOptions, checkpoin
       next: read.cache,
       encodeAll: !reuse,
       ...(sourceScan.dirTrees === undefined ? {} : { known: sourceScan.dirTrees.known, built: sourceScan.dirTrees.built }),
-      ...(settled === undefined ? {} : { settled: settled.dirs }),
+      ...(settled === undefined ? {} : { settled }),
     });
     await sink.addTrees(trees);
     // Ids only from here on: the encoded trees (about 20 MB at 100k files) are the writer's now, and go once packed.

@@ -185,11 +185,7 @@ export async function readFiles(input: ReadFilesInput): Promise<ReadFilesResult>
 }
 
 /** `own` for the files looked at, `settledIds` for every other (the settled subtrees'). */
-function settledView(
-  own: ReadonlyMap<string, FileIds>,
-  looked: ReadonlySet<string>,
-  settledIds: ReadonlyMap<string, FileIds>,
-): FileIdsView {
+function settledView(own: ReadonlyMap<string, FileIds>, looked: ReadonlySet<string>, settledIds: FileIdsView): FileIdsView {
   return {
     get: (p) => (looked.has(p) ? own.get(p) : settledIds.get(p)),
     has: (p) => (looked.has(p) ? own.has(p) : settledIds.has(p)),

@@ -41,15 +41,18 @@ export interface TreeReuse {
   /** Where every directory's tree id of this build is recorded, by directory object. */
   readonly built?: Pick<Map<ScannedDir, Sha256Hex>, 'set'>;
   /**
-   * Directories whose whole subtree is settled (`SourceScan.settled`): one with a `known` id
-   * keeps it without its files being looked at (they are not in `ids`), and the known ids of
+   * Directories whose whole subtree is settled (`SourceScan.settled`): one with an id in
+   * `trees` keeps it without its files being looked at (they are not in `ids`), and the ids of
    * the directories under it go to `built` as they are; ignored with `encodeAll`.
    */
-  readonly settled?: ReadonlySet<ScannedDir>;
+  readonly settled?: {
+    readonly dirs: ReadonlySet<ScannedDir>;
+    readonly trees: Pick<ReadonlyMap<ScannedDir, Sha256Hex>, 'get'>;
+  };
 }
 
 /** The identity of a scanned directory as the stat cache records it. */
-function identityOf(dir: ScannedDir): DirIdentity {
+export function dirIdentityOf(dir: ScannedDir): DirIdentity {
   const names = createHash('sha256');
   // UTF-16 units keep a byte escape apart from U+FFFD, which UTF-8 would merge.
   for (const child of dir.children) names.update(child.name, 'utf16le').update('\0\0');
@@ -80,23 +83,26 @@ export function buildTrees(
   const trees: EncodedTree[] = [];
   const reused: Sha256Hex[] = [];
   const settled = reuse?.encodeAll === true ? undefined : reuse?.settled;
-  const leaders = linkGroups(root, ids, settled);
+  const leaders = linkGroups(root, ids, settled?.dirs);
   const encodeDir = (dir: ScannedDir): { id: Sha256Hex; reused: boolean } => {
-    // A settled subtree (no file racy, none linked, every id the host's own) keeps its tree whole.
-    const whole = settled?.has(dir) === true ? reuse?.known?.get(dir) : undefined;
+    // A settled subtree (no file racy, none linked, every id known to the source) keeps its tree whole.
+    const whole = settled?.dirs.has(dir) === true ? settled.trees.get(dir) : undefined;
     if (whole !== undefined) {
       reused.push(whole);
-      reuse?.built?.set(dir, whole);
-      // The ids under it carry over too: the next build may take over any of its directories.
-      const carry = (d: ScannedDir): void => {
-        for (const c of d.children) {
-          if (c.type !== 'dir') continue;
-          const id = reuse?.known?.get(c);
-          if (id !== undefined) reuse?.built?.set(c, id);
-          carry(c);
-        }
-      };
-      carry(dir);
+      const built = reuse?.built;
+      if (built !== undefined) {
+        built.set(dir, whole);
+        // The ids under it carry over too: the next build may take over any of its directories.
+        const carry = (d: ScannedDir): void => {
+          for (const c of d.children) {
+            if (c.type !== 'dir') continue;
+            const id = settled?.trees.get(c);
+            if (id !== undefined) built.set(c, id);
+            carry(c);
+          }
+        };
+        carry(dir);
+      }
       return { id: whole, reused: true };
     }
     // Children first (their ids go into this tree); then decide whether this tree can be reused
@@ -119,7 +125,7 @@ export function buildTrees(
     }
     // The very object of the last build, with the same file ids and subtrees: the same entries, symlinks included.
     const known = unchanged && subsKnown ? reuse?.known?.get(dir) : undefined;
-    const identity = reuse === undefined || !reuse.next.records ? undefined : identityOf(dir);
+    const identity = reuse === undefined || !reuse.next.records ? undefined : dirIdentityOf(dir);
     const cached = known ?? (unchanged && !symlinks && identity !== undefined ? reuse?.cache.treeOf(dir.path, identity) : undefined);
     if (cached !== undefined) reused.push(cached);
     const id = cached ?? encodeAndKeep(entriesOf(dir, ids, subtrees, leaders), trees);
