@@ -9,6 +9,7 @@ import { verifyStore } from '../src/snapshot/inspect/verify.js';
 import type { Snapshots } from '../src/snapshot/snapshots.js';
 import type { SourceScan } from '../src/snapshot/workspace-source.js';
 import { LocalWorkspaceSource } from '../src/snapshot/workspace-source.js';
+import { statCacheFile } from '../src/workspace-fs/stat-cache.js';
 import { BACKENDS, type OpenedBackends } from './support/backends.js';
 import { describeTree, seededBytes, writeFile } from './support/trees.js';
 
@@ -223,6 +224,36 @@ describe.each(BACKENDS)('a pack missing from the blob store on $name', (backend)
     // the commit registers as present again.
     expect(next.stats.objectsWritten).toBe(rows.length);
     expect(next.stats.packsWritten).toBe(2);
+    expect(await b.meta.objects.missingPackIds()).toEqual([]);
+    expect((await b.meta.objects.findMissing(rows.map((r) => r.id))).size).toBe(0);
+    expect(await verifyStore(b, { readData: true })).toMatchObject({ ok: true, damage: [] });
+  });
+
+  it.each([
+    ['vouched for whole (every directory too: the subtree is taken over)', false],
+    ['vouched for whole, one file line damaged (its ids unreadable, its stat intact)', true],
+  ])('a checkpoint of a tree its stat cache has %s never commits objects of a pack known missing', async (_, damage) => {
+    const ws = await checkpointed(defaultFiles(damage ? 'settled-damaged' : 'settled'));
+    // Directory stats far from the racy window, then a checkpoint that records their tree ids.
+    const old = Date.UTC(2024, 0, 1) / 1000;
+    for (const d of ['b', '']) fs.utimesSync(path.join(ws.dir, d), old, old);
+    const settled = await snapshots.checkpoint({ dir: ws.dir, workspace: ws.name });
+    expect(settled.stats.filesHashed).toBe(0);
+    const cacheFile = statCacheFile(path.join(b.dir, 'cache'), ws.first.workspaceId, ws.dir);
+    if (damage) {
+      const text = fs.readFileSync(cacheFile, 'utf8');
+      const at = text.lastIndexOf('b/log.txt\t');
+      const ids = text.indexOf('\u0002', at) + 1;
+      expect(at).toBeGreaterThanOrEqual(0);
+      fs.writeFileSync(cacheFile, `${text.slice(0, ids)}not-a-hash${text.slice(text.indexOf('\n', ids))}`);
+    }
+    // The file data the settled subtree's files name: their lines are all the checkpoint has.
+    expect(await b.meta.objects.markPacksMissing([ws.data.id])).toEqual([ws.data.id]);
+    const rows = await b.meta.objects.objectsInPacks([ws.data.id]);
+    const next = await snapshots.checkpoint({ dir: ws.dir, workspace: ws.name });
+    expect(next.checkpoint.status).toBe('ready');
+    expect(next.checkpoint.rootTree).toBe(settled.checkpoint.rootTree);
+    expect(next.stats.objectsWritten).toBe(rows.length);
     expect(await b.meta.objects.missingPackIds()).toEqual([]);
     expect((await b.meta.objects.findMissing(rows.map((r) => r.id))).size).toBe(0);
     expect(await verifyStore(b, { readData: true })).toMatchObject({ ok: true, damage: [] });

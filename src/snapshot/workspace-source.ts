@@ -119,11 +119,7 @@ export interface WorkspaceSource {
  * directories are listed; `trees` has the id of each settled directory, nested ones included.
  * Undefined when none is.
  */
-function settledSubtrees(
-  root: ScannedDir,
-  cache: StatCache,
-  lookup: (file: ScannedFile) => FileIds | undefined,
-): SettledSubtrees | undefined {
+function settledSubtrees(root: ScannedDir, cache: StatCache, vouched: (file: ScannedFile) => boolean): SettledSubtrees | undefined {
   const dirs = new Set<ScannedDir>();
   const trees = new Map<ScannedDir, Sha256Hex>();
   const visit = (dir: ScannedDir): boolean => {
@@ -134,7 +130,7 @@ function settledSubtrees(
         if (visit(child)) subdirs.push(child);
         else whole = false;
       } else if (child.type === 'symlink') whole = false;
-      else if (whole && (child.dev !== undefined || lookup(child) === undefined)) whole = false;
+      else if (whole && (child.dev !== undefined || !vouched(child))) whole = false;
     }
     const id = whole ? cache.treeOf(dir.path, dirIdentityOf(dir)) : undefined;
     if (id !== undefined) {
@@ -146,7 +142,9 @@ function settledSubtrees(
   };
   if (visit(root)) dirs.add(root);
   if (dirs.size === 0) return undefined;
-  // Every file under them was just vouched for by this very cache, which no longer changes.
+  // Every file under them was just vouched for by this very cache, which no longer changes. A
+  // line whose ids do not parse is vouched for too (the directory's tree id is what is reused);
+  // the one reader of these ids, the lost-objects check, reads every file again then.
   const ids: FileIdsView = { get: (p) => cache.idsAt(p), has: (p) => cache.idsAt(p) !== undefined };
   return { dirs, ids, trees };
 }
@@ -192,7 +190,7 @@ export class LocalWorkspaceSource implements WorkspaceSource {
     // The file the cache came from grows by what this checkpoint reads; past its bound (or from
     // nothing) it is written whole, with a line for every file, so nothing is left unlooked at.
     const grows = trusted && cache.mayGrow(scan.files);
-    const settled = grows ? settledSubtrees(scan.root, cache, lookup) : undefined;
+    const settled = grows ? settledSubtrees(scan.root, cache, (file) => cache.vouches(file.path, file, scan.startedAtMs)) : undefined;
     return {
       scan,
       lookup,

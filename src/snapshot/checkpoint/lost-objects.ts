@@ -34,8 +34,13 @@ function* referencedIds(content: CommitContent): Generator<string> {
   if (settled === undefined) return;
   const below = function* (dir: ScannedDir): Generator<string> {
     for (const child of dir.children) {
-      if (child.type === 'file') yield* settled.ids.get(child.path)?.chunks ?? [];
-      else if (child.type === 'dir') {
+      if (child.type === 'file') {
+        const ids = settled.ids.get(child.path);
+        // Ids the source cannot give (a damaged cache line) cannot be shown clear of the lost
+        // packs: the checkpoint is captured again, every file read.
+        if (ids === undefined) throw new LostObjects([]);
+        yield* ids.chunks;
+      } else if (child.type === 'dir') {
         const tree = settled.trees.get(child);
         if (tree !== undefined) yield tree;
         yield* below(child);
