@@ -13,7 +13,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Snapshots } from '../src/snapshot/snapshots.js';
 import { readStatCacheBase, statCacheDir } from '../src/workspace-fs/stat-cache.js';
 import { BACKENDS, type OpenedBackends } from './support/backends.js';
-import { settleDirMtimes, writeFile } from './support/trees.js';
+import { SeededMutator } from './support/seeded-mutator.js';
+import { describeTree, settleDirMtimes, writeFile } from './support/trees.js';
 
 const OLD = Date.UTC(2024, 0, 1);
 const HEADER = 'holdfast-stat-cache 2';
@@ -127,14 +128,17 @@ describe('a local stat cache that grows', () => {
   }, 120_000);
 
   it('a subtree the cache vouches for whole is taken over (nothing read, the same tree), and one change under it is still seen', async () => {
+    // Putting directory stats back changes their ctime: one checkpoint records them as they now are.
+    settle(source);
+    await snapshots.checkpoint({ dir: source, workspace: 'grow' });
     const first = await snapshots.checkpoint({ dir: source, workspace: 'grow' });
     expect(first.stats.filesHashed).toBe(0);
     const again = await snapshots.checkpoint({ dir: source, workspace: 'grow' });
     expect(again.stats.filesHashed).toBe(0);
     expect(again.checkpoint.rootTree).toBe(first.checkpoint.rootTree);
-    // A same-size rewrite deep down, the directories' stats put back: only the file's own stat moved.
+    // A same-size rewrite deep down: no directory's stat moves (a file written in place leaves
+    // its directory as it was), so only the file's own stat says the subtree changed.
     writeFile(source, 'sub/deeper/c.txt', 'GAMMA?\n', 0o644, OLD + 3000);
-    settle(source);
     const changed = await snapshots.checkpoint({ dir: source, workspace: 'grow' });
     expect(changed.stats.filesHashed).toBe(1);
     expect(changed.checkpoint.rootTree).not.toBe(first.checkpoint.rootTree);
@@ -160,4 +164,50 @@ describe('a local stat cache that grows', () => {
     ]);
     expect((await snapshots.checkpoint({ dir: source, workspace: 'grow' })).stats.filesHashed).toBe(0);
   }, 120_000);
+});
+
+/**
+ * The attack on taking subtrees over whole: seeded changes of every kind (renames of files and
+ * directories, hard links, same-size rewrites with the mtime put back, deletes, new
+ * directories, chmod, symlinks), and now and then every directory's mtime put back to an old
+ * value, so only ctime tells. Every checkpoint is restored and compared with the tree it claims
+ * to be, bytes, modes and links.
+ */
+describe('a local stat cache that grows, under seeded changes', () => {
+  let b: OpenedBackends;
+
+  beforeAll(async () => {
+    b = await (BACKENDS[0] as (typeof BACKENDS)[number]).open();
+  }, 120_000);
+  afterAll(async () => {
+    await b?.cleanup();
+  });
+
+  it.each([0x5e77, 0x5e78, 0x5e79])(
+    'seed %i: every checkpoint is the tree it claims',
+    async (seed) => {
+      const source = path.join(b.dir, `seeded-${seed}`);
+      fs.mkdirSync(source);
+      const mutator = new SeededMutator(source, seed);
+      mutator.seed();
+      let reads = 0;
+      for (let step = 0; step < 40; step += 1) {
+        const did = step === 0 ? 'start' : mutator.step();
+        // Directories (the root too) put back to old stats after most changes: only ctime moves.
+        if (step % 4 !== 3) settle(source);
+        const result = await b.snapshots.checkpoint({ dir: source, workspace: `seeded-${seed}` });
+        reads += result.stats.filesHashed;
+        const target = path.join(b.dir, `seeded-${seed}-restored-${step}`);
+        await b.snapshots.restore({ dir: target, workspace: `seeded-${seed}`, checkpoint: result.checkpoint.id });
+        // A symlink a rename made point outside the workspace is left out, and said so.
+        const expected = describeTree(source);
+        for (const e of result.excluded) if (e.reason === 'symlink-escape') expected.delete(e.path);
+        expect({ step, did, tree: describeTree(target) }).toEqual({ step, did, tree: expected });
+        fs.rmSync(target, { recursive: true, force: true });
+      }
+      // The cache was used: far fewer reads than files checkpointed.
+      expect(reads).toBeLessThan(40 * 30);
+    },
+    300_000,
+  );
 });
