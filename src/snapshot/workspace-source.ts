@@ -17,7 +17,7 @@ import {
 import { type StatCache, type StatCacheBuilder, StatCache as StatCacheClass, statCacheFile } from '../workspace-fs/stat-cache.js';
 import type { BaseFiles } from './checkpoint/base-files.js';
 import { type FileChunk, type FileContent, readLargeFile } from './checkpoint/file-reader.js';
-import { dirIdentityOf, type FileIds, type FileIdsView } from './checkpoint/tree-builder.js';
+import { childrenAsCached, dirIdentityOf, type FileIds, type FileIdsView } from './checkpoint/tree-builder.js';
 
 /**
  * What a workspace source or target built outside this module gets: the workspace it serves,
@@ -113,9 +113,9 @@ export interface WorkspaceSource {
 
 /**
  * The largest subtrees of `root` the stat cache vouches for whole (see {@link SourceScan.settled}):
- * a directory is settled when its cached tree id matches its identity (stat and included
- * names), it holds no symlink (a target the cache does not record), every file is a cache hit
- * with no other hard link, and every subdirectory is settled. Only the topmost settled
+ * a directory is settled when its children pass the rule a tree build applies to take a tree
+ * from the cache (`childrenAsCached`: every file vouched for, every subdirectory settled) and
+ * its cached tree id matches its identity (stat and included names). Only the topmost settled
  * directories are listed; `trees` has the id of each settled directory, nested ones included.
  * Undefined when none is.
  */
@@ -123,21 +123,14 @@ function settledSubtrees(root: ScannedDir, cache: StatCache, vouched: (file: Sca
   const dirs = new Set<ScannedDir>();
   const trees = new Map<ScannedDir, Sha256Hex>();
   const visit = (dir: ScannedDir): boolean => {
-    const subdirs: ScannedDir[] = [];
-    let whole = true;
-    for (const child of dir.children) {
-      if (child.type === 'dir') {
-        if (visit(child)) subdirs.push(child);
-        else whole = false;
-      } else if (child.type === 'symlink') whole = false;
-      else if (whole && (child.dev !== undefined || !vouched(child))) whole = false;
-    }
-    const id = whole ? cache.treeOf(dir.path, dirIdentityOf(dir)) : undefined;
+    // Every subdirectory is visited, settled or not: a settled one under an unsettled parent is listed.
+    const settledSubs = dir.children.filter((c): c is ScannedDir => c.type === 'dir' && visit(c));
+    const id = childrenAsCached(dir, vouched, (sub) => trees.has(sub)) ? cache.treeOf(dir.path, dirIdentityOf(dir)) : undefined;
     if (id !== undefined) {
       trees.set(dir, id);
       return true;
     }
-    for (const sub of subdirs) dirs.add(sub);
+    for (const sub of settledSubs) dirs.add(sub);
     return false;
   };
   if (visit(root)) dirs.add(root);

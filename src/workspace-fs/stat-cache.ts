@@ -160,11 +160,6 @@ export class StatCache {
     }
   }
 
-  /** Lines held (a key written again counts again): how much a grown file carries. */
-  get lineCount(): number {
-    return this.lines.length;
-  }
-
   /**
    * Whether the file this cache was read from may grow by appending ({@link StatCacheBuilder.appendTo})
    * for a scan of `files` files: true until it holds more than two lines per file (plus a

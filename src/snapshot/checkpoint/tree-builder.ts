@@ -60,6 +60,29 @@ export function dirIdentityOf(dir: ScannedDir): DirIdentity {
 }
 
 /**
+ * Whether `dir`'s children let it keep the tree id it had (the one rule of {@link buildTrees},
+ * and of a source that settles subtrees before any file is looked at): every file unchanged
+ * (`fileUnchanged`) and with no other hard link (which member leads a link group can change
+ * without its own stat changing), every subdirectory reused (`subdirReused`), and no symlink
+ * unless `symlinks` (a tree taken from the stat cache cannot vouch for one: its mtime can
+ * change without its directory's).
+ */
+export function childrenAsCached(
+  dir: ScannedDir,
+  fileUnchanged: (file: ScannedFile) => boolean,
+  subdirReused: (sub: ScannedDir) => boolean,
+  symlinks = false,
+): boolean {
+  for (const child of dir.children) {
+    if (
+      child.type === 'dir' ? !subdirReused(child) : child.type === 'symlink' ? !symlinks : child.dev !== undefined || !fileUnchanged(child)
+    )
+      return false;
+  }
+  return true;
+}
+
+/**
  * Encodes the scanned directories bottom-up into tree objects. `ids` gives every included
  * file's content ids by path; files missing from it (excluded while reading, e.g. a secret
  * found in their content) are left out of their tree. With `reuse`, a directory whose stat
@@ -108,25 +131,24 @@ export function buildTrees(
     // Children first (their ids go into this tree); then decide whether this tree can be reused
     // before building any entry objects for it.
     const subtrees = new Map<ScannedDir, Sha256Hex>();
-    let unchanged = reuse !== undefined && reuse.encodeAll !== true;
-    let symlinks = false;
+    const reusedSubs = new Set<ScannedDir>();
     let subsKnown = true;
     for (const child of dir.children) {
-      if (child.type === 'dir') {
-        const sub = encodeDir(child);
-        subtrees.set(child, sub.id);
-        unchanged &&= sub.reused;
-        subsKnown &&= reuse?.known?.get(child) === sub.id;
-      } else if (child.type === 'symlink') {
-        symlinks = true;
-      } else if (child.dev !== undefined || reuse?.hits.has(child.path) !== true) {
-        unchanged = false;
-      }
+      if (child.type !== 'dir') continue;
+      const sub = encodeDir(child);
+      subtrees.set(child, sub.id);
+      if (sub.reused) reusedSubs.add(child);
+      subsKnown &&= reuse?.known?.get(child) === sub.id;
     }
+    const mayReuse = reuse !== undefined && reuse.encodeAll !== true;
+    const hit = (file: ScannedFile): boolean => reuse?.hits.has(file.path) === true;
+    const subReused = (sub: ScannedDir): boolean => reusedSubs.has(sub);
     // The very object of the last build, with the same file ids and subtrees: the same entries, symlinks included.
-    const known = unchanged && subsKnown ? reuse?.known?.get(dir) : undefined;
+    const known = mayReuse && subsKnown && childrenAsCached(dir, hit, subReused, true) ? reuse.known?.get(dir) : undefined;
     const identity = reuse === undefined || !reuse.next.records ? undefined : dirIdentityOf(dir);
-    const cached = known ?? (unchanged && !symlinks && identity !== undefined ? reuse?.cache.treeOf(dir.path, identity) : undefined);
+    const cached =
+      known ??
+      (mayReuse && identity !== undefined && childrenAsCached(dir, hit, subReused) ? reuse.cache.treeOf(dir.path, identity) : undefined);
     if (cached !== undefined) reused.push(cached);
     const id = cached ?? encodeAndKeep(entriesOf(dir, ids, subtrees, leaders), trees);
     if (identity !== undefined) reuse?.next.addDir(dir.path, identity, id, known === undefined && cached !== undefined);
