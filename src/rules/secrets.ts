@@ -77,6 +77,32 @@ function groupRules(rules: readonly SecretRule[]): readonly AnchorGroup[] {
 const GROUPS = groupRules(SECRET_RULES);
 const NO_RULES: readonly SecretRule[] = [];
 
+/** Every anchor group (bit i: `GROUPS[i]`), the mask a scan of a large range uses. */
+const ALL_GROUPS = -1;
+/** Inputs up to this long are looked over once for their anchors' first bytes before any group searches them. */
+const SHORT_INPUT_BYTES = 256;
+/**
+ * For each byte, the groups whose anchor starts with it (bit i: `GROUPS[i]`); a group past
+ * bit 30 is in every mask. A match holds its anchor, so a group whose first anchor byte is
+ * nowhere in the input cannot match: a name or a tiny file skips most groups' searches.
+ */
+const GROUPS_OF_BYTE = (() => {
+  const table = new Int32Array(256);
+  for (const [i, g] of GROUPS.entries()) {
+    const first = g.byte ?? (g.search as Buffer)[0];
+    if (i > 30) table.fill(ALL_GROUPS);
+    else if (first !== undefined) table[first] = (table[first] as number) | (1 << i);
+  }
+  return table;
+})();
+
+/** The groups {@link GROUPS_OF_BYTE} says may match somewhere in `buf`. */
+function groupsIn(buf: Buffer): number {
+  let mask = 0;
+  for (let i = 0; i < buf.length; i += 1) mask |= GROUPS_OF_BYTE[buf[i] as number] as number;
+  return mask;
+}
+
 const WORD_BYTE = new Uint8Array(256);
 for (const range of ['09', 'AZ', 'az']) {
   for (let c = range.charCodeAt(0); c <= range.charCodeAt(1); c += 1) WORD_BYTE[c] = 1;
@@ -147,11 +173,16 @@ function scanRange(buf: Buffer, from: number, to: number): SecretFinding | undef
   return undefined;
 }
 
-/** {@link scanRange} for one block: every anchor group, each searching only as far as a start in the block can reach. */
-function scanBlock(buf: Buffer, from: number, to: number): SecretFinding | undefined {
+/**
+ * {@link scanRange} for one block: every anchor group (or those in `groups`, when the caller
+ * knows the others cannot match), each searching only as far as a start in the block can reach.
+ */
+function scanBlock(buf: Buffer, from: number, to: number, groups = ALL_GROUPS): SecretFinding | undefined {
   let best: SecretRule | undefined;
   let limit = to;
-  for (const { search, byte, byLeadEnd, unled, unledRuns, unledNext, anchorBytes, maxLeadBytes } of GROUPS) {
+  for (let g = 0; g < GROUPS.length; g += 1) {
+    if (g <= 30 && (groups & (1 << g)) === 0) continue;
+    const { search, byte, byLeadEnd, unled, unledRuns, unledNext, anchorBytes, maxLeadBytes } = GROUPS[g] as AnchorGroup;
     // An anchor at or past `limit + maxLeadBytes` cannot start a secret before `limit`.
     const window = buf.subarray(0, Math.min(buf.length, limit + maxLeadBytes + anchorBytes));
     let at = window.indexOf(search, from);
@@ -204,7 +235,9 @@ function asBuffer(bytes: Uint8Array): Buffer {
  */
 export function findSecret(content: Uint8Array): SecretFinding | undefined {
   const buf = asBuffer(content);
-  return scanRange(buf, 0, buf.length);
+  if (buf.length > SHORT_INPUT_BYTES) return scanRange(buf, 0, buf.length);
+  const groups = groupsIn(buf);
+  return groups === 0 ? undefined : scanBlock(buf, 0, buf.length, groups);
 }
 
 /** Incremental form of {@link findSecret} for files read in chunks. */

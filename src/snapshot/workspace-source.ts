@@ -199,7 +199,9 @@ export class LocalWorkspaceSource implements WorkspaceSource {
    * system call (rare) is read here, through {@link LongPaths}, and its bytes digested instead.
    */
   async digest(files: readonly ScannedFile[]): Promise<DigestOutcome[]> {
-    const abs = files.map((f) => path.join(this.dir, f.path));
+    // A scanned path is clean relative components: appending it is what path.join would give.
+    const prefix = `${path.normalize(this.dir).replace(/\/+$/, '')}/`;
+    const abs = files.map((f) => prefix + f.path);
     const awkward: number[] = [];
     for (const [i, p] of abs.entries()) {
       // A UTF-16 unit is at most 3 bytes: only a path that could be long is measured.

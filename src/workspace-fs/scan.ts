@@ -130,6 +130,9 @@ export function scanWorkspace(root: string, rules: ExcludeRules, limits: ScanLim
     // to `fs` as they are, with no per-entry check. The others go through LongPaths.
     const direct = !read.escaped && byteLength(abs) + 1 + MAX_NAME_BYTES <= SYSCALL_PATH_BYTES;
     const relBytes = rel === '' ? 0 : byteLength(rel) + 1;
+    // A name from readdir is one component (never '.', '..' or holding '/'): appending it is
+    // what path.join would give for a normalized directory, without normalizing every entry.
+    const prefix = abs.endsWith('/') ? abs : `${abs}/`;
     for (const name of read.names) {
       const relPath = rel === '' ? name : `${rel}/${name}`;
       if (tally.secretName(relPath, name)) continue;
@@ -138,7 +141,7 @@ export function scanWorkspace(root: string, rules: ExcludeRules, limits: ScanLim
         tally.invalidName(relPath, problem);
         continue;
       }
-      const absPath = path.join(abs, name);
+      const absPath = prefix + name;
       const at = direct ? absPath : long.at(absPath);
       let st: fs.Stats;
       try {

@@ -102,13 +102,20 @@ function dirIdentity(d: DirIdentity): string {
  * workspace; a missing or damaged file is an empty cache. A path's last line is the one held: a
  * file grown by {@link StatCacheBuilder.appendTo} keeps earlier lines, and an earlier line of a
  * path is one whose stat the path has left (a ctime never comes back), so it could never match.
- * Lookups are by path (a string the scan has already hashed), then the identity is compared.
+ * Lookups are by path (a string the scan has already hashed), then the identity is compared in
+ * place: the cache keeps the text it read and, per key, where its line starts, so a large
+ * cache costs one key string per path and no string per line.
  */
 export class StatCache {
+  /** The texts taken in, each with the position (over all of them, in order) where it starts. */
+  private readonly texts: Array<{ readonly text: string; readonly from: number }> = [];
+  private end = 0;
+  private lines = 0;
+
   private constructor(
     private baseId: string | undefined,
+    /** Each key's last line: the position of its first byte (over all texts). */
     private readonly entries: Map<string, number>,
-    private readonly lines: string[],
   ) {}
 
   /** The checkpoint the cache describes (the last header's, in a file {@link StatCacheBuilder.appendTo} grew). */
@@ -118,7 +125,7 @@ export class StatCache {
 
   /** An empty cache. */
   static empty(): StatCache {
-    return new StatCache(undefined, new Map(), []);
+    return new StatCache(undefined, new Map());
   }
 
   /** Loads a cache file; a missing or unreadable file gives an empty cache. */
@@ -132,8 +139,7 @@ export class StatCache {
     const firstLine = text.indexOf('\n');
     const [magic, base] = text.slice(0, firstLine < 0 ? text.length : firstLine).split('\t');
     if (magic !== HEADER || base === undefined || firstLine < 0) return StatCache.empty();
-    // Keys are slices of the file's text: V8 keeps them as views, so a big cache costs little.
-    const cache = new StatCache(base, new Map(), []);
+    const cache = new StatCache(base, new Map());
     cache.absorb(base, text.slice(firstLine + 1));
     return cache;
   }
@@ -145,19 +151,33 @@ export class StatCache {
    */
   absorb(base: string, text: string): void {
     this.baseId = base;
+    const from = this.end;
+    this.texts.push({ text, from });
+    this.end += text.length + 1;
     for (let start = 0; start < text.length; ) {
       let end = text.indexOf('\n', start);
       if (end < 0) end = text.length;
       if (text.startsWith(HEADER_PREFIX, start)) this.baseId = text.slice(start + HEADER_PREFIX.length, end);
       else {
         const tab = text.indexOf('\t', start);
+        // Keys are slices of the text: V8 keeps them as views, so a big cache costs little.
         if (tab > start && tab < end) {
-          this.entries.set(text.slice(start, tab), this.lines.length);
-          this.lines.push(text.slice(start, end));
+          this.entries.set(text.slice(start, tab), from + start);
+          this.lines += 1;
         }
       }
       start = end + 1;
     }
+  }
+
+  /** The text holding the line at position `at`, and where the line starts and ends in it. */
+  private lineAt(at: number): { text: string; start: number; end: number } {
+    let i = this.texts.length - 1;
+    while ((this.texts[i] as { from: number }).from > at) i -= 1;
+    const { text, from } = this.texts[i] as { text: string; from: number };
+    const start = at - from;
+    const end = text.indexOf('\n', start);
+    return { text, start, end: end < 0 ? text.length : end };
   }
 
   /**
@@ -166,21 +186,22 @@ export class StatCache {
    * slack), after which it is written afresh.
    */
   mayGrow(files: number): boolean {
-    return this.lines.length <= 2 * files + CACHE_SLACK_LINES;
+    return this.lines <= 2 * files + CACHE_SLACK_LINES;
   }
 
   /** The cached content of `relPath` if its stat identity still matches and it is not racy. */
   lookup(relPath: string, st: StatIdentity, scanStartedAtMs: number): StatCacheHit | undefined {
     if (st.mtimeMs >= scanStartedAtMs - RACY_WINDOW_MS) return undefined;
-    const index = this.entries.get(relPath);
-    if (index === undefined) return undefined;
-    const line = this.lines[index] as string;
+    const at = this.entries.get(relPath);
+    if (at === undefined) return undefined;
+    const { text, start, end } = this.lineAt(at);
     const identity = fileIdentity(st);
-    if (!line.startsWith(identity, relPath.length)) return undefined;
-    const ids = idsIn(line, relPath.length + identity.length);
+    const value = start + relPath.length + identity.length;
+    if (value > end || !text.startsWith(identity, start + relPath.length)) return undefined;
+    const ids = idsIn(text, value, end);
     return ids === undefined
       ? undefined
-      : { size: st.size, mtimeMs: st.mtimeMs, ctimeMs: st.ctimeMs, ino: st.ino, mode: st.mode, ...ids, line };
+      : { size: st.size, mtimeMs: st.mtimeMs, ctimeMs: st.ctimeMs, ino: st.ino, mode: st.mode, ...ids, line: text.slice(start, end) };
   }
 
   /**
@@ -191,8 +212,11 @@ export class StatCache {
    */
   vouches(relPath: string, st: StatIdentity, scanStartedAtMs: number): boolean {
     if (st.mtimeMs >= scanStartedAtMs - RACY_WINDOW_MS) return false;
-    const index = this.entries.get(relPath);
-    return index !== undefined && (this.lines[index] as string).startsWith(fileIdentity(st), relPath.length);
+    const at = this.entries.get(relPath);
+    if (at === undefined) return false;
+    const { text, start, end } = this.lineAt(at);
+    const identity = fileIdentity(st);
+    return start + relPath.length + identity.length <= end && text.startsWith(identity, start + relPath.length);
   }
 
   /**
@@ -201,20 +225,23 @@ export class StatCache {
    * changed after it is loaded, only its file grows).
    */
   idsAt(relPath: string): Pick<StatCacheEntry, 'sha256' | 'chunks'> | undefined {
-    const index = this.entries.get(relPath);
-    const line = index === undefined ? undefined : this.lines[index];
-    const split = line?.indexOf('\u0002') ?? -1;
-    return line === undefined || split < 0 ? undefined : idsIn(line, split + 1);
+    const at = this.entries.get(relPath);
+    if (at === undefined) return undefined;
+    const { text, start, end } = this.lineAt(at);
+    const split = text.indexOf('\u0002', start);
+    return split < 0 || split >= end ? undefined : idsIn(text, split + 1, end);
   }
 
   /** The tree id a directory had, if its identity (stat and included names) is unchanged. */
   treeOf(relPath: string, d: DirIdentity): Sha256Hex | undefined {
     const key = `${DIR_MARK}${relPath}`;
-    const index = this.entries.get(key);
-    const line = index === undefined ? undefined : this.lines[index];
+    const at = this.entries.get(key);
+    if (at === undefined) return undefined;
+    const { text, start, end } = this.lineAt(at);
     const identity = dirIdentity(d);
-    if (line === undefined || !line.startsWith(identity, key.length)) return undefined;
-    const id = line.slice(key.length + identity.length);
+    const value = start + key.length + identity.length;
+    if (value > end || !text.startsWith(identity, start + key.length)) return undefined;
+    const id = text.slice(value, end);
     return isSha256Hex(id) ? id : undefined;
   }
 
@@ -224,9 +251,9 @@ export class StatCache {
   }
 }
 
-/** The ids of a file line whose value (`<sha256>\t<chunk list>`) starts at `at`. */
-function idsIn(line: string, at: number): Pick<StatCacheEntry, 'sha256' | 'chunks'> | undefined {
-  const value = line.slice(at);
+/** The ids of a file line whose value (`<sha256>\t<chunk list>`) is `text` from `at` to `end`. */
+function idsIn(text: string, at: number, end: number): Pick<StatCacheEntry, 'sha256' | 'chunks'> | undefined {
+  const value = text.slice(at, end);
   const tab = value.indexOf('\t');
   const sha256 = tab < 0 ? value : value.slice(0, tab);
   if (!isSha256Hex(sha256)) return undefined;

@@ -1,10 +1,11 @@
+import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { Sha256Hex } from '../../core/hash.js';
 import type { ScannedDir, ScannedFile } from '../../workspace-fs/scan.js';
 import { StatCache, StatCacheBuilder } from '../../workspace-fs/stat-cache.js';
 import { comparePaths } from '../tree-walk.js';
 import type { FileIds } from './tree-builder.js';
-import { buildTrees, linkGroups } from './tree-builder.js';
+import { buildTrees, dirIdentityOf, linkGroups } from './tree-builder.js';
 
 const sha = (c: string): Sha256Hex => c.repeat(64);
 
@@ -19,6 +20,20 @@ function dir(p: string, children: ScannedDir['children']): ScannedDir {
 
 const idsOf = (entries: Array<[string, string]>): Map<string, FileIds> =>
   new Map(entries.map(([p, c]) => [p, { sha256: sha(c), chunks: [sha(c)] }]));
+
+describe('dirIdentityOf', () => {
+  it('hashes the names as stat caches on disk hold them: each name in UTF-16 units, then two zero bytes', () => {
+    // A cache written by an earlier build keeps matching only while these bytes stay the same.
+    const names = ['a', 'b\udc80c', 'é', 'x'.repeat(300)];
+    const stream = Buffer.concat(names.flatMap((n) => [Buffer.from(n, 'utf16le'), Buffer.alloc(2)]));
+    const d = dir(
+      'd',
+      names.map((n) => file(`d/${n}`, 1)),
+    );
+    expect(dirIdentityOf(d).namesHash).toBe(createHash('sha256').update(stream).digest('hex').slice(0, 16));
+    expect(dirIdentityOf(dir('e', [])).namesHash).toBe(createHash('sha256').digest('hex').slice(0, 16));
+  });
+});
 
 describe('linkGroups', () => {
   it('leads a group with the member first in flatten order (segments by bytes, not whole paths)', () => {
