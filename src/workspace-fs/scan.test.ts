@@ -70,3 +70,49 @@ describe('a credential in a name or a link target', () => {
     expect(scan.root.children.map((e) => e.name)).toEqual(['kept.txt']);
   });
 });
+
+/** Every file path a scan kept, sorted. */
+function filePaths(entries: readonly ScannedEntry[], out: string[] = []): string[] {
+  for (const e of entries) {
+    if (e.type === 'file') out.push(e.path);
+    if (e.type === 'dir') filePaths(e.children, out);
+  }
+  return out.sort();
+}
+
+describe('.gitignore files', () => {
+  it('apply in the directory that lists one and below it; one that is a symlink or a directory is not read', () => {
+    const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hf-scan-ignore-'));
+    dirs.push(root);
+    const write = (rel: string, text: string) => {
+      fs.mkdirSync(path.dirname(path.join(root, rel)), { recursive: true });
+      fs.writeFileSync(path.join(root, rel), text);
+    };
+    write('.gitignore', '*.log\n');
+    for (const rel of ['a.log', 'a.txt', 'sub/b.log', 'sub/b.tmp', 'sub/deep/c.tmp', 'sub/deep/c.txt', 'other/d.tmp']) write(rel, 'x\n');
+    write('sub/.gitignore', '*.tmp\n!keep.tmp\n');
+    write('sub/deep/keep.tmp', 'x\n');
+    write('sub/deep/.gitignore', 'c.txt\n');
+    // Not read: a .gitignore that is a symlink (git does not follow one) and one that is a directory.
+    write('linked/rules', '*\n');
+    write('linked/e.txt', 'x\n');
+    fs.symlinkSync('rules', path.join(root, 'linked', '.gitignore'));
+    write('dir-rules/.gitignore/inner', 'x\n');
+    write('dir-rules/f.txt', 'x\n');
+    const scan = scanWorkspace(root, ExcludeRules.create({ gitignore: true }), LIMITS);
+    expect(filePaths(scan.root.children)).toEqual([
+      '.gitignore',
+      'a.txt',
+      'dir-rules/.gitignore/inner',
+      'dir-rules/f.txt',
+      'linked/e.txt',
+      'linked/rules',
+      'other/d.tmp',
+      'sub/.gitignore',
+      'sub/deep/.gitignore',
+      'sub/deep/keep.tmp',
+    ]);
+    // Without the option no .gitignore is read at all.
+    expect(filePaths(scanWorkspace(root, ExcludeRules.create(), LIMITS).root.children)).toContain('sub/deep/c.txt');
+  });
+});

@@ -9,7 +9,7 @@ import { permissionBits } from '../core/modes.js';
 import { byteLength, hasByteEscapes } from '../core/name-bytes.js';
 import { MAX_NAME_BYTES, MAX_PATH_BYTES, nameProblem } from '../core/paths.js';
 import { InputError } from '../errors.js';
-import type { DirectoryRules, ExcludeRules, Exclusion } from '../rules/excludes.js';
+import type { ExcludeRules, Exclusion } from '../rules/excludes.js';
 import { INFO_EXCLUDE_PATH, ignoreFileTooLarge, ignoreText, MAX_IGNORE_FILE_BYTES } from '../rules/ignore-files.js';
 import { readLinkTarget, readNames } from './fs-exact.js';
 import { LongPaths, SYSCALL_PATH_BYTES } from './long-paths.js';
@@ -123,8 +123,13 @@ export function scanWorkspace(root: string, rules: ExcludeRules, limits: ScanLim
   if (!rootStat.isDirectory()) throw new InputError('INVALID_INPUT', `${root} is not a directory`, { data: { path: root } });
   const long = new LongPaths();
 
-  const walk = (abs: string, rel: string, dirRules: DirectoryRules, children: ScannedEntry[], earlier: ScannedDir | undefined): void => {
+  const walk = (abs: string, rel: string, children: ScannedEntry[], earlier: ScannedDir | undefined): void => {
     const read = sortedNames(abs, long);
+    // A directory's own `.gitignore` is opened only when it is listed (a failed open costs an
+    // exception per directory); one created after the listing moves the directory, and the
+    // second look sees it. The root's `.git/info/exclude` is always looked for.
+    const ignore = rel === '' || read.names.includes('.gitignore') ? readGitignore(rules, abs, rel, long) : undefined;
+    const dirRules = rules.enter(rel, ignore);
     let earlierDirs: Map<string, ScannedDir> | undefined;
     // Most directories hold no escaped name and are far from PATH_MAX: their entries' paths go
     // to `fs` as they are, with no per-entry check. The others go through LongPaths.
@@ -171,7 +176,7 @@ export function scanWorkspace(root: string, rules: ExcludeRules, limits: ScanLim
         tally.addDir();
         const dir: ScannedDir = dirEntry(name, relPath, st, tally.mode(relPath, st.mode));
         hooks.entering?.(absPath, relPath, st);
-        walk(absPath, relPath, rules.enter(relPath, readGitignore(rules, absPath, relPath, long)), dir.children, was);
+        walk(absPath, relPath, dir.children, was);
         children.push(dir);
         hooks.walked?.(dir, tally.since(mark), was);
       } else if (st.isFile()) {
@@ -200,7 +205,7 @@ export function scanWorkspace(root: string, rules: ExcludeRules, limits: ScanLim
     const mark = tally.mark();
     const top = dirEntry('', '', rootStat, permissionBits(rootStat.mode));
     hooks.entering?.(root, '', rootStat);
-    walk(root, '', rules.enter('', readGitignore(rules, root, '', long)), top.children, hooks.earlier);
+    walk(root, '', top.children, hooks.earlier);
     hooks.walked?.(top, tally.since(mark), hooks.earlier);
     return { root: top, ...tally.counts, excluded: tally.excluded, startedAtMs };
   } finally {
