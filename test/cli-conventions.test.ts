@@ -99,6 +99,24 @@ describe('holdfast as restic and git users expect (compiled bin)', () => {
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
+  it("keeps the compiled code of its chunks in node's compile cache where node has one (22.1+), and runs the same where it has none", async () => {
+    const tmp = fs.mkdtempSync(path.join(dir, 'tmp-'));
+    const env = { ...environmentWithoutHoldfast(), TMPDIR: tmp };
+    delete env.NODE_COMPILE_CACHE;
+    expect(await holdfast(['--version'], { env })).toMatchObject({ exit: 0, stdout: `${packageVersion}\n` });
+    const cache = path.join(tmp, 'node-compile-cache');
+    const entries = (d: string): string[] =>
+      fs.existsSync(d)
+        ? fs
+            .readdirSync(d, { recursive: true, withFileTypes: true })
+            .filter((e) => e.isFile())
+            .map((e) => e.name)
+        : [];
+    const hasCompileCache = typeof (await import('node:module')).default.enableCompileCache === 'function';
+    if (hasCompileCache) expect(entries(cache).length).toBeGreaterThan(0);
+    else expect(entries(cache)).toEqual([]);
+  });
+
   it('holdfast version and --version print the package version; version --json adds the runtime', async () => {
     expect(await holdfast(['version'])).toMatchObject({ exit: 0, stdout: `${packageVersion}\n` });
     expect(await holdfast(['--version'])).toMatchObject({ exit: 0, stdout: `${packageVersion}\n` });
