@@ -101,7 +101,7 @@ describe('holdfast as restic and git users expect (compiled bin)', () => {
 
   it("keeps the compiled code of its chunks in node's compile cache where node has one (22.1+), and runs the same where it has none", async () => {
     const tmp = fs.mkdtempSync(path.join(dir, 'tmp-'));
-    const env = { ...environmentWithoutHoldfast(), TMPDIR: tmp };
+    const env: Record<string, string> = { ...environmentWithoutHoldfast(), TMPDIR: tmp };
     delete env.NODE_COMPILE_CACHE;
     expect(await holdfast(['--version'], { env })).toMatchObject({ exit: 0, stdout: `${packageVersion}\n` });
     const cache = path.join(tmp, 'node-compile-cache');
@@ -112,7 +112,8 @@ describe('holdfast as restic and git users expect (compiled bin)', () => {
             .filter((e) => e.isFile())
             .map((e) => e.name)
         : [];
-    const hasCompileCache = typeof (await import('node:module')).default.enableCompileCache === 'function';
+    const nodeModule = (await import('node:module')).default as { enableCompileCache?: unknown };
+    const hasCompileCache = typeof nodeModule.enableCompileCache === 'function';
     if (hasCompileCache) expect(entries(cache).length).toBeGreaterThan(0);
     else expect(entries(cache)).toEqual([]);
   });

@@ -87,6 +87,30 @@ export function describeObjectIndexCases(ctx: ContractContext): void {
       expect(located.get(doomedIds[1] as string)).toMatchObject({ packId: newPack.id, offset: 7 });
     });
 
+    it('stores every row of an insert of several batches as given (block offsets and nulls mixed), and re-points a condemned pack past the first batch', async () => {
+      const { store } = await fixture();
+      // 1,234 rows: two full batches of one statement and a shorter last one.
+      const { packs, objects } = makeObjects('batches', 1_234, 400);
+      const given: ObjectRecord[] = objects.map((o, i) => (o.codec === 'zstd' && i % 3 !== 0 ? { ...o, blockOffset: i * 11 } : o));
+      await store.objects.insertPacksAndObjects(packs, given);
+      const byId = (await store.objects.locate(given.map((o) => o.id))) as Map<string, Omit<ObjectRecord, 'id'>>;
+      expect(byId.size).toBe(given.length);
+      for (const { id, ...location } of given) expect(byId.get(id)).toEqual({ blockOffset: undefined, ...location });
+      // Rows far into the insert move when their pack is condemned; the others stay where they are.
+      const doomed = packs[2] as PackRecord;
+      await store.objects.condemnPacks([doomed.id]);
+      const newPack: PackRecord = { id: sha256('batches-rewritten'), kind: 'data', size: 99, objectCount: given.length };
+      await store.objects.insertPacksAndObjects(
+        [newPack],
+        given.map((o) => ({ ...o, packId: newPack.id, offset: o.offset + 5 })),
+      );
+      const after = await store.objects.locate(given.map((o) => o.id));
+      for (const o of given)
+        expect(after.get(o.id)).toMatchObject(
+          o.packId === doomed.id ? { packId: newPack.id, offset: o.offset + 5 } : { packId: o.packId, offset: o.offset },
+        );
+    });
+
     it('re-registering a condemned pack revives it', async () => {
       const { store } = await fixture();
       const { packs, objects } = makeObjects('revived', 5);
