@@ -109,7 +109,8 @@ function dirIdentity(d: DirIdentity): string {
 export class StatCache {
   /** The texts taken in, each with the position (over all of them, in order) where it starts. */
   private readonly texts: Array<{ readonly text: string; readonly from: number }> = [];
-  private end = 0;
+  /** Positions taken by the texts so far (each text and the line end after it). */
+  private taken = 0;
   private lines = 0;
 
   private constructor(
@@ -151,9 +152,9 @@ export class StatCache {
    */
   absorb(base: string, text: string): void {
     this.baseId = base;
-    const from = this.end;
+    const from = this.taken;
     this.texts.push({ text, from });
-    this.end += text.length + 1;
+    this.taken += text.length + 1;
     for (let start = 0; start < text.length; ) {
       let end = text.indexOf('\n', start);
       if (end < 0) end = text.length;
@@ -170,14 +171,21 @@ export class StatCache {
     }
   }
 
-  /** The text holding the line at position `at`, and where the line starts and ends in it. */
-  private lineAt(at: number): { text: string; start: number; end: number } {
+  /**
+   * The last line of `key` when `identity` follows the key in it: the text holding the line,
+   * where the line starts and ends in it, and where the value after the identity starts.
+   */
+  private lineOf(key: string, identity = ''): { text: string; start: number; value: number; end: number } | undefined {
+    const at = this.entries.get(key);
+    if (at === undefined) return undefined;
     let i = this.texts.length - 1;
     while ((this.texts[i] as { from: number }).from > at) i -= 1;
     const { text, from } = this.texts[i] as { text: string; from: number };
     const start = at - from;
-    const end = text.indexOf('\n', start);
-    return { text, start, end: end < 0 ? text.length : end };
+    const newline = text.indexOf('\n', start);
+    const end = newline < 0 ? text.length : newline;
+    const value = start + key.length + identity.length;
+    return value <= end && text.startsWith(identity, start + key.length) ? { text, start, value, end } : undefined;
   }
 
   /**
@@ -192,16 +200,11 @@ export class StatCache {
   /** The cached content of `relPath` if its stat identity still matches and it is not racy. */
   lookup(relPath: string, st: StatIdentity, scanStartedAtMs: number): StatCacheHit | undefined {
     if (st.mtimeMs >= scanStartedAtMs - RACY_WINDOW_MS) return undefined;
-    const at = this.entries.get(relPath);
-    if (at === undefined) return undefined;
-    const { text, start, end } = this.lineAt(at);
-    const identity = fileIdentity(st);
-    const value = start + relPath.length + identity.length;
-    if (value > end || !text.startsWith(identity, start + relPath.length)) return undefined;
-    const ids = idsIn(text, value, end);
-    return ids === undefined
-      ? undefined
-      : { size: st.size, mtimeMs: st.mtimeMs, ctimeMs: st.ctimeMs, ino: st.ino, mode: st.mode, ...ids, line: text.slice(start, end) };
+    const found = this.lineOf(relPath, fileIdentity(st));
+    const ids = found === undefined ? undefined : idsIn(found.text, found.value, found.end);
+    if (found === undefined || ids === undefined) return undefined;
+    const line = found.text.slice(found.start, found.end);
+    return { size: st.size, mtimeMs: st.mtimeMs, ctimeMs: st.ctimeMs, ino: st.ino, mode: st.mode, ...ids, line };
   }
 
   /**
@@ -211,12 +214,7 @@ export class StatCache {
    * more than this answer until it has them.
    */
   vouches(relPath: string, st: StatIdentity, scanStartedAtMs: number): boolean {
-    if (st.mtimeMs >= scanStartedAtMs - RACY_WINDOW_MS) return false;
-    const at = this.entries.get(relPath);
-    if (at === undefined) return false;
-    const { text, start, end } = this.lineAt(at);
-    const identity = fileIdentity(st);
-    return start + relPath.length + identity.length <= end && text.startsWith(identity, start + relPath.length);
+    return st.mtimeMs < scanStartedAtMs - RACY_WINDOW_MS && this.lineOf(relPath, fileIdentity(st)) !== undefined;
   }
 
   /**
@@ -225,24 +223,16 @@ export class StatCache {
    * changed after it is loaded, only its file grows).
    */
   idsAt(relPath: string): Pick<StatCacheEntry, 'sha256' | 'chunks'> | undefined {
-    const at = this.entries.get(relPath);
-    if (at === undefined) return undefined;
-    const { text, start, end } = this.lineAt(at);
-    const split = text.indexOf('\u0002', start);
-    return split < 0 || split >= end ? undefined : idsIn(text, split + 1, end);
+    const line = this.lineOf(relPath);
+    const split = line === undefined ? -1 : line.text.indexOf('\u0002', line.start);
+    return line === undefined || split < 0 || split >= line.end ? undefined : idsIn(line.text, split + 1, line.end);
   }
 
   /** The tree id a directory had, if its identity (stat and included names) is unchanged. */
   treeOf(relPath: string, d: DirIdentity): Sha256Hex | undefined {
-    const key = `${DIR_MARK}${relPath}`;
-    const at = this.entries.get(key);
-    if (at === undefined) return undefined;
-    const { text, start, end } = this.lineAt(at);
-    const identity = dirIdentity(d);
-    const value = start + key.length + identity.length;
-    if (value > end || !text.startsWith(identity, start + key.length)) return undefined;
-    const id = text.slice(value, end);
-    return isSha256Hex(id) ? id : undefined;
+    const found = this.lineOf(`${DIR_MARK}${relPath}`, dirIdentity(d));
+    const id = found?.text.slice(found.value, found.end);
+    return id !== undefined && isSha256Hex(id) ? id : undefined;
   }
 
   /** Number of entries. */
