@@ -77,21 +77,22 @@ function groupRules(rules: readonly SecretRule[]): readonly AnchorGroup[] {
 const GROUPS = groupRules(SECRET_RULES);
 const NO_RULES: readonly SecretRule[] = [];
 
-/** Every anchor group (bit i: `GROUPS[i]`), the mask a scan of a large range uses. */
+/** Every anchor group (all bits), the mask a scan of a large range uses. */
 const ALL_GROUPS = -1;
 /** Inputs up to this long are looked over once for their anchors' first bytes before any group searches them. */
 const SHORT_INPUT_BYTES = 256;
 /**
- * For each byte, the groups whose anchor starts with it (bit i: `GROUPS[i]`); a group past
- * bit 30 is in every mask. A match holds its anchor, so a group whose first anchor byte is
- * nowhere in the input cannot match: a name or a tiny file skips most groups' searches.
+ * For each byte, the groups whose anchor starts with it (bit i: `GROUPS[i]`). A match holds its
+ * anchor, so a group whose first anchor byte is nowhere in the input cannot match: a name or a
+ * tiny file skips most groups' searches. With more groups than an int has bits, every byte
+ * names them all.
  */
 const GROUPS_OF_BYTE = (() => {
   const table = new Int32Array(256);
+  if (GROUPS.length > 31) return table.fill(ALL_GROUPS);
   for (const [i, g] of GROUPS.entries()) {
-    const first = g.byte ?? (g.search as Buffer)[0];
-    if (i > 30) table.fill(ALL_GROUPS);
-    else if (first !== undefined) table[first] = (table[first] as number) | (1 << i);
+    const first = g.byte ?? ((g.search as Buffer)[0] as number);
+    table[first] = (table[first] as number) | (1 << i);
   }
   return table;
 })();
@@ -181,7 +182,7 @@ function scanBlock(buf: Buffer, from: number, to: number, groups = ALL_GROUPS): 
   let best: SecretRule | undefined;
   let limit = to;
   for (let g = 0; g < GROUPS.length; g += 1) {
-    if (g <= 30 && (groups & (1 << g)) === 0) continue;
+    if ((groups & (1 << g)) === 0) continue;
     const { search, byte, byLeadEnd, unled, unledRuns, unledNext, anchorBytes, maxLeadBytes } = GROUPS[g] as AnchorGroup;
     // An anchor at or past `limit + maxLeadBytes` cannot start a secret before `limit`.
     const window = buf.subarray(0, Math.min(buf.length, limit + maxLeadBytes + anchorBytes));

@@ -7,6 +7,7 @@ import type { ContentWorkers, DigestOutcome } from '../objects/content-workers.j
 import { type ExcludeOptions, ExcludeRules, type Exclusion } from '../rules/excludes.js';
 import { LongPaths, SYSCALL_PATH_BYTES } from '../workspace-fs/long-paths.js';
 import {
+  childPrefix,
   type ScanLimits,
   type ScannedDir,
   type ScannedFile,
@@ -199,8 +200,7 @@ export class LocalWorkspaceSource implements WorkspaceSource {
    * system call (rare) is read here, through {@link LongPaths}, and its bytes digested instead.
    */
   async digest(files: readonly ScannedFile[]): Promise<DigestOutcome[]> {
-    // A scanned path is clean relative components: appending it is what path.join would give.
-    const prefix = `${path.normalize(this.dir).replace(/\/+$/, '')}/`;
+    const prefix = childPrefix(path.normalize(this.dir));
     const abs = files.map((f) => prefix + f.path);
     const awkward: number[] = [];
     for (const [i, p] of abs.entries()) {

@@ -135,9 +135,7 @@ export function scanWorkspace(root: string, rules: ExcludeRules, limits: ScanLim
     // to `fs` as they are, with no per-entry check. The others go through LongPaths.
     const direct = !read.escaped && byteLength(abs) + 1 + MAX_NAME_BYTES <= SYSCALL_PATH_BYTES;
     const relBytes = rel === '' ? 0 : byteLength(rel) + 1;
-    // A name from readdir is one component (never '.', '..' or holding '/'): appending it is
-    // what path.join would give for a normalized directory, without normalizing every entry.
-    const prefix = abs.endsWith('/') ? abs : `${abs}/`;
+    const prefix = childPrefix(abs);
     for (const name of read.names) {
       const relPath = rel === '' ? name : `${rel}/${name}`;
       if (tally.secretName(relPath, name)) continue;
@@ -211,6 +209,15 @@ export function scanWorkspace(root: string, rules: ExcludeRules, limits: ScanLim
   } finally {
     long.close();
   }
+}
+
+/**
+ * What a path under directory `dir` starts with: `dir` and one slash. A name from readdir, or a
+ * path of such names (a scanned path), appended to it is what `path.join` gives when `dir` is
+ * normalized, without normalizing every entry.
+ */
+export function childPrefix(dir: string): string {
+  return dir.endsWith('/') ? dir : `${dir}/`;
 }
 
 /** The names in directory `abs`, sorted, and whether one holds bytes that are not UTF-8. */

@@ -237,14 +237,15 @@ export function createObjectIndexRepo({ db, dialect, now }: RepoContext): Object
             codec: o.codec,
             block_offset: o.blockOffset ?? null,
           }));
-          const params = values.flatMap((v) => [v.id, v.pack_seq, v.kind, v.offset, v.length, v.raw_length, v.codec, v.block_offset]);
+          // The values in their columns' order as written above, the order a compile binds them in.
+          const params = values.flatMap((v) => Object.values(v));
           const known = compiled.get(values.length);
           if (known !== undefined) {
             await trx.executeQuery(CompiledQuery.raw(known.sql, params));
             continue;
           }
           const query = insertObjects(trx, values).compile();
-          // The values in the order they were given, and nothing else: else every batch is built.
+          // Reused only when the compile bound exactly those values in that order: else every batch is built.
           if (query.parameters.length === params.length && query.parameters.every((p, i) => p === params[i]))
             compiled.set(values.length, query);
           await trx.executeQuery(query);
